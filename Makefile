@@ -1,0 +1,46 @@
+# Every target works on a fresh machine from nothing: it creates .venv, installs
+# numagate with its test extras and compiles the Cython core.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.numagate-installed
+EXT_STAMP := core/.ext-built
+
+.PHONY: install build run test lint bench soak clean
+
+install: $(STAMP) $(EXT_STAMP)
+
+$(STAMP): setup.py pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip setuptools wheel Cython
+	$(PY) -m pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+# Compile the core in place; a compile error stops here (no silent pure fallback).
+$(EXT_STAMP): core/_feasibility_c.pyx setup.py $(STAMP)
+ifeq ($(NUMAGATE_NO_EXTENSIONS),)
+	$(PY) setup.py --quiet build_ext --inplace
+endif
+	touch $(EXT_STAMP)
+
+build: install
+
+run: install
+	$(VENV)/bin/numagate serve
+
+test: install
+	$(PY) -m pytest
+
+lint: install
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+bench: install
+	$(PY) benchmarks/core.py
+	$(PY) benchmarks/server.py
+
+soak: install
+	$(PY) benchmarks/soak.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info core/*.so core/_feasibility_c.c $(EXT_STAMP)

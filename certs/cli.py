@@ -1,0 +1,11 @@
+"""`numagate certs`: not implemented yet."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def run(args: argparse.Namespace) -> int:
+    print("numagate certs: not implemented yet", file=sys.stderr)
+    return 2

@@ -1,0 +1,158 @@
+"""Value types shared by every part of the core: what a pod asks for (PodIntent), what a
+node offers (NodeTopology), and what numagate concludes (Finding, NodeVerdict, Decision).
+
+Units, everywhere in the core: ``cpu`` in millicores, ``memory`` and ``hugepages-*`` in
+bytes, every other resource (devices, extended resources) as a plain count.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+Severity = Literal["error", "warning", "info"]
+Scheduler = Literal["koordinator", "volcano", "hami", "default"]
+ContainerKind = Literal["init", "sidecar", "app"]
+Verdict = Literal[
+    "fits", "no-room-now", "never-fits", "policy-mismatch", "not-selected", "unknown-topology"
+]
+
+# Kubelet spellings, the internal vocabulary (DESIGN 5, research upstream-schedulers §5).
+POLICY_NONE = "none"
+POLICY_BEST_EFFORT = "best-effort"
+POLICY_RESTRICTED = "restricted"
+POLICY_SINGLE_NUMA_NODE = "single-numa-node"
+POLICIES: tuple[str, ...] = (
+    POLICY_NONE,
+    POLICY_BEST_EFFORT,
+    POLICY_RESTRICTED,
+    POLICY_SINGLE_NUMA_NODE,
+)
+
+# Verdicts in the order explain shows them (useful rows first).
+VERDICTS: tuple[str, ...] = (
+    "fits",
+    "no-room-now",
+    "never-fits",
+    "policy-mismatch",
+    "not-selected",
+    "unknown-topology",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """One problem found in an object. ``path`` is the field path as lint prints it,
+    e.g. ``metadata.annotations[volcano.sh/numa-topology-policy]``."""
+
+    path: str
+    severity: Severity
+    code: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerDemand:
+    """One container's requests, in core units, in kubelet order (init, then app).
+
+    ``exclusive_cpus`` is the kubelet's guaranteedCPUs: the integer CPU count when the
+    pod is Guaranteed and the request is a positive integer, else 0.
+    """
+
+    name: str
+    kind: ContainerKind
+    requests: Mapping[str, int]
+    limits: Mapping[str, int]
+    exclusive_cpus: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSelectorRequirement:
+    key: str
+    operator: str  # In, NotIn, Exists, DoesNotExist, Gt, Lt
+    values: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSelectorTerm:
+    match_expressions: tuple[NodeSelectorRequirement, ...] = ()
+    match_fields: tuple[NodeSelectorRequirement, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class PodIntent:
+    """Everything numagate needs to know about a pod, normalized across dialects."""
+
+    scheduler: Scheduler
+    scheduler_name: str
+    policy: str | None  # kubelet spelling; None when the pod sets no policy
+    exclusive: Literal["required", "preferred"] | None  # Koordinator singleNUMANodeExclusive
+    scope: Literal["container", "pod"] | None  # None: the node's scope decides
+    qos: Literal["Guaranteed", "Burstable", "BestEffort"]
+    containers: tuple[ContainerDemand, ...]
+    pod_requests: Mapping[str, int]  # effective pod-level requests (kubelet formula)
+    cpu_bind_policy: str | None = None  # Koordinator required/preferred CPU bind policy
+    hami_node_policy: str | None = None
+    hami_gpu_policy: tuple[str, ...] = ()
+    node_name: str | None = None
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    required_terms: tuple[NodeSelectorTerm, ...] = ()  # required node affinity (ORed terms)
+
+
+@dataclass(frozen=True, slots=True)
+class NumaZone:
+    """One NUMA node of a node. ``costs`` maps NUMA id -> distance (10 for itself)."""
+
+    id: int
+    capacity: Mapping[str, int]
+    allocatable: Mapping[str, int]
+    available: Mapping[str, int]
+    costs: Mapping[int, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class NodeTopology:
+    """One node as the inventory sees it. ``zones`` empty means no NUMA data."""
+
+    name: str
+    labels: Mapping[str, str]
+    allocatable: Mapping[str, int]
+    capacity: Mapping[str, int]
+    zones: tuple[NumaZone, ...] = ()
+    tm_policy: str = POLICY_NONE  # kubelet topology manager policy, kubelet spelling
+    tm_scope: Literal["container", "pod"] = "container"
+    max_numa_nodes: int = 8
+    prefer_closest: bool = False
+    cpu_manager_policy: Literal["static", "none"] = "static"
+    full_pcpus_only: bool = False
+    threads_per_core: int = 1
+    memory_manager_policy: Literal["Static", "None"] = "None"
+    koord_policy: str | None = None  # label node.koordinator.sh/numa-topology-policy, kubelet spelling
+    volcano_policy: str | None = None  # Numatopology spec.policies.TopologyManagerPolicy, verbatim
+    volcano_cpu_manager_policy: str | None = None  # Numatopology spec.policies.CPUManagerPolicy
+    # Devices reported by the node without NUMA affinity: allocatable minus the zones' sum.
+    unaligned_devices: Mapping[str, int] = field(default_factory=dict)
+    # Koordinator NUMA node states for singleNUMANodeExclusive: "idle" | "shared" | "single".
+    numa_states: tuple[str, ...] = ()
+    sources: tuple[str, ...] = ()  # which objects built it, e.g. ("Node", "NodeResourceTopology")
+
+
+@dataclass(frozen=True, slots=True)
+class NodeVerdict:
+    name: str
+    verdict: Verdict
+    numa: tuple[int, ...] = ()  # sorted NUMA ids of the admitted hint (fits / no-room-now)
+    preferred: bool = False
+    score: int | None = None
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """The cluster-level answer for one pod (DESIGN 4.3)."""
+
+    allowed: bool
+    message: str = ""
+    warnings: tuple[str, ...] = ()
+    patch: tuple[Mapping[str, object], ...] = ()

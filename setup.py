@@ -1,0 +1,68 @@
+"""Build numagate. The NUMA feasibility core is compiled with Cython unless
+NUMAGATE_NO_EXTENSIONS is set (a pure build). A failed compile fails the build:
+there is no silent fallback to pure Python (aiohttp dropped that for good reason)."""
+
+import os
+import sys
+
+from setuptools import setup
+
+NO_EXTENSIONS = bool(os.environ.get("NUMAGATE_NO_EXTENSIONS"))
+if sys.implementation.name != "cpython":
+    NO_EXTENSIONS = True
+
+ext_modules = []
+if not NO_EXTENSIONS:
+    from Cython.Build import cythonize
+    from setuptools import Extension
+
+    ext_modules = cythonize(
+        [Extension("core._feasibility_c", ["core/_feasibility_c.pyx"], extra_compile_args=["-O3"])],
+        compiler_directives={
+            "language_level": "3",
+            "boundscheck": False,
+            "wraparound": False,
+            "cdivision": True,
+            "initializedcheck": False,
+        },
+    )
+    print("*********************\n* Accelerated build *\n*********************")
+else:
+    print("*********************\n* Pure build        *\n*********************")
+
+setup(
+    name="numagate",
+    version="0.1.0",
+    description="Kubernetes admission webhook for NUMA- and GPU-topology scheduling policies",
+    python_requires=">=3.11",
+    packages=["core", "webhook", "certs", "schemas"],
+    package_data={"core": ["*.pyx"], "schemas": ["*.json"], "webhook": ["data/*"]},
+    ext_modules=ext_modules,
+    install_requires=[
+        "aiohttp>=3.10",
+        "kubernetes>=30",
+        "cryptography>=42",
+        "jsonschema>=4.20",
+        "pydantic>=2.6",
+        "PyYAML>=6",
+        "orjson>=3.9",
+    ],
+    extras_require={
+        "test": [
+            "pytest>=8",
+            "pytest-aiohttp>=1.0",
+            "pytest-timeout>=2",
+            "hypothesis>=6.100",
+            "jsonpatch>=1.33",
+            "kubernetes-validate>=1.30",
+            "ruff>=0.5",
+            "atheris>=2.3; platform_system == 'Linux'",
+        ],
+    },
+    entry_points={
+        "console_scripts": [
+            "numagate=webhook.cli:main",
+            "kubectl-numagate=webhook.cli:main",
+        ],
+    },
+)
