@@ -18,7 +18,7 @@ NO_EXTENSIONS: Final = bool(os.environ.get("NUMAGATE_NO_EXTENSIONS")) or (
 
 if TYPE_CHECKING or NO_EXTENSIONS:
     from core._feasibility_py import *  # noqa: F403
-    from core._feasibility_py import __all__  # noqa: F401
+    from core._feasibility_py import __all__
 
     IMPLEMENTATION: Final[str] = "python"
 else:

@@ -128,7 +128,9 @@ class NodeTopology:
     full_pcpus_only: bool = False
     threads_per_core: int = 1
     memory_manager_policy: Literal["Static", "None"] = "None"
-    koord_policy: str | None = None  # label node.koordinator.sh/numa-topology-policy, kubelet spelling
+    koord_policy: str | None = (
+        None  # label node.koordinator.sh/numa-topology-policy, kubelet spelling
+    )
     volcano_policy: str | None = None  # Numatopology spec.policies.TopologyManagerPolicy, verbatim
     volcano_cpu_manager_policy: str | None = None  # Numatopology spec.policies.CPUManagerPolicy
     # Devices reported by the node without NUMA affinity: allocatable minus the zones' sum.

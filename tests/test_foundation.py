@@ -21,7 +21,12 @@ def _py(code: str, **env: str) -> str:
     full_env = {k: v for k, v in os.environ.items() if k != "NUMAGATE_NO_EXTENSIONS"}
     full_env.update(env)
     out = subprocess.run(
-        [sys.executable, "-c", code], cwd=ROOT, env=full_env, capture_output=True, text=True, check=True
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        env=full_env,
+        capture_output=True,
+        text=True,
+        check=True,
     )
     return out.stdout.strip()
 

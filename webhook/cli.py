@@ -44,8 +44,12 @@ def build_parser() -> argparse.ArgumentParser:
         "serving certificate are generated there (ca.crt, tls.crt, tls.key).",
     )
     src = serve.add_mutually_exclusive_group()
-    src.add_argument("--inventory", metavar="FILE", help="static inventory file, reloaded on change")
-    src.add_argument("--kubeconfig", metavar="FILE", help="watch a live cluster via this kubeconfig")
+    src.add_argument(
+        "--inventory", metavar="FILE", help="static inventory file, reloaded on change"
+    )
+    src.add_argument(
+        "--kubeconfig", metavar="FILE", help="watch a live cluster via this kubeconfig"
+    )
     src.add_argument("--in-cluster", action="store_true", help="watch the cluster numagate runs in")
     serve.add_argument("--config", metavar="FILE", help="configuration file, reloaded on change")
     serve.add_argument(
@@ -54,14 +58,22 @@ def build_parser() -> argparse.ArgumentParser:
         default=".numagate/certs",
         help="directory with tls.crt and tls.key (and ca.crt); default: %(default)s",
     )
-    serve.add_argument("--client-ca", metavar="FILE", help="require client certificates signed by this CA")
+    serve.add_argument(
+        "--client-ca", metavar="FILE", help="require client certificates signed by this CA"
+    )
     serve.add_argument("--host", default="127.0.0.1", help="listen address; default: %(default)s")
     serve.add_argument("--port", type=int, default=8443, help="listen port; default: %(default)s")
     serve.add_argument(
-        "--workers", type=int, default=1, help="worker processes sharing the port; default: %(default)s"
+        "--workers",
+        type=int,
+        default=1,
+        help="worker processes sharing the port; default: %(default)s",
     )
     serve.add_argument(
-        "--log-level", default="info", choices=["debug", "info", "warning", "error"], help="log level"
+        "--log-level",
+        default="info",
+        choices=["debug", "info", "warning", "error"],
+        help="log level",
     )
 
     review = sub.add_parser(
@@ -71,8 +83,12 @@ def build_parser() -> argparse.ArgumentParser:
         "endpoint runs and print the response AdmissionReview as JSON.",
     )
     _add_inventory_config(review, inventory_required=True)
-    review.add_argument("--webhook", required=True, choices=["mutate", "validate"], help="which endpoint")
-    review.add_argument("review", nargs="?", default="-", metavar="REVIEW.json", help="'-' or omitted: stdin")
+    review.add_argument(
+        "--webhook", required=True, choices=["mutate", "validate"], help="which endpoint"
+    )
+    review.add_argument(
+        "review", nargs="?", default="-", metavar="REVIEW.json", help="'-' or omitted: stdin"
+    )
 
     explain = sub.add_parser(
         "explain",
@@ -81,9 +97,15 @@ def build_parser() -> argparse.ArgumentParser:
         "of every node, the NUMA nodes it would get, the ranking and the admission decision.",
     )
     _add_inventory_config(explain, inventory_required=True)
-    explain.add_argument("-o", "--output", choices=["table", "json"], default="table", help="output format")
-    explain.add_argument("--all", action="store_true", help="list every node, even on large clusters")
-    explain.add_argument("manifest", metavar="MANIFEST", help="file with the Pod or workload; '-' for stdin")
+    explain.add_argument(
+        "-o", "--output", choices=["table", "json"], default="table", help="output format"
+    )
+    explain.add_argument(
+        "--all", action="store_true", help="list every node, even on large clusters"
+    )
+    explain.add_argument(
+        "manifest", metavar="MANIFEST", help="file with the Pod or workload; '-' for stdin"
+    )
 
     lint = sub.add_parser(
         "lint",
@@ -93,7 +115,9 @@ def build_parser() -> argparse.ArgumentParser:
         "errors, 1 errors found, 2 usage error or unreadable input.",
     )
     _add_inventory_config(lint, inventory_required=False)
-    lint.add_argument("-o", "--output", choices=["text", "json"], default="text", help="output format")
+    lint.add_argument(
+        "-o", "--output", choices=["text", "json"], default="text", help="output format"
+    )
     lint.add_argument("files", nargs="+", metavar="FILE", help="manifest files; '-' for stdin")
 
     certs = sub.add_parser("certs", help="generate certificates or inject the CA bundle")
@@ -107,8 +131,12 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--service", required=True, help="Service name of the webhook")
     gen.add_argument("--namespace", required=True, help="namespace of the Service")
     gen.add_argument("--out", required=True, metavar="DIR", help="output directory")
-    gen.add_argument("--days", type=int, default=365, help="serving certificate lifetime; default: %(default)s")
-    gen.add_argument("--ip", action="append", default=[], metavar="IP", help="extra IP SAN (repeatable)")
+    gen.add_argument(
+        "--days", type=int, default=365, help="serving certificate lifetime; default: %(default)s"
+    )
+    gen.add_argument(
+        "--ip", action="append", default=[], metavar="IP", help="extra IP SAN (repeatable)"
+    )
     inj = csub.add_parser(
         "inject",
         help="patch caBundle into the webhook configurations",
@@ -116,9 +144,15 @@ def build_parser() -> argparse.ArgumentParser:
         "configurations using the kubernetes client (kubeconfig or in-cluster).",
     )
     inj.add_argument("--ca-file", required=True, metavar="F", help="PEM CA bundle")
-    inj.add_argument("--mutating", required=True, metavar="NAME", help="MutatingWebhookConfiguration name")
-    inj.add_argument("--validating", required=True, metavar="NAME", help="ValidatingWebhookConfiguration name")
-    inj.add_argument("--kubeconfig", metavar="FILE", help="kubeconfig (default: in-cluster, then ~/.kube/config)")
+    inj.add_argument(
+        "--mutating", required=True, metavar="NAME", help="MutatingWebhookConfiguration name"
+    )
+    inj.add_argument(
+        "--validating", required=True, metavar="NAME", help="ValidatingWebhookConfiguration name"
+    )
+    inj.add_argument(
+        "--kubeconfig", metavar="FILE", help="kubeconfig (default: in-cluster, then ~/.kube/config)"
+    )
     return parser
 
 

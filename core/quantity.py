@@ -1,0 +1,83 @@
+"""Kubernetes resource quantities (k8s.io/apimachinery resource.Quantity), parsed into the
+core's integer units: millicores for ``cpu``, bytes for memory and hugepages, plain counts
+for everything else (rounded up, as the API server does for integer resources)."""
+
+from __future__ import annotations
+
+import re
+from fractions import Fraction
+from typing import Final
+
+from core.errors import InvalidInput
+
+_BINARY: Final = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
+_DECIMAL: Final = {
+    "n": Fraction(1, 10**9),
+    "u": Fraction(1, 10**6),
+    "m": Fraction(1, 1000),
+    "": Fraction(1),
+    "k": Fraction(10**3),
+    "M": Fraction(10**6),
+    "G": Fraction(10**9),
+    "T": Fraction(10**12),
+    "P": Fraction(10**15),
+    "E": Fraction(10**18),
+}
+_RE: Final = re.compile(
+    r"^(?P<sign>[+-]?)(?P<num>\d+(?:\.\d*)?|\.\d+)"
+    r"(?:(?P<exp>[eE][+-]?\d+)|(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E)?)$"
+)
+# Largest value the compiled core accepts (int64); both implementations check it.
+MAX_VALUE: Final = 2**62
+
+
+def parse_quantity(value: object) -> Fraction:
+    """Parse a quantity (string or number) exactly. Raises InvalidInput naming the value."""
+    if isinstance(value, bool):
+        raise InvalidInput(f"quantity {value!r} is not a number")
+    if isinstance(value, int):
+        return Fraction(value)
+    if isinstance(value, float):
+        return Fraction(str(value))
+    if not isinstance(value, str):
+        raise InvalidInput(f"quantity {value!r} is not a string or a number")
+    m = _RE.match(value.strip())
+    if m is None:
+        raise InvalidInput(
+            f"quantity {value!r} does not parse (expected e.g. '2', '500m', '4Gi', '1.5G')"
+        )
+    number = Fraction(m["num"])
+    if m["exp"]:
+        number *= Fraction(10) ** int(m["exp"][1:])
+    suffix = m["suffix"] or ""
+    number *= _BINARY[suffix] if suffix in _BINARY else _DECIMAL[suffix]
+    return -number if m["sign"] == "-" else number
+
+
+def to_core_units(resource: str, value: object) -> int:
+    """Convert a quantity of ``resource`` into the core's integer unit (ceiling)."""
+    q = parse_quantity(value)
+    if q < 0:
+        raise InvalidInput(f"quantity {value!r} of {resource} is negative")
+    if resource == "cpu":
+        q *= 1000
+    units = -((-q.numerator) // q.denominator)  # ceiling
+    if units > MAX_VALUE:
+        raise InvalidInput(f"quantity {value!r} of {resource} is too large")
+    return units
+
+
+def is_whole_cpu(millicores: int) -> bool:
+    """True when a CPU amount is a positive integer number of CPUs (kubelet guaranteedCPUs)."""
+    return millicores > 0 and millicores % 1000 == 0
+
+
+def format_quantity(resource: str, units: int) -> str:
+    """Render core units back as a short quantity string, for messages and explain."""
+    if resource == "cpu":
+        return str(units // 1000) if units % 1000 == 0 else f"{units}m"
+    if resource == "memory" or resource.startswith("hugepages-"):
+        for suffix in ("Ei", "Pi", "Ti", "Gi", "Mi", "Ki"):
+            if units and units % _BINARY[suffix] == 0:
+                return f"{units // _BINARY[suffix]}{suffix}"
+    return str(units)
