@@ -120,6 +120,7 @@ class NodeTopology:
     allocatable: Mapping[str, int]
     capacity: Mapping[str, int]
     zones: tuple[NumaZone, ...] = ()
+    annotations: Mapping[str, str] = field(default_factory=dict)  # Node annotations (HAMi GPUs)
     tm_policy: str = POLICY_NONE  # kubelet topology manager policy, kubelet spelling
     tm_scope: Literal["container", "pod"] = "container"
     max_numa_nodes: int = 8
