@@ -1,0 +1,182 @@
+"""Koordinator's own scoring, for `explain`: the pod-level NUMA score of the proposal
+(seed 000), and the v1.6 score plugins NodeResourcesFitPlus and ScarceResourceAvoidance
+(seed 004; research upstream-schedulers §1.3).
+
+All amounts are in core units (cpu millicores, memory bytes, devices counts), which are the
+units koord-scheduler computes in (MilliCPU, bytes, scalar ``Value()``), so the integer
+arithmetic below gives the scheduler's own numbers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Final
+
+from core.model import ContainerDemand, NodeTopology
+
+MAX_NODE_SCORE: Final = 100  # framework.MaxNodeScore
+MOST_ALLOCATED: Final = "MostAllocated"
+LEAST_ALLOCATED: Final = "LeastAllocated"
+FIT_TYPES: Final = (MOST_ALLOCATED, LEAST_ALLOCATED)
+# k8s.io/kubernetes/pkg/scheduler/util: requests assumed for containers that set none.
+DEFAULT_MILLI_CPU_REQUEST: Final = 100
+DEFAULT_MEMORY_REQUEST: Final = 200 * 1024 * 1024
+# Resources koord-scheduler's NodeInfo tracks besides scalar (extended) resources.
+_NATIVE_TRACKED: Final = ("cpu", "memory", "ephemeral-storage")
+
+
+@dataclass(frozen=True, slots=True)
+class FitPlusResource:
+    """One entry of ``NodeResourcesFitPlusArgs.resources``."""
+
+    name: str
+    type: str
+    weight: int
+
+
+# ---------------------------------------------------------------------------- node usage
+
+
+def node_used(node: NodeTopology, resource: str) -> int:
+    """What is in use on the node: allocatable minus available, summed over the NUMA zones
+    that report the resource (NodeResourceTopology is the inventory's usage source)."""
+    return sum(
+        max(0, z.allocatable[resource] - z.available.get(resource, z.allocatable[resource]))
+        for z in node.zones
+        if resource in z.allocatable
+    )
+
+
+def node_allocatable(node: NodeTopology, resource: str) -> int:
+    """Node allocatable, else the sum over zones when the Node object did not give it."""
+    if resource in node.allocatable:
+        return node.allocatable[resource]
+    return sum(z.allocatable.get(resource, 0) for z in node.zones)
+
+
+# ---------------------------------------------------------------------------- NUMA score
+
+
+def numa_score(numa_nodes: int, requested: int, allocated: int) -> int:
+    """Pod-level NUMA proposal: ``(100 - numaNodes*10) + 10*(requested/allocated)``.
+    The utilisation term is integer-divided (Go int64) and capped at 10."""
+    utilisation = 0 if allocated <= 0 else 10 * min(requested, allocated) // allocated
+    return (MAX_NODE_SCORE - numa_nodes * 10) + utilisation
+
+
+def cpu_utilisation(node: NodeTopology, pod_cpu: int) -> tuple[int, int]:
+    """``(requested, allocated)`` for the NUMA score: CPU millicores, requested = the node's
+    CPU in use (over its NUMA zones) plus the pod's CPU request, allocated = node allocatable."""
+    return node_used(node, "cpu") + pod_cpu, node_allocatable(node, "cpu")
+
+
+# ---------------------------------------------------------------------------- FitPlus
+
+
+def _nonzero_request(resource: str, requests: Mapping[str, int]) -> int:
+    # GetNonzeroRequestForResource: unset (not zero) cpu/memory count as the defaults.
+    if resource in requests:
+        return requests[resource]
+    if resource == "cpu":
+        return DEFAULT_MILLI_CPU_REQUEST
+    if resource == "memory":
+        return DEFAULT_MEMORY_REQUEST
+    return 0
+
+
+def fitplus_pod_request(containers: Sequence[ContainerDemand], resource: str) -> int:
+    """KEP-753 pod request as FitPlus computes it: the sum over app containers, then in order
+    each sidecar (restartPolicy Always) init container is added and each regular init
+    container raises the total to its own request if larger (``calculatePodResourceRequest``)."""
+    total = sum(_nonzero_request(resource, c.requests) for c in containers if c.kind == "app")
+    for c in containers:
+        value = _nonzero_request(resource, c.requests)
+        if c.kind == "sidecar":
+            total += value
+        elif c.kind == "init":
+            total = max(total, value)
+    return total
+
+
+def most_allocated(requested: int, capacity: int) -> int:
+    if capacity == 0:
+        return 0
+    return min(requested, capacity) * MAX_NODE_SCORE // capacity
+
+
+def least_allocated(requested: int, capacity: int) -> int:
+    if capacity == 0 or requested > capacity:
+        return 0
+    return (capacity - requested) * MAX_NODE_SCORE // capacity
+
+
+def fitplus_score(
+    resources: Iterable[FitPlusResource],
+    requested: Mapping[str, int],
+    allocatable: Mapping[str, int],
+) -> int:
+    """``Σ(score·weight)/Σweight`` over the configured resources present in ``requested``
+    (the pod's requested resource names); 100 when none is configured or every weight is 0.
+    Upstream quirk kept: a ``type`` other than Most/LeastAllocated scores 0 but its weight still
+    counts in the denominator (``resourceScorer`` switch has no default)."""
+    score = weight_sum = 0
+    for res in resources:
+        if res.name not in requested:
+            continue
+        if res.type == MOST_ALLOCATED:
+            value = most_allocated(requested[res.name], allocatable.get(res.name, 0))
+        elif res.type == LEAST_ALLOCATED:
+            value = least_allocated(requested[res.name], allocatable.get(res.name, 0))
+        else:
+            value = 0
+        score += value * res.weight
+        weight_sum += res.weight
+    return MAX_NODE_SCORE if weight_sum == 0 else score // weight_sum
+
+
+def fitplus_for_node(
+    resources: Sequence[FitPlusResource],
+    containers: Sequence[ContainerDemand],
+    pod_requests: Mapping[str, int],
+    node: NodeTopology,
+) -> int:
+    """FitPlus score of ``node``: for each resource the pod requests (> 0), requested = in use
+    on the node + the pod's (non-zero-defaulted) request, against node allocatable."""
+    names = [r for r, v in pod_requests.items() if v > 0]
+    requested = {r: node_used(node, r) + fitplus_pod_request(containers, r) for r in names}
+    allocatable = {r: node_allocatable(node, r) for r in names}
+    return fitplus_score(resources, requested, allocatable)
+
+
+# ---------------------------------------------------------------------------- scarce
+
+
+def _tracked(resource: str) -> bool:
+    # NodeInfo tracks cpu, memory, ephemeral-storage and scalar resources (extended resources,
+    # hugepages, attachable volumes); "pods" and others are not resource names it scores.
+    return (
+        resource in _NATIVE_TRACKED
+        or resource.startswith(("hugepages-", "attachable-volumes-"))
+        or "/" in resource
+    )
+
+
+def scarce_score(
+    pod_requested: Iterable[str], node_allocatable_names: Iterable[str], scarce: Iterable[str]
+) -> int:
+    """ScarceResourceAvoidance: diff = node resource names - pod-requested names, hit = diff ∩
+    scarce; ``(|diff| - |hit|) * 100 / |diff|``, 100 when diff or hit is empty."""
+    diff = set(node_allocatable_names) - set(pod_requested)
+    hit = diff & set(scarce)
+    if not diff or not hit:
+        return MAX_NODE_SCORE
+    return (len(diff) - len(hit)) * MAX_NODE_SCORE // len(diff)
+
+
+def scarce_for_node(
+    scarce: Sequence[str], pod_requests: Mapping[str, int], node: NodeTopology
+) -> int:
+    pod_names = [r for r, v in pod_requests.items() if v > 0 and _tracked(r)]
+    node_names = [r for r, v in node.allocatable.items() if v > 0 and _tracked(r)]
+    return scarce_score(pod_names, node_names, scarce)
