@@ -137,6 +137,17 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument(
         "--ip", action="append", default=[], metavar="IP", help="extra IP SAN (repeatable)"
     )
+    gen.add_argument(
+        "--secret",
+        metavar="NAMESPACE/NAME",
+        help="keep the certificates in the cluster: Secret NAME (tls.crt, tls.key, ca.crt) and "
+        "NAME-ca (ca.crt, ca.key); a CA found there is reused",
+    )
+    gen.add_argument(
+        "--kubeconfig",
+        metavar="FILE",
+        help="for --secret (default: in-cluster, then ~/.kube/config)",
+    )
     inj = csub.add_parser(
         "inject",
         help="patch caBundle into the webhook configurations",

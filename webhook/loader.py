@@ -12,6 +12,9 @@ from typing import Any
 
 import yaml
 
+# libyaml's loader is ~10x faster than the pure one; same safe subset.
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
 
 class LoadError(Exception):
     """A file that cannot be read or parsed; the message names the file and the place."""
@@ -48,7 +51,7 @@ def _flatten(doc: Any) -> Iterator[Any]:
 def parse_objects(text: str, name: str) -> list[LoadedObject]:
     """Parse every object in ``text`` (JSON is YAML, so one parser serves both)."""
     try:
-        docs = list(yaml.safe_load_all(text))
+        docs = list(yaml.load_all(text, Loader=_LOADER))
     except yaml.YAMLError as exc:
         where = ""
         mark = getattr(exc, "problem_mark", None)

@@ -1,0 +1,42 @@
+# syntax=docker/dockerfile:1
+# numagate image: the wheel is built with the compiled (Cython) feasibility core in a
+# build stage with a compiler; the runtime stage has no compiler and runs as UID 65532.
+#   docker build -t ghcr.io/numagate/numagate:0.1.0 .
+ARG PYTHON_IMAGE=python:3.11-slim-bookworm
+
+FROM ${PYTHON_IMAGE} AS build
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends gcc libc6-dev \
+ && rm -rf /var/lib/apt/lists/*
+WORKDIR /src
+COPY pyproject.toml setup.py ./
+COPY core/ core/
+COPY webhook/ webhook/
+COPY certs/ certs/
+COPY schemas/ schemas/
+# NUMAGATE_NO_EXTENSIONS is deliberately unset: setup.py compiles the core or fails the
+# build (no silent pure-Python fallback). The wheels of every dependency land beside ours.
+RUN pip wheel --no-cache-dir --wheel-dir /wheels . \
+ && python - <<'PY'
+import glob, zipfile
+wheel = glob.glob("/wheels/numagate-*.whl")[0]
+names = zipfile.ZipFile(wheel).namelist()
+assert any(n.startswith("core/_feasibility_c") and n.endswith(".so") for n in names), \
+    f"compiled core missing from {wheel}"
+PY
+
+FROM ${PYTHON_IMAGE}
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_NO_CACHE_DIR=1
+RUN --mount=type=bind,from=build,source=/wheels,target=/wheels \
+    pip install --no-index --find-links=/wheels numagate \
+ && python -c "import core._feasibility_c" \
+ && numagate --help > /dev/null
+# Non-root, matching runAsUser/runAsGroup in manifests/; no files are written at run
+# time except under the mounted /tmp (readOnlyRootFilesystem).
+USER 65532:65532
+WORKDIR /tmp
+EXPOSE 8443
+ENTRYPOINT ["numagate"]
+CMD ["serve", "--host=0.0.0.0", "--in-cluster"]
