@@ -1,0 +1,128 @@
+"""Parse the JSON users put in annotations, repairing the two mistakes copied from the
+Koordinator v1.5 release blog: trailing commas and ``#`` comments inside the value
+(research upstream-schedulers §0.2). Go's ``json.Unmarshal`` rejects both, so koord-scheduler
+returns an error status and the pod stays Pending; we repair and say so, or report exactly
+why the text is not JSON.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class JsonResult:
+    """``value`` is the parsed document (None when ``error`` is set); ``repairs`` lists what
+    was removed to make the text parse, empty when it was valid JSON as written."""
+
+    value: Any
+    repairs: tuple[str, ...] = ()
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+def _strip_comments(text: str) -> tuple[str, int]:
+    """Remove ``#`` and ``//`` comments that are outside strings, up to the end of line."""
+    out: list[str] = []
+    removed = 0
+    i, n = 0, len(text)
+    in_string = False
+    while i < n:
+        ch = text[i]
+        if in_string:
+            out.append(ch)
+            if ch == "\\" and i + 1 < n:
+                out.append(text[i + 1])
+                i += 2
+                continue
+            if ch == '"':
+                in_string = False
+            i += 1
+            continue
+        if ch == '"':
+            in_string = True
+        elif ch == "#" or text.startswith("//", i):
+            end = text.find("\n", i)
+            end = n if end < 0 else end
+            removed += 1
+            i = end
+            continue
+        out.append(ch)
+        i += 1
+    return "".join(out), removed
+
+
+def _strip_trailing_commas(text: str) -> tuple[str, int]:
+    """Remove commas (outside strings) whose next non-blank character closes a container."""
+    out: list[str] = []
+    removed = 0
+    in_string = False
+    i, n = 0, len(text)
+    while i < n:
+        ch = text[i]
+        if in_string:
+            out.append(ch)
+            if ch == "\\" and i + 1 < n:
+                out.append(text[i + 1])
+                i += 2
+                continue
+            if ch == '"':
+                in_string = False
+            i += 1
+            continue
+        if ch == '"':
+            in_string = True
+        elif ch == ",":
+            j = i + 1
+            while j < n and text[j] in " \t\r\n":
+                j += 1
+            if j < n and text[j] in "}]":
+                removed += 1
+                i += 1
+                continue
+        out.append(ch)
+        i += 1
+    return "".join(out), removed
+
+
+def _describe(exc: json.JSONDecodeError) -> str:
+    return f"{exc.msg} at line {exc.lineno}, column {exc.colno}"
+
+
+def parse_lenient(text: str) -> JsonResult:
+    """Parse ``text`` as JSON; if it fails, try again without comments and trailing commas.
+
+    Never raises: an unrepairable text gives ``error`` with the parser's reason (the one for
+    the text as written, which is what the user has to fix).
+    """
+    try:
+        return JsonResult(json.loads(text))
+    except json.JSONDecodeError as exc:
+        first_error = _describe(exc)
+    except RecursionError:
+        return JsonResult(None, (), "nested too deeply")
+    cleaned, comments = _strip_comments(text)
+    cleaned, commas = _strip_trailing_commas(cleaned)
+    repairs: list[str] = []
+    if comments:
+        repairs.append(f"removed {comments} comment{'s' if comments > 1 else ''}")
+    if commas:
+        repairs.append(f"removed {commas} trailing comma{'s' if commas > 1 else ''}")
+    if not repairs:
+        return JsonResult(None, (), first_error)
+    try:
+        return JsonResult(json.loads(cleaned), tuple(repairs))
+    except json.JSONDecodeError:
+        return JsonResult(None, (), first_error)
+    except RecursionError:
+        return JsonResult(None, (), "nested too deeply")
+
+
+def dump_compact(value: Any) -> str:
+    """Compact JSON with sorted keys: re-serializing a normalized value is a no-op."""
+    return json.dumps(value, separators=(",", ":"), sort_keys=True, ensure_ascii=False)
