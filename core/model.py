@@ -136,7 +136,8 @@ class NodeTopology:
     volcano_cpu_manager_policy: str | None = None  # Numatopology spec.policies.CPUManagerPolicy
     # Devices reported by the node without NUMA affinity: allocatable minus the zones' sum.
     unaligned_devices: Mapping[str, int] = field(default_factory=dict)
-    # Koordinator NUMA node states for singleNUMANodeExclusive: "idle" | "shared" | "single".
+    # Koordinator NUMA node states for singleNUMANodeExclusive: "idle" | "shared" | "single",
+    # aligned with ``zones``.
     numa_states: tuple[str, ...] = ()
     sources: tuple[str, ...] = ()  # which objects built it, e.g. ("Node", "NodeResourceTopology")
 
