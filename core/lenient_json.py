@@ -90,8 +90,22 @@ def _strip_trailing_commas(text: str) -> tuple[str, int]:
     return "".join(out), removed
 
 
-def _describe(exc: json.JSONDecodeError) -> str:
-    return f"{exc.msg} at line {exc.lineno}, column {exc.colno}"
+class _NonStandardLiteral(ValueError):
+    """NaN / Infinity: Python's json accepts them, Go's encoding/json (the schedulers') does not."""
+
+
+def _reject_constant(name: str) -> Any:
+    raise _NonStandardLiteral(f"{name} is not valid JSON")
+
+
+def _loads(text: str) -> Any:
+    return json.loads(text, parse_constant=_reject_constant)
+
+
+def _describe(exc: ValueError) -> str:
+    if isinstance(exc, json.JSONDecodeError):
+        return f"{exc.msg} at line {exc.lineno}, column {exc.colno}"
+    return str(exc)
 
 
 def parse_lenient(text: str) -> JsonResult:
@@ -101,8 +115,8 @@ def parse_lenient(text: str) -> JsonResult:
     the text as written, which is what the user has to fix).
     """
     try:
-        return JsonResult(json.loads(text))
-    except json.JSONDecodeError as exc:
+        return JsonResult(_loads(text))
+    except ValueError as exc:  # JSONDecodeError or a NaN/Infinity literal
         first_error = _describe(exc)
     except RecursionError:
         return JsonResult(None, (), "nested too deeply")
@@ -116,8 +130,8 @@ def parse_lenient(text: str) -> JsonResult:
     if not repairs:
         return JsonResult(None, (), first_error)
     try:
-        return JsonResult(json.loads(cleaned), tuple(repairs))
-    except json.JSONDecodeError:
+        return JsonResult(_loads(cleaned), tuple(repairs))
+    except ValueError:
         return JsonResult(None, (), first_error)
     except RecursionError:
         return JsonResult(None, (), "nested too deeply")

@@ -1,0 +1,558 @@
+"""Faults: the cluster API going away and back, a garbage inventory file, certificates
+replaced under load, SIGTERM under load, a slow feasibility path under ``?timeout=``.
+
+Each runs the real server (``serve_worker``, or ``numagate serve`` as a subprocess for
+signals) over real TLS, with short intervals from the configuration file so that every
+scenario takes seconds.
+"""
+
+from __future__ import annotations
+
+import http.client
+import logging
+import re
+import shutil
+import signal
+import ssl
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from cryptography import x509
+
+from certs.authority import ensure_serving_certs, generate
+from tests.reliability.corpus import (
+    ROOT,
+    Client,
+    Reply,
+    check_review,
+    encode,
+    good_pod,
+    good_review,
+    impossible_pod,
+    review_of,
+    threaded_server,
+    write_config,
+)
+from tests.webhook.fake_apiserver import node, nrt, running_apiserver
+from webhook import pipeline as pipeline_module
+from webhook.server import ServeOptions
+
+
+def write_inventory(path: Path, *names: str) -> Path:
+    """Nodes with NUMA data (two 32-CPU NUMA nodes each): the good pod fits, the
+    impossible pod (40 CPUs on one NUMA node) is denied."""
+    docs = [doc for name in names for doc in (node(name), nrt(name))]
+    path.write_text(yaml.safe_dump_all(docs), encoding="utf-8")
+    return path
+
+
+# ----------------------------------------------------------------------------- helpers
+
+
+def wait_for(predicate: Callable[[], bool], timeout: float, what: str, step: float = 0.05) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(step)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+def metric(client: Client, name: str) -> float:
+    """The value of an unlabelled metric (or the sum over its label sets)."""
+    text = client.get("/metrics").body.decode()
+    values = [
+        float(m.group(1))
+        for m in re.finditer(rf"^{re.escape(name)}(?:{{[^}}]*}})? (\S+)$", text, re.M)
+    ]
+    # A counter that never moved may have no sample yet, but it is declared.
+    assert values or f"# TYPE {name} " in text, f"{name} not in /metrics"
+    return sum(values)
+
+
+def validate(client: Client, obj: dict[str, Any], uid: str, timeout: str = "10s") -> dict[str, Any]:
+    reply = client.review("validate", review_of(obj, uid=uid), timeout_query=timeout)
+    return check_review(reply, uid=uid, webhook="validate")
+
+
+class Captured(logging.Handler):
+    """Collects numagate's log records (the server in a thread logs through ``logging``)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+    def messages(self, level: int = logging.DEBUG) -> list[str]:
+        return [
+            f"{r.getMessage()} {getattr(r, 'error', '')}"
+            for r in self.records
+            if r.levelno >= level
+        ]
+
+
+@pytest.fixture
+def captured_logs() -> Iterator[Captured]:
+    handler = Captured()
+    logger = logging.getLogger("numagate")
+    old_level = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    try:
+        yield handler
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(old_level)
+
+
+# ----------------------------------------------------------------------------- cluster API outage
+
+STALE_AFTER = 1.0
+
+
+def test_cluster_api_outage_never_denies_falsely_and_resyncs(
+    tmp_path: Path, captured_logs: Captured
+) -> None:
+    """The apiserver goes away: once the inventory is older than staleAfterSeconds the
+    webhook stops denying on feasibility (allow + warning), reports the age in /metrics;
+    when the apiserver returns, the source relists, changes made meanwhile appear and
+    denials resume."""
+    with running_apiserver(tmp_path, bookmark_interval=0.2) as fake:
+        fake.apply(node("numa-1"))
+        fake.apply(nrt("numa-1"))
+        kubeconfig = fake.write_kubeconfig(tmp_path / "kubeconfig")
+        certs = ensure_serving_certs(tmp_path / "certs")
+        config = write_config(
+            tmp_path / "config.json", inventory={"staleAfterSeconds": STALE_AFTER}
+        )
+        opts = ServeOptions(
+            host="127.0.0.1",
+            port=0,
+            cert=str(certs.cert),
+            key=str(certs.key),
+            kubeconfig=str(kubeconfig),
+            config=str(config),
+        )
+        with threaded_server(opts) as srv:
+            client = Client(srv.port, certs.ca)
+            wait_for(lambda: client.get("/readyz").status == 200, 10, "readiness")
+            wait_for(lambda: metric(client, "numagate_inventory_nodes") == 1, 5, "first sync")
+            # Fresh inventory: the impossible pod is denied, the good pod allowed.
+            assert validate(client, impossible_pod(), "fresh-deny")["allowed"] is False
+            assert validate(client, good_pod(), "fresh-allow")["allowed"] is True
+
+            fake.down()
+            fake.apply(node("numa-2"))  # a change the webhook cannot see yet
+            fake.apply(nrt("numa-2"))
+            outage_answers: list[dict[str, Any]] = []
+
+            def stale_and_answering() -> bool:
+                response = validate(client, impossible_pod(), f"outage-{len(outage_answers)}")
+                outage_answers.append(response)
+                return metric(client, "numagate_inventory_age_seconds") > STALE_AFTER and (
+                    response["allowed"] is True
+                )
+
+            wait_for(stale_and_answering, 6, "the inventory to turn stale", step=0.2)
+            stale = outage_answers[-1]
+            assert any("stale" in w for w in stale.get("warnings", [])), stale
+            # The good pod is never denied during the outage either.
+            assert validate(client, good_pod(), "outage-good")["allowed"] is True
+            # Liveness holds (a restart would not bring the apiserver back).
+            assert client.get("/healthz").status == 200
+            # The lost connection is in the log, naming what is being watched.
+            lost = [r for r in captured_logs.records if r.name == "numagate.live"]
+            assert any(
+                r.levelno >= logging.WARNING and "reconnecting" in r.getMessage() for r in lost
+            )
+
+            fake.up()
+            wait_for(
+                lambda: metric(client, "numagate_inventory_nodes") == 2,
+                15,
+                "the relist after the apiserver returned",
+                step=0.1,
+            )
+            wait_for(
+                lambda: metric(client, "numagate_inventory_age_seconds") < STALE_AFTER,
+                5,
+                "fresh inventory",
+            )
+            # Denials resume once numa-2's NodeResourceTopology (watched by its own thread,
+            # reconnecting on its own backoff) is in too: a node without NUMA data never
+            # grounds a denial.
+            wait_for(
+                lambda: validate(client, impossible_pod(), "resynced")["allowed"] is False,
+                10,
+                "denials to resume",
+                step=0.1,
+            )
+            assert client.get("/readyz").status == 200
+
+
+# ----------------------------------------------------------------------------- inventory garbage
+
+GARBAGE: tuple[tuple[str, bytes], ...] = (
+    ("binary", bytes(range(256)) * 4),
+    ("yaml-syntax", b"apiVersion: v1\nkind: Node\nmetadata: {name: [unclosed\n"),
+    ("not-objects", b"- 1\n- 2\n- [3]\n"),
+    ("truncated-json", b'{"apiVersion": "v1", "kind": "List", "items": [{"kind": "Node"'),
+    ("scalar", b"just a sentence\n"),
+)
+
+
+def test_inventory_file_replaced_with_garbage_keeps_last_good(
+    tmp_path: Path, captured_logs: Captured
+) -> None:
+    inventory = write_inventory(tmp_path / "inventory.yaml", "numa-1", "numa-2")
+    certs = ensure_serving_certs(tmp_path / "certs")
+    config = write_config(tmp_path / "config.json", inventory={"reloadIntervalSeconds": 0.05})
+    opts = ServeOptions(
+        host="127.0.0.1",
+        port=0,
+        cert=str(certs.cert),
+        key=str(certs.key),
+        inventory=str(inventory),
+        config=str(config),
+    )
+    with threaded_server(opts) as srv:
+        client = Client(srv.port, certs.ca)
+        assert metric(client, "numagate_inventory_nodes") == 2
+        assert validate(client, impossible_pod(), "before")["allowed"] is False
+        for i, (label, garbage) in enumerate(GARBAGE, start=1):
+            inventory.write_bytes(garbage)
+            wait_for(
+                lambda i=i: metric(client, "numagate_inventory_load_failures_total") >= i,
+                5,
+                f"the {label} reload to fail",
+            )
+            # The last good inventory is still in force: same nodes, same decisions.
+            assert metric(client, "numagate_inventory_nodes") == 2, label
+            assert validate(client, impossible_pod(), f"{label}-deny")["allowed"] is False
+            assert validate(client, good_pod(), f"{label}-allow")["allowed"] is True
+            assert client.get("/readyz").status == 200
+        inventory.unlink()  # gone altogether (a ConfigMap mount being swapped)
+        wait_for(
+            lambda: metric(client, "numagate_inventory_load_failures_total") > len(GARBAGE),
+            5,
+            "the missing file to be reported",
+        )
+        assert validate(client, impossible_pod(), "missing-deny")["allowed"] is False
+        errors = captured_logs.messages(logging.ERROR)
+        assert sum("inventory load failed" in m for m in errors) >= len(GARBAGE) + 1, errors
+        assert any(str(inventory) in m for m in errors), errors
+        # A good file again: reloaded (a third node shows the new content is in force).
+        write_inventory(inventory, "numa-1", "numa-2", "numa-3")
+        wait_for(lambda: metric(client, "numagate_inventory_nodes") == 3, 5, "the reload")
+        assert validate(client, impossible_pod(), "after-deny")["allowed"] is False
+
+
+# ----------------------------------------------------------------------------- certificates
+
+
+def _serial(client: Client) -> int:
+    conn = client.connect()
+    try:
+        conn.connect()
+        assert isinstance(conn.sock, ssl.SSLSocket)
+        der = conn.sock.getpeercert(binary_form=True)
+    finally:
+        conn.close()
+    assert der is not None
+    return int(x509.load_der_x509_certificate(der).serial_number)
+
+
+def _load(client: Client, stop: threading.Event, results: list[str]) -> None:
+    i = 0
+    while not stop.is_set():
+        i += 1
+        uid = f"{threading.get_ident()}-{i}"
+        try:
+            reply = client.review("validate", good_review(uid))
+            response = check_review(reply, uid=uid, webhook="validate")
+            results.append("ok" if response["allowed"] else f"denied {response}")
+        except Exception as exc:
+            results.append(f"{type(exc).__name__}: {exc}")
+
+
+def _rotate_in_place(cert_dir: Path, staging: Path) -> None:
+    """Non-atomic: the certificate and the key are rewritten one after the other, so for a
+    moment they do not match (the watcher must keep the old pair then)."""
+    generate(staging, service="numagate", namespace="numagate-system", ips=["127.0.0.1"])
+    (cert_dir / "tls.crt").write_bytes((staging / "tls.crt").read_bytes())
+    time.sleep(0.1)
+    (cert_dir / "tls.key").write_bytes((staging / "tls.key").read_bytes())
+
+
+def _rotate_with_generate(cert_dir: Path, staging: Path) -> None:
+    """What ``numagate certs generate`` does: same CA, new serving pair."""
+    generate(cert_dir, service="numagate", namespace="numagate-system", ips=["127.0.0.1"])
+
+
+def test_certificates_replaced_under_load_lose_nothing(tmp_path: Path) -> None:
+    cert_dir = tmp_path / "certs"
+    paths = generate(cert_dir, service="numagate", namespace="numagate-system", ips=["127.0.0.1"])
+    staging = tmp_path / "staging"
+    staging.mkdir()
+    for name in ("ca.crt", "ca.key"):
+        shutil.copyfile(cert_dir / name, staging / name)
+    opts = ServeOptions(
+        host="127.0.0.1",
+        port=0,
+        cert=str(paths.cert),
+        key=str(paths.key),
+        # The default poll is 10 s (controller-runtime's); 50 ms keeps this test short.
+        config=str(
+            write_config(tmp_path / "config.json", certificates={"reloadIntervalSeconds": 0.05})
+        ),
+    )
+    with threaded_server(opts) as srv:
+        client = Client(srv.port, paths.ca)
+        serials = [_serial(client)]
+        stop = threading.Event()
+        results: list[str] = []
+        workers = [threading.Thread(target=_load, args=(client, stop, results)) for _ in range(4)]
+        for w in workers:
+            w.start()
+        try:
+            for rotate in (_rotate_in_place, _rotate_with_generate) * 2:
+                time.sleep(0.2)
+                rotate(cert_dir, staging)
+                wait_for(lambda: _serial(client) != serials[-1], 5, "the new certificate")
+                serials.append(_serial(client))
+            time.sleep(0.2)
+        finally:
+            stop.set()
+            for w in workers:
+                w.join(10)
+        failures = [r for r in results if r != "ok"]
+        assert not failures, failures[:5]
+        assert len(results) > 40, len(results)
+        assert len(set(serials)) == 5, serials  # every rotation was served
+
+
+# ----------------------------------------------------------------------------- SIGTERM
+
+
+def _start_serve(tmp_path: Path, *extra: str, config: Path) -> tuple[subprocess.Popen[str], int]:
+    cert_dir = tmp_path / "serve-certs"
+    proc = subprocess.Popen(
+        [
+            str(ROOT / ".venv" / "bin" / "numagate"),
+            "serve",
+            "--port",
+            "0",
+            "--cert-dir",
+            str(cert_dir),
+            "--config",
+            str(config),
+            *extra,
+        ],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    port = 0
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        m = re.search(r"serving https://127\.0\.0\.1:(\d+)", line)
+        if m:
+            port = int(m.group(1))
+            break
+    if not port:
+        proc.kill()
+        raise AssertionError(f"numagate serve did not start: {proc.communicate()[1][-2000:]}")
+    threading.Thread(target=proc.stdout.read, daemon=True).start()  # keep the pipe drained
+    return proc, port
+
+
+def _half_sent(client: Client, uid: str) -> tuple[http.client.HTTPSConnection, bytes]:
+    """A request in flight: headers and half the body sent."""
+    body = encode(good_review(uid))
+    conn = client.connect()
+    conn.putrequest("POST", "/validate?timeout=10s")
+    conn.putheader("Content-Type", "application/json")
+    conn.putheader("Content-Length", str(len(body)))
+    conn.endheaders()
+    conn.send(body[: len(body) // 2])
+    return conn, body[len(body) // 2 :]
+
+
+def _finish(conn: http.client.HTTPSConnection, rest: bytes, uid: str) -> None:
+    conn.send(rest)
+    resp = conn.getresponse()
+    reply = Reply(resp.status, resp.getheader("Content-Type", ""), resp.read())
+    conn.close()
+    assert check_review(reply, uid=uid, webhook="validate")["allowed"] is True
+
+
+def _serve_for_sigterm(
+    tmp_path: Path, delay: float, grace: float
+) -> tuple[subprocess.Popen[str], Client]:
+    config = write_config(
+        tmp_path / "config.json", shutdown={"delaySeconds": delay, "gracePeriodSeconds": grace}
+    )
+    proc, port = _start_serve(tmp_path, config=config)
+    client = Client(port, tmp_path / "serve-certs" / "ca.crt", timeout=grace + 2)
+    wait_for(lambda: client.get("/readyz").status == 200, 10, "readiness")
+    return proc, client
+
+
+def _stop_process(proc: subprocess.Popen[str]) -> None:
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait()
+
+
+def test_sigterm_under_load_drains_and_refuses_new_connections(tmp_path: Path) -> None:
+    """``numagate serve`` receives SIGTERM while under load: /readyz turns 503 at once
+    while requests are still served, a request in flight completes, then the listener
+    closes (new connections refused) and the process exits 0."""
+    delay = 1.5
+    proc, client = _serve_for_sigterm(tmp_path, delay, 10.0)
+    try:
+        stop = threading.Event()
+        results: list[str] = []
+        workers = [threading.Thread(target=_load, args=(client, stop, results)) for _ in range(3)]
+        for w in workers:
+            w.start()
+        inflight, rest = _half_sent(client, "inflight")
+        time.sleep(0.3)
+        proc.send_signal(signal.SIGTERM)
+        signalled = time.monotonic()
+        # Readiness goes false first, while the listener still accepts (the endpoint
+        # controller needs that time to take the pod out of the Service).
+        wait_for(lambda: client.get("/readyz").status == 503, delay, "readiness to turn false")
+        assert time.monotonic() - signalled < delay
+        stop.set()  # the apiserver stops sending once the endpoint is gone
+        for w in workers:
+            w.join(10)
+        _finish(inflight, rest, "inflight")
+        wait_for(lambda: _refused(client), delay + 3, "the listener to close")
+        assert proc.wait(timeout=15) == 0
+        failures = [r for r in results if r != "ok"]
+        assert not failures, failures[:5]
+        assert len(results) > 10
+    finally:
+        _stop_process(proc)
+
+
+def test_sigterm_completes_a_request_whose_body_is_still_arriving(tmp_path: Path) -> None:
+    """A request whose headers arrived before the listener closed but whose body is still
+    in transit is in flight too: it must be answered within the grace period, not dropped
+    when the grace period ends."""
+    delay, grace = 0.5, 3.0
+    proc, client = _serve_for_sigterm(tmp_path, delay, grace)
+    try:
+        late, rest = _half_sent(client, "late")
+        proc.send_signal(signal.SIGTERM)
+        wait_for(lambda: _refused(client), delay + 3, "the listener to close")
+        _finish(late, rest, "late")
+        assert proc.wait(timeout=grace + 5) == 0
+    finally:
+        _stop_process(proc)
+
+
+def test_stop_under_load_completes_requests_being_evaluated(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The shutdown sequence (the event SIGTERM sets) while a request is inside the
+    feasibility evaluation: it is answered correctly, after readiness turned false."""
+    real = pipeline_module.evaluate
+    entered = threading.Event()
+
+    def slow_evaluate(*args: Any, **kwargs: Any) -> Any:
+        entered.set()
+        time.sleep(1.0)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(pipeline_module, "evaluate", slow_evaluate)
+    certs = ensure_serving_certs(tmp_path / "certs")
+    config = write_config(
+        tmp_path / "config.json",
+        timeouts={"inlineNodes": 0},
+        shutdown={"delaySeconds": 0.2, "gracePeriodSeconds": 5.0},
+    )
+    opts = ServeOptions(
+        host="127.0.0.1",
+        port=0,
+        cert=str(certs.cert),
+        key=str(certs.key),
+        config=str(config),
+        inventory=str(write_inventory(tmp_path / "inventory.yaml", "numa-1")),
+    )
+    with threaded_server(opts) as srv:
+        client = Client(srv.port, certs.ca)
+        answers: list[dict[str, Any]] = []
+        request = threading.Thread(
+            target=lambda: answers.append(validate(client, impossible_pod(), "busy"))
+        )
+        request.start()
+        assert entered.wait(5)
+        srv.request_stop()
+        wait_for(lambda: _refused(client), 3, "the listener to close")
+        request.join(10)
+        assert answers and answers[0]["allowed"] is False, answers
+
+
+def _refused(client: Client) -> bool:
+    try:
+        client.get("/healthz")
+    except (ConnectionRefusedError, ConnectionResetError):
+        return True
+    return False
+
+
+# ----------------------------------------------------------------------------- slow feasibility
+
+
+def test_slow_feasibility_is_answered_within_the_timeout(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """?timeout=1s with an evaluation that would take 2 s: the answer comes in time, allowed
+    with a warning (never a denial for lack of time), and the next request is unaffected."""
+    real = pipeline_module.evaluate
+    slow = threading.Event()
+
+    def slow_evaluate(*args: Any, **kwargs: Any) -> Any:
+        if slow.is_set():
+            time.sleep(2.0)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(pipeline_module, "evaluate", slow_evaluate)
+    certs = ensure_serving_certs(tmp_path / "certs")
+    # inlineNodes 0: every evaluation runs in a thread, under the deadline.
+    config = write_config(tmp_path / "config.json", timeouts={"inlineNodes": 0})
+    opts = ServeOptions(
+        host="127.0.0.1",
+        port=0,
+        cert=str(certs.cert),
+        key=str(certs.key),
+        config=str(config),
+        inventory=str(write_inventory(tmp_path / "inventory.yaml", "numa-1")),
+    )
+    with threaded_server(opts) as srv:
+        client = Client(srv.port, certs.ca)
+        slow.set()
+        started = time.monotonic()
+        response = validate(client, impossible_pod(), "slow", timeout="1s")
+        elapsed = time.monotonic() - started
+        assert elapsed < 1.0, elapsed
+        assert response["allowed"] is True
+        assert any("timeout" in w or "deadline" in w for w in response["warnings"]), response
+        assert metric(client, "numagate_feasibility_skipped_total") >= 1
+        slow.clear()
+        assert validate(client, impossible_pod(), "fast")["allowed"] is False
