@@ -1,0 +1,127 @@
+"""Which nodes a pod's scheduler considers compatible, and how each node is simulated
+(DESIGN 5; research upstream-schedulers.md 1.2, 2.3, 5)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from core.model import (
+    POLICIES,
+    POLICY_BEST_EFFORT,
+    POLICY_NONE,
+    POLICY_RESTRICTED,
+    POLICY_SINGLE_NUMA_NODE,
+    NodeSelectorRequirement,
+    NodeTopology,
+    PodIntent,
+)
+
+KOORDINATOR_SPELLING = {
+    POLICY_BEST_EFFORT: "BestEffort",
+    POLICY_RESTRICTED: "Restricted",
+    POLICY_SINGLE_NUMA_NODE: "SingleNUMANode",
+}
+_NON_NONE = (POLICY_BEST_EFFORT, POLICY_RESTRICTED, POLICY_SINGLE_NUMA_NODE)
+
+
+@dataclass(frozen=True, slots=True)
+class Simulation:
+    """How to run the kernel for a compatible node: the topology manager policy to
+    simulate, the scope, Koordinator exclusivity, Volcano's CPU-only provider, or ``skip``
+    (a reason the scheduler admits the pod without any NUMA check)."""
+
+    policy: str
+    scope: Literal["container", "pod"]
+    exclusive: bool = False
+    cpu_only: bool = False
+    skip: str = ""
+
+
+def _pod_policy(intent: PodIntent) -> str | None:
+    return None if intent.policy in (None, POLICY_NONE) else intent.policy
+
+
+def koordinator_node_policy(node: NodeTopology) -> str:
+    """Node label node.koordinator.sh/numa-topology-policy, else the NRT policy (util.go
+    getNUMATopologyPolicy)."""
+    return node.koord_policy if node.koord_policy is not None else node.tm_policy
+
+
+def volcano_node_policy(node: NodeTopology) -> str:
+    """Numatopology spec.policies.TopologyManagerPolicy (verbatim), else the NRT's."""
+    return node.volcano_policy if node.volcano_policy is not None else node.tm_policy
+
+
+def _volcano_cpu_policy(node: NodeTopology) -> str:
+    if node.volcano_cpu_manager_policy is not None:
+        return node.volcano_cpu_manager_policy
+    return node.cpu_manager_policy
+
+
+def compatible(intent: PodIntent, node: NodeTopology) -> tuple[bool, str]:
+    """Per-scheduler policy compatibility; the str says why not."""
+    pod = _pod_policy(intent)
+    if intent.scheduler == "koordinator" and pod is not None:
+        # mergeTopologyPolicy: pod X fits node X or a node without policy
+        node_policy = koordinator_node_policy(node)
+        if node_policy not in (pod, POLICY_NONE, ""):
+            return False, f"Koordinator: pod policy {pod} does not match node policy {node_policy}"
+    if intent.scheduler == "volcano" and pod is not None:
+        # numa-aware: the pod's string must equal the node's exactly; CPU manager static
+        node_policy = volcano_node_policy(node)
+        if node_policy != pod:
+            return False, f"Volcano: pod policy {pod} is different from node policy {node_policy}"
+        cpu = _volcano_cpu_policy(node)
+        if cpu != "static":
+            return False, f"Volcano: CPU manager policy is {cpu}, not static"
+    return True, ""
+
+
+def _scope(intent: PodIntent, node: NodeTopology) -> Literal["container", "pod"]:
+    return intent.scope if intent.scope is not None else node.tm_scope
+
+
+def simulation(intent: PodIntent, node: NodeTopology) -> Simulation:
+    """The kernel run that decides a compatible node."""
+    pod = _pod_policy(intent)
+    scope = _scope(intent, node)
+    if intent.scheduler == "koordinator":
+        effective = pod if pod is not None else koordinator_node_policy(node)
+        if effective not in POLICIES:
+            effective = POLICY_NONE
+        # singleNUMANodeExclusive defaults to Required when the pod sets a policy
+        # (plugin.go); only the exact Required is enforced (checkExclusivePolicy)
+        exclusive = intent.exclusive == "required" or (intent.exclusive is None and pod is not None)
+        return Simulation(effective, scope, exclusive=exclusive)
+    if intent.scheduler == "volcano":
+        if intent.qos != "Guaranteed":
+            return Simulation(POLICY_NONE, scope, skip="Volcano checks only Guaranteed pods")
+        if pod is not None:
+            return Simulation(pod, scope, cpu_only=True)
+        node_policy = volcano_node_policy(node)
+        if _volcano_cpu_policy(node) == "static" and node_policy in _NON_NONE:
+            return Simulation(node_policy, scope, cpu_only=True)
+        return Simulation(POLICY_NONE, scope, skip="Volcano: no policy to check on this node")
+    # kubelet only (default scheduler) and HAMi: the node's kubelet decides
+    policy = node.tm_policy if node.tm_policy in POLICIES else POLICY_NONE
+    return Simulation(policy, scope)
+
+
+def affinity_requirement(
+    intent: PodIntent, *, label_key: str, spelling: Literal["koordinator", "kubelet"]
+) -> NodeSelectorRequirement | None:
+    """The expression that selects exactly the compatible nodes by ``label_key``, or None
+    when every node is compatible."""
+    pod = _pod_policy(intent)
+    if pod is None:
+        return None
+    if intent.scheduler == "koordinator":
+        # pod X: node X or no policy; NotIn also matches nodes without the label
+        others = [p for p in _NON_NONE if p != pod]
+        values = tuple(KOORDINATOR_SPELLING[p] if spelling == "koordinator" else p for p in others)
+        return NodeSelectorRequirement(key=label_key, operator="NotIn", values=values)
+    if intent.scheduler == "volcano":
+        value = KOORDINATOR_SPELLING[pod] if spelling == "koordinator" else pod
+        return NodeSelectorRequirement(key=label_key, operator="In", values=(value,))
+    return None
