@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 
@@ -185,6 +186,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         code: int = module.run(args)
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # `numagate explain ... | head`: the reader left; exit quietly like other CLI tools.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 141
     return code
 
 

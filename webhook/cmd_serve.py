@@ -1,11 +1,82 @@
-"""`numagate serve`: not implemented yet."""
+"""``numagate serve``: the admission webhook over TLS (DESIGN 4.1)."""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import sys
+from pathlib import Path
+
+from certs.authority import CertError, ensure_serving_certs
+from webhook.config import ConfigError, load_config
+from webhook.logs import setup_logging
+from webhook.server import ServeOptions, reserve_port, run_workers, serve_worker
+
+EXIT_USAGE = 2
+SAMPLE_REVIEW = "tests/fixtures/reviews/koordinator-pod-create.json"
+
+
+def _usage(message: str) -> int:
+    print(f"numagate serve: {message}", file=sys.stderr)
+    return EXIT_USAGE
+
+
+def _curl_line(ca: Path, host: str, port: int) -> str:
+    return (
+        f"curl --cacert {ca} -H 'Content-Type: application/json' "
+        f"--data @{SAMPLE_REVIEW} https://{host}:{port}/mutate"
+    )
+
+
+def _check_args(args: argparse.Namespace) -> str | None:
+    if args.workers < 1:
+        return f"--workers {args.workers}: must be at least 1"
+    if not 0 <= args.port <= 65535:
+        return f"--port {args.port}: must be 0..65535"
+    for flag, value in (("--inventory", args.inventory), ("--client-ca", args.client_ca)):
+        if value and not Path(value).is_file():
+            return f"{flag} {value!r}: no such file"
+    return None
 
 
 def run(args: argparse.Namespace) -> int:
-    print("numagate serve: not implemented yet", file=sys.stderr)
-    return 2
+    problem = _check_args(args)
+    if problem:
+        return _usage(problem)
+    setup_logging(args.log_level)
+    try:
+        load_config(args.config)  # fail fast with a clear message, before any worker starts
+        paths = ensure_serving_certs(Path(args.cert_dir))
+    except (ConfigError, CertError) as exc:
+        return _usage(str(exc))
+    reservation = reserve_port(args.host, args.port)
+    port = reservation.getsockname()[1]
+    opts = ServeOptions(
+        host=args.host,
+        port=port,
+        cert=str(paths.cert),
+        key=str(paths.key),
+        client_ca=args.client_ca,
+        inventory=args.inventory,
+        kubeconfig=args.kubeconfig,
+        in_cluster=args.in_cluster,
+        config=args.config,
+        log_level=args.log_level,
+    )
+    source = args.inventory or args.kubeconfig or ("in-cluster" if args.in_cluster else "demo")
+    print(f"numagate: CA certificate: {paths.ca}", flush=True)
+    print(
+        f"numagate: listening on https://{args.host}:{port} "
+        f"(workers: {args.workers}, inventory: {source})",
+        flush=True,
+    )
+    print(f"numagate: try: {_curl_line(paths.ca, args.host, port)}", flush=True)
+    try:
+        if args.workers == 1:
+            asyncio.run(serve_worker(opts))
+            return 0
+        return run_workers(opts, args.workers)
+    except Exception as exc:  # startup failure: one line, no traceback
+        return _usage(f"{type(exc).__name__}: {exc}")
+    finally:
+        reservation.close()
