@@ -1,0 +1,221 @@
+"""The configuration file of ``numagate serve`` / ``review``: a pydantic model that agrees
+with ``schemas/config.schema.json`` (a test keeps them in step), a loader with errors that
+name the field, the value and what is allowed, and a holder that reloads the file on
+change and keeps the last good version when the new one is broken."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal
+
+import jsonschema
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, ValidationError
+from pydantic.alias_generators import to_camel
+
+from webhook.logs import get_logger
+
+Mode = Literal["enforce", "warn", "dryrun"]
+AffinityMode = Literal["label", "node-names", "auto", "off"]
+DEFAULT_NAMESPACE = "numagate-system"
+# Koordinator's scheduler reads this node label (research/upstream-schedulers.md).
+KOORDINATOR_LABEL = "node.koordinator.sh/numa-topology-policy"
+# For the other schedulers there is no upstream node label; ours carries the kubelet spelling.
+DEFAULT_LABEL = "numagate.io/topology-manager-policy"
+log = get_logger("config")
+
+
+class ConfigError(Exception):
+    """The configuration file cannot be used; the message names the file and the field."""
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid", alias_generator=to_camel, populate_by_name=True, frozen=True
+    )
+
+
+class Modes(_Model):
+    annotations: Mode = "enforce"
+    feasibility: Mode = "enforce"
+    no_room_now: Mode = "warn"
+
+
+class Mutation(_Model):
+    normalize_annotations: StrictBool = True
+    inject_affinity: StrictBool = True
+
+
+class LabelKeys(_Model):
+    koordinator: str = Field(KOORDINATOR_LABEL, min_length=1)
+    volcano: str = Field(DEFAULT_LABEL, min_length=1)
+    hami: str = Field(DEFAULT_LABEL, min_length=1)
+    default: str = Field(DEFAULT_LABEL, min_length=1)
+
+
+class Affinity(_Model):
+    mode: AffinityMode = "auto"
+    label_keys: LabelKeys = Field(default_factory=LabelKeys)
+    max_node_names: StrictInt = Field(100, ge=1, le=1000)
+
+
+class Scarce(_Model):
+    """core.scarce: keep pods that request none of ``resources`` off nodes that have them."""
+
+    enabled: StrictBool = False
+    resources: tuple[str, ...] = ("nvidia.com/gpu",)
+    required: StrictBool = False  # required anti-affinity; else a preferred term of ``weight``
+    weight: StrictInt = Field(100, ge=1, le=100)
+    label_keys: dict[str, str] = Field(default_factory=dict)  # resource -> node label key
+
+
+class InventorySettings(_Model):
+    stale_after_seconds: float = Field(300.0, gt=0, strict=True)
+    reload_interval_seconds: float = Field(5.0, gt=0, strict=True)
+
+
+class Timeouts(_Model):
+    # The apiserver's default timeoutSeconds is 10 (admissionregistration/v1).
+    default_seconds: float = Field(10.0, gt=0, le=30, strict=True)
+    # Answer this long before the deadline: the response still has to cross the network.
+    margin_seconds: float = Field(0.25, ge=0, strict=True)
+    # Inventories up to this many nodes are evaluated inline; larger ones in a thread
+    # with the deadline enforced.
+    inline_nodes: StrictInt = Field(256, ge=0)
+
+
+class Shutdown(_Model):
+    # Readiness is false for this long before the listener closes, so that the endpoint
+    # controller removes the pod from the Service first.
+    delay_seconds: float = Field(2.0, ge=0, strict=True)
+    grace_period_seconds: float = Field(25.0, gt=0, strict=True)
+
+
+class Certificates(_Model):
+    # controller-runtime's certwatcher polls every 10 s (defaultWatchInterval).
+    reload_interval_seconds: float = Field(10.0, gt=0, strict=True)
+
+
+class Config(_Model):
+    namespace: str = Field(DEFAULT_NAMESPACE, min_length=1, max_length=63)
+    excluded_namespaces: tuple[str, ...] = ("kube-system", "kube-node-lease")
+    ignore_label: str = Field("numagate.io/ignore", min_length=1)
+    modes: Modes = Field(default_factory=Modes)
+    mutation: Mutation = Field(default_factory=Mutation)
+    affinity: Affinity = Field(default_factory=Affinity)
+    scarce: Scarce = Field(default_factory=Scarce)
+    inventory: InventorySettings = Field(default_factory=InventorySettings)
+    timeouts: Timeouts = Field(default_factory=Timeouts)
+    shutdown: Shutdown = Field(default_factory=Shutdown)
+    certificates: Certificates = Field(default_factory=Certificates)
+    reload_interval_seconds: float = Field(5.0, gt=0, strict=True)
+
+    def is_excluded_namespace(self, namespace: str) -> bool:
+        return namespace == self.namespace or namespace in self.excluded_namespaces
+
+
+@cache
+def config_schema() -> dict[str, Any]:
+    text = resources.files("schemas").joinpath("config.schema.json").read_text(encoding="utf-8")
+    schema: dict[str, Any] = json.loads(text)
+    return schema
+
+
+def _where(path: Any) -> str:
+    return ".".join(str(p) for p in path) or "(top level)"
+
+
+def _schema_errors(data: Any) -> list[str]:
+    validator = jsonschema.Draft202012Validator(config_schema())
+    errors = sorted(validator.iter_errors(data), key=lambda e: list(map(str, e.path)))
+    return [f"{_where(e.path)}: {e.message}" for e in errors[:5]]
+
+
+def _pydantic_errors(exc: ValidationError) -> list[str]:
+    out = []
+    for err in exc.errors()[:5]:
+        got = "" if err["type"] == "missing" else f" (got {err.get('input')!r})"
+        out.append(f"{_where(err['loc'])}: {err['msg']}{got}")
+    return out
+
+
+def parse_config(
+    data: Any, *, name: str = "config", env: Mapping[str, str] | None = None
+) -> Config:
+    """Validate ``data`` (parsed YAML/JSON) against the schema and the model."""
+    if data is None:
+        data = {}
+    problems = _schema_errors(data)
+    if problems:
+        raise ConfigError(f"{name}: " + "; ".join(problems))
+    assert isinstance(data, dict)
+    env = os.environ if env is None else env
+    if "namespace" not in data and env.get("POD_NAMESPACE"):
+        data = {**data, "namespace": env["POD_NAMESPACE"]}
+    try:
+        return Config.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(f"{name}: " + "; ".join(_pydantic_errors(exc))) from None
+
+
+def load_config(path: str | Path | None, *, env: Mapping[str, str] | None = None) -> Config:
+    """Read a YAML or JSON configuration file (None: the defaults)."""
+    if path is None:
+        return parse_config({}, env=env)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read: {exc}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML or JSON: {exc}") from None
+    return parse_config(data, name=str(path), env=env)
+
+
+def _signature(path: Path) -> tuple[int, int, int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return (st.st_mtime_ns, st.st_size, st.st_ino)
+
+
+class ConfigHolder:
+    """The current configuration; ``check()`` reloads the file when it changed.
+
+    A broken new version is logged and counted and the last good one stays in force:
+    a typo in a ConfigMap must not change the webhook's behaviour.
+    """
+
+    def __init__(self, path: str | Path | None, *, env: Mapping[str, str] | None = None) -> None:
+        self.path = Path(path) if path is not None else None
+        self._env = env
+        self.current = load_config(self.path, env=env)  # fail fast at startup
+        self._signature = _signature(self.path) if self.path else None
+        self.last_error: str | None = None
+
+    def check(self) -> bool | None:
+        """Reload if the file changed: True reloaded, False kept the last good, None unchanged."""
+        if self.path is None:
+            return None
+        sig = _signature(self.path)
+        if sig == self._signature:
+            return None
+        self._signature = sig
+        try:
+            self.current = load_config(self.path, env=self._env)
+        except ConfigError as exc:
+            self.last_error = str(exc)
+            log.error(
+                "configuration reload failed; keeping the last good one", extra={"error": str(exc)}
+            )
+            return False
+        self.last_error = None
+        log.info("configuration reloaded", extra={"file": str(self.path)})
+        return True

@@ -1,0 +1,328 @@
+"""A small Prometheus registry in the text exposition format (version 0.0.4).
+
+Our own rather than prometheus_client: we need counters, gauges and histograms with
+labels and nothing else, and no new dependency. Names follow controller-runtime and
+Kyverno (research/webhook-anchors.md 2.1, 2.2). Each worker process has its own registry;
+with ``--workers N`` a scrape sees one worker, as with any pre-fork server.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from bisect import bisect_left
+from collections.abc import Callable, Iterable, Sequence
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+# Sub-millisecond first: the handler itself takes well under 1 ms, and the apiserver's own
+# histogram starts at 5 ms, so the low buckets are where our latency is visible.
+LATENCY_BUCKETS: tuple[float, ...] = (
+    0.0001,
+    0.00025,
+    0.0005,
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+)
+LabelValues = tuple[str, ...]
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+def _format_value(value: float) -> str:
+    if math.isinf(value):
+        return "+Inf" if value > 0 else "-Inf"
+    if math.isnan(value):
+        return "NaN"
+    if float(value).is_integer() and abs(value) < 1e15:
+        return str(int(value))
+    return repr(float(value))
+
+
+def _labels(names: Sequence[str], values: Sequence[str], extra: str = "") -> str:
+    pairs = [f'{n}="{_escape(v)}"' for n, v in zip(names, values, strict=True)]
+    if extra:
+        pairs.append(extra)
+    return "{" + ",".join(pairs) + "}" if pairs else ""
+
+
+class _Metric:
+    kind = ""
+
+    def __init__(self, name: str, help_: str, labelnames: Sequence[str] = ()) -> None:
+        self.name = name
+        self.help = help_
+        self.labelnames = tuple(labelnames)
+        self._lock = threading.Lock()
+
+    def _key(self, labels: dict[str, str]) -> LabelValues:
+        if set(labels) != set(self.labelnames):
+            raise ValueError(f"{self.name}: labels {sorted(labels)} != {sorted(self.labelnames)}")
+        return tuple(str(labels[n]) for n in self.labelnames)
+
+    def header(self) -> list[str]:
+        return [f"# HELP {self.name} {self.help}", f"# TYPE {self.name} {self.kind}"]
+
+    def samples(self) -> list[str]:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+
+class Counter(_Metric):
+    """A monotonically increasing count per label set."""
+
+    kind = "counter"
+
+    def __init__(self, name: str, help_: str, labelnames: Sequence[str] = ()) -> None:
+        super().__init__(name, help_, labelnames)
+        self._values: dict[LabelValues, float] = {}
+        self._fn: Callable[[], float] | None = None
+
+    def set_function(self, fn: Callable[[], float]) -> None:
+        """Read an (unlabelled) count kept elsewhere, e.g. the cert watcher's reloads."""
+        self._fn = fn
+
+    def inc(self, amount: float = 1.0, **labels: str) -> None:
+        if amount < 0:
+            raise ValueError(f"{self.name}: a counter cannot decrease (inc {amount})")
+        key = self._key(labels)
+        with self._lock:
+            self._values[key] = self._values.get(key, 0.0) + amount
+
+    def value(self, **labels: str) -> float:
+        if self._fn is not None:
+            return float(self._fn())
+        return self._values.get(self._key(labels), 0.0)
+
+    def samples(self) -> list[str]:
+        if self._fn is not None:
+            return [f"{self.name} {_format_value(float(self._fn()))}"]
+        with self._lock:
+            items = sorted(self._values.items())
+        return [f"{self.name}{_labels(self.labelnames, k)} {_format_value(v)}" for k, v in items]
+
+
+class Gauge(_Metric):
+    """A value that goes up and down; optionally computed at scrape time by ``fn``."""
+
+    kind = "gauge"
+
+    def __init__(
+        self,
+        name: str,
+        help_: str,
+        labelnames: Sequence[str] = (),
+        *,
+        fn: Callable[[], float | None] | None = None,
+    ) -> None:
+        super().__init__(name, help_, labelnames)
+        self._values: dict[LabelValues, float] = {}
+        self._fn = fn
+
+    def set_function(self, fn: Callable[[], float | None]) -> None:
+        """Compute the (unlabelled) value at scrape time; None hides the sample."""
+        self._fn = fn
+
+    def set(self, value: float, **labels: str) -> None:
+        key = self._key(labels)
+        with self._lock:
+            self._values[key] = float(value)
+
+    def inc(self, amount: float = 1.0, **labels: str) -> None:
+        key = self._key(labels)
+        with self._lock:
+            self._values[key] = self._values.get(key, 0.0) + amount
+
+    def dec(self, amount: float = 1.0, **labels: str) -> None:
+        self.inc(-amount, **labels)
+
+    def value(self, **labels: str) -> float:
+        if self._fn is not None:
+            v = self._fn()
+            return math.nan if v is None else float(v)
+        return self._values.get(self._key(labels), 0.0)
+
+    def samples(self) -> list[str]:
+        if self._fn is not None:
+            v = self._fn()
+            return [] if v is None else [f"{self.name} {_format_value(float(v))}"]
+        with self._lock:
+            items = sorted(self._values.items())
+        return [f"{self.name}{_labels(self.labelnames, k)} {_format_value(v)}" for k, v in items]
+
+
+class Histogram(_Metric):
+    """Cumulative buckets, ``_sum`` and ``_count`` per label set."""
+
+    kind = "histogram"
+
+    def __init__(
+        self,
+        name: str,
+        help_: str,
+        labelnames: Sequence[str] = (),
+        *,
+        buckets: Iterable[float] = LATENCY_BUCKETS,
+    ) -> None:
+        super().__init__(name, help_, labelnames)
+        self.buckets = tuple(sorted(buckets))
+        if not self.buckets:
+            raise ValueError(f"{self.name}: a histogram needs buckets")
+        # per label set: [count per bucket (non-cumulative, + one for +Inf), sum]
+        self._data: dict[LabelValues, tuple[list[int], list[float]]] = {}
+
+    def observe(self, value: float, **labels: str) -> None:
+        key = self._key(labels)
+        index = bisect_left(self.buckets, value)  # le semantics: value <= bound
+        with self._lock:
+            counts, total = self._data.setdefault(key, ([0] * (len(self.buckets) + 1), [0.0]))
+            counts[index] += 1
+            total[0] += value
+
+    def count(self, **labels: str) -> int:
+        data = self._data.get(self._key(labels))
+        return sum(data[0]) if data else 0
+
+    def samples(self) -> list[str]:
+        out: list[str] = []
+        with self._lock:
+            items = sorted((k, (list(c), s[0])) for k, (c, s) in self._data.items())
+        for key, (counts, total) in items:
+            running = 0
+            for bound, n in zip((*self.buckets, math.inf), counts, strict=True):
+                running += n
+                le = f'le="{_format_value(bound)}"'
+                out.append(f"{self.name}_bucket{_labels(self.labelnames, key, le)} {running}")
+            out.append(f"{self.name}_sum{_labels(self.labelnames, key)} {_format_value(total)}")
+            out.append(f"{self.name}_count{_labels(self.labelnames, key)} {running}")
+        return out
+
+
+class Registry:
+    """Holds metrics by name and renders them."""
+
+    def __init__(self) -> None:
+        self._metrics: dict[str, _Metric] = {}
+
+    def register(self, metric: _Metric) -> _Metric:
+        if metric.name in self._metrics:
+            raise ValueError(f"metric {metric.name} registered twice")
+        self._metrics[metric.name] = metric
+        return metric
+
+    def counter(self, name: str, help_: str, labelnames: Sequence[str] = ()) -> Counter:
+        m = Counter(name, help_, labelnames)
+        self.register(m)
+        return m
+
+    def gauge(
+        self,
+        name: str,
+        help_: str,
+        labelnames: Sequence[str] = (),
+        *,
+        fn: Callable[[], float | None] | None = None,
+    ) -> Gauge:
+        m = Gauge(name, help_, labelnames, fn=fn)
+        self.register(m)
+        return m
+
+    def histogram(
+        self,
+        name: str,
+        help_: str,
+        labelnames: Sequence[str] = (),
+        *,
+        buckets: Iterable[float] = LATENCY_BUCKETS,
+    ) -> Histogram:
+        m = Histogram(name, help_, labelnames, buckets=buckets)
+        self.register(m)
+        return m
+
+    def render(self) -> bytes:
+        lines: list[str] = []
+        for metric in self._metrics.values():
+            lines.extend(metric.header())
+            lines.extend(metric.samples())
+        return ("\n".join(lines) + "\n").encode()
+
+
+class WebhookMetrics:
+    """Every metric numagate exposes, in one registry."""
+
+    def __init__(self) -> None:
+        r = self.registry = Registry()
+        self.requests = r.counter(
+            "numagate_admission_requests_total",
+            "Admission requests answered, by webhook, operation, allowed and code.",
+            ("webhook", "operation", "allowed", "code"),
+        )
+        self.duration = r.histogram(
+            "numagate_admission_duration_seconds",
+            "Time to answer an admission request, from body read to response built.",
+            ("webhook",),
+        )
+        self.in_flight = r.gauge(
+            "numagate_admission_requests_in_flight",
+            "Admission requests being answered.",
+            ("webhook",),
+        )
+        self.violations = r.counter(
+            "numagate_policy_violations_total",
+            "Checks that failed, by check and enforcement mode (dryrun ones are only counted).",
+            ("check", "mode"),
+        )
+        self.errors = r.counter(
+            "numagate_admission_errors_total",
+            "Unexpected errors while answering (mutate fails open, validate answers 500).",
+            ("webhook",),
+        )
+        self.timeouts = r.counter(
+            "numagate_feasibility_skipped_total",
+            "Feasibility checks skipped because the request deadline (?timeout=) was near.",
+        )
+        self.feasibility = r.histogram(
+            "numagate_feasibility_duration_seconds",
+            "Time spent evaluating feasibility per request.",
+        )
+        self.inventory_nodes = r.gauge(
+            "numagate_inventory_nodes", "Nodes in the current inventory."
+        )
+        self.inventory_age = r.gauge(
+            "numagate_inventory_age_seconds", "Seconds since the inventory was last synchronized."
+        )
+        self.inventory_errors = r.gauge(
+            "numagate_inventory_errors", "Errors reported while building the current inventory."
+        )
+        self.inventory_load_failures = r.counter(
+            "numagate_inventory_load_failures_total",
+            "Inventory loads that failed (the last good inventory was kept).",
+        )
+        self.config_reloads = r.counter(
+            "numagate_config_reloads_total", "Configuration reloads, by result.", ("result",)
+        )
+        self.cert_expiry = r.gauge(
+            "numagate_certificate_expiry_timestamp_seconds",
+            "Expiry (notAfter) of the serving certificate, Unix time.",
+        )
+        self.cert_reads = r.counter(
+            "numagate_certwatcher_read_certificate_total", "Serving certificate reloads."
+        )
+        self.cert_read_errors = r.counter(
+            "numagate_certwatcher_read_certificate_errors_total",
+            "Serving certificate reloads that failed (the previous certificate stays).",
+        )
+
+    def render(self) -> bytes:
+        return self.registry.render()

@@ -1,0 +1,491 @@
+"""What the webhook decides: one function, :func:`answer`, from request bytes to the HTTP
+answer. The aiohttp endpoints and ``numagate review`` both call it, so the CLI shows
+exactly what the server would send.
+
+mutate (Pods, CREATE): normalized annotations, mirrored into the dialect of the pod's
+scheduler (core.intent), and the node affinity that selects exactly the compatible nodes
+(core.compat, DESIGN 5). validate (Pods and workload templates, CREATE and UPDATE of the
+template): annotation errors, impossible pods, pods with no room now, each under its own
+enforcement mode (enforce / warn / dryrun, as Gatekeeper's enforcementAction).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from core.compat import affinity_requirement, compatible
+from core.errors import CoreError
+from core.evaluate import Evaluation, decide, evaluate
+from core.intent import read_intent
+from core.model import NodeSelectorRequirement, PodIntent
+from core.mutate import (
+    PatchOp,
+    affinity_ops,
+    annotation_ops,
+    apply_ops,
+    node_name_ops,
+    preferred_ops,
+)
+from core.scarce import scarce_affinity
+from core.snapshot import Snapshot
+from core.workloads import PodTemplate, pod_templates, structure_findings
+from webhook.admission import (
+    AdmissionRequest,
+    Outcome,
+    allowed,
+    denied,
+    finalize,
+    parse_review,
+    patched,
+)
+from webhook.config import Config
+from webhook.errors import HttpAnswer, RequestError, WebhookName, answer_for_error, review_answer
+from webhook.inventory_state import InventoryState, InventoryView
+from webhook.logs import get_logger
+from webhook.metrics import WebhookMetrics
+
+log = get_logger("admission")
+# Static (mirror) pods are created by the kubelet from files; mutating them is futile
+# (Kubernetes webhook good-practices page).
+MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
+_REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
+_PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
+
+
+@dataclass
+class Runtime:
+    """What a request needs besides the request: configuration, inventory, metrics."""
+
+    config: Callable[[], Config]
+    inventory: InventoryState
+    metrics: WebhookMetrics = field(default_factory=WebhookMetrics)
+    clock: Callable[[], float] = time.monotonic
+
+
+@dataclass
+class _Checks:
+    """Failed checks of one review, before the enforcement modes are applied."""
+
+    failures: list[tuple[str, str]] = field(default_factory=list)  # (check, message)
+    warnings: list[str] = field(default_factory=list)
+
+    def fail(self, check: str, message: str) -> None:
+        self.failures.append((check, message))
+
+
+# ----------------------------------------------------------------------------- scoping
+
+
+def _labels(obj: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    meta = obj.get("metadata") if isinstance(obj, Mapping) else None
+    labels = meta.get("labels") if isinstance(meta, Mapping) else None
+    return labels if isinstance(labels, Mapping) else {}
+
+
+def exclusion_reason(request: AdmissionRequest, config: Config) -> str | None:
+    """Why this request is out of scope (namespace excluded or opt-out label), or None."""
+    if request.namespace and config.is_excluded_namespace(request.namespace):
+        return f"namespace {request.namespace} is excluded"
+    for obj in (request.object, request.old_object):
+        if str(_labels(obj).get(config.ignore_label, "")).lower() == "true":
+            return f"label {config.ignore_label}=true"
+    return None
+
+
+def _is_pod(request: AdmissionRequest) -> bool:
+    return request.kind.group == "" and request.kind.kind == "Pod" and not request.sub_resource
+
+
+def _template_key(t: PodTemplate) -> bytes:
+    annotations = t.metadata.get("annotations")
+    return orjson.dumps(
+        [t.path, annotations, t.spec, dict(t.extra_annotations)],
+        option=orjson.OPT_SORT_KEYS,
+        default=dict,
+    )
+
+
+def changed_templates(request: AdmissionRequest) -> list[PodTemplate]:
+    """Templates to check: all on CREATE, on UPDATE only those whose pod spec or
+    annotations changed (scaling a Deployment must not re-run the checks)."""
+    assert request.object is not None
+    templates = pod_templates(request.object)
+    if request.operation != "UPDATE" or request.old_object is None:
+        return templates
+    before = {_template_key(t) for t in pod_templates(request.old_object)}
+    return [t for t in templates if _template_key(t) not in before]
+
+
+# ----------------------------------------------------------------------------- mutate
+
+
+def _label_key(intent: PodIntent, config: Config) -> str:
+    keys = config.affinity.label_keys
+    return {
+        "koordinator": keys.koordinator,
+        "volcano": keys.volcano,
+        "hami": keys.hami,
+    }.get(intent.scheduler, keys.default)
+
+
+def _node_name_affinity(
+    intent: PodIntent,
+    spec: Mapping[str, Any],
+    view: InventoryView | None,
+    config: Config,
+    *,
+    stale: bool,
+) -> tuple[list[PatchOp], list[str]]:
+    if view is None or stale:
+        return [], ["node affinity not injected: the inventory is not loaded or is stale"]
+    names = [n.name for n in view.nodes if compatible(intent, n)[0]]
+    if len(names) == len(view.nodes):
+        return [], []  # every node is compatible: nothing to restrict
+    if not names:
+        return [], []  # no compatible node: validation explains and decides
+    cap = config.affinity.max_node_names
+    if len(names) > cap:
+        return [], [
+            f"node affinity not injected: {len(names)} compatible nodes exceed "
+            f"affinity.maxNodeNames={cap}"
+        ]
+    return node_name_ops(spec, names), []
+
+
+def affinity_patch(
+    intent: PodIntent,
+    spec: Mapping[str, Any],
+    view: InventoryView | None,
+    config: Config,
+    *,
+    stale: bool = False,
+) -> tuple[list[PatchOp], list[str]]:
+    """Operations that restrict the pod to nodes with a compatible policy, and warnings."""
+    mode = config.affinity.mode
+    if mode == "off" or spec.get("nodeName"):
+        return [], []
+    key = _label_key(intent, config)
+    if mode == "auto":
+        mode = "label" if view is not None and view.has_label(key) else "node-names"
+    if mode == "node-names":
+        return _node_name_affinity(intent, spec, view, config, stale=stale)
+    spelling = "koordinator" if intent.scheduler == "koordinator" else "kubelet"
+    requirement = affinity_requirement(intent, label_key=key, spelling=spelling)
+    if requirement is None:
+        return [], []
+    return affinity_ops(spec, requirement), []
+
+
+def scarce_patch(intent: PodIntent, spec: Mapping[str, Any], config: Config) -> list[PatchOp]:
+    """Optional anti-affinity away from nodes with scarce resources the pod does not use."""
+    settings = config.scarce
+    if not settings.enabled:
+        return []
+    fragment = scarce_affinity(
+        intent,
+        settings.resources,
+        required=settings.required,
+        label_keys=settings.label_keys,
+        weight=settings.weight,
+    )
+    if fragment is None:
+        return []
+    node_affinity = fragment["nodeAffinity"]
+    if _PREFERRED in node_affinity:
+        return preferred_ops(spec, node_affinity[_PREFERRED][0])
+    ops: list[PatchOp] = []
+    work: dict[str, Any] = {"spec": copy.deepcopy(dict(spec))}
+    for term in node_affinity[_REQUIRED]["nodeSelectorTerms"]:
+        for expr in term["matchExpressions"]:
+            requirement = NodeSelectorRequirement(
+                expr["key"], expr["operator"], tuple(expr.get("values", ()))
+            )
+            step = affinity_ops(work["spec"], requirement)
+            apply_ops(work, step)
+            ops += step
+    return ops
+
+
+def mutate(request: AdmissionRequest, runtime: Runtime, config: Config) -> Outcome:
+    """The mutating webhook: Pods on CREATE only; everything else passes unchanged.
+
+    A pod the core cannot read is admitted unchanged with a warning: the validating
+    webhook denies it with the reason (a broken mutation must never block creation).
+    """
+    try:
+        return _mutate(request, runtime, config)
+    except CoreError as exc:
+        return allowed(warnings=[f"pod not mutated: {exc}"])
+
+
+def _mutate(request: AdmissionRequest, runtime: Runtime, config: Config) -> Outcome:
+    obj = request.object
+    if request.operation != "CREATE" or not _is_pod(request) or not isinstance(obj, dict):
+        return allowed()
+    if exclusion_reason(request, config) is not None:
+        return allowed()
+    meta = obj.get("metadata")
+    annotations = meta.get("annotations") if isinstance(meta, Mapping) else None
+    if isinstance(annotations, Mapping) and MIRROR_ANNOTATION in annotations:
+        return allowed()
+    spec = obj.get("spec")
+    if not isinstance(spec, Mapping) or not isinstance(meta, Mapping | None):
+        return allowed()  # malformed: JSON pointers into it would not apply; validate denies
+    templates = pod_templates(obj)
+    if not templates:
+        return allowed()
+    result = read_intent(templates[0])
+    ops: list[PatchOp] = []
+    if config.mutation.normalize_annotations and result.changed:
+        ops += annotation_ops(meta if isinstance(meta, Mapping) else None, result.annotations)
+    if any(f.severity == "error" for f in result.findings):
+        return patched(ops)  # no affinity from a broken intent; validation denies it
+    warnings = [f.message for f in result.findings if f.severity == "warning"]
+    spec_ops: list[PatchOp] = []
+    if config.mutation.inject_affinity:
+        stale = runtime.inventory.is_stale(config.inventory.stale_after_seconds)
+        view = runtime.inventory.view
+        spec_ops, more_warnings = affinity_patch(result.intent, spec, view, config, stale=stale)
+        warnings += more_warnings
+    if config.scarce.enabled:
+        # The second stage must see the first one's result (both may create /spec/affinity).
+        work: dict[str, Any] = {"spec": copy.deepcopy(dict(spec))}
+        apply_ops(work, spec_ops)
+        spec_ops = spec_ops + scarce_patch(result.intent, work["spec"], config)
+    return patched(ops + spec_ops, warnings=warnings)
+
+
+# ----------------------------------------------------------------------------- validate
+
+
+def _at(template: PodTemplate, message: str) -> str:
+    return f"{template.path}: {message}" if template.path else message
+
+
+def _finding_message(path: str, message: str, code: str) -> str:
+    return f"{path}: {message} (rule {code})" if path else f"{message} (rule {code})"
+
+
+async def _evaluate_all(
+    intents: Sequence[PodIntent],
+    snapshot: Snapshot,
+    *,
+    runtime: Runtime,
+    config: Config,
+    deadline: float,
+) -> list[Evaluation] | None:
+    """Evaluate every intent before ``deadline``; None when there is not enough time.
+
+    Small inventories run inline (faster than a thread hop); large ones in a thread so
+    that the deadline can be enforced while the kernel runs.
+    """
+
+    def work() -> list[Evaluation]:
+        return [evaluate(i, snapshot, full=False) for i in intents]
+
+    start = runtime.clock()
+    remaining = deadline - start
+    if remaining <= 0:
+        return None
+    if len(snapshot.nodes) <= config.timeouts.inline_nodes:
+        results = work()
+    else:
+        try:
+            results = await asyncio.wait_for(asyncio.to_thread(work), remaining)
+        except TimeoutError:
+            return None
+    runtime.metrics.feasibility.observe(runtime.clock() - start)
+    return results
+
+
+def _classify(
+    checks: _Checks, template: PodTemplate, evaluation: Evaluation, *, stale: bool
+) -> None:
+    decision = decide(evaluation, stale=stale)
+    counts = evaluation.counts
+    if not decision.allowed:
+        checks.fail("feasibility", _at(template, decision.message))
+        checks.warnings += decision.warnings
+    elif not stale and counts.get("fits", 0) == 0 and counts.get("no-room-now", 0) > 0:
+        for text in decision.warnings or (decision.message,):
+            checks.fail("noRoomNow", _at(template, text))
+    else:
+        checks.warnings += [_at(template, w) for w in decision.warnings]
+
+
+async def _feasibility(
+    checks: _Checks,
+    pairs: Sequence[tuple[PodTemplate, PodIntent]],
+    *,
+    runtime: Runtime,
+    config: Config,
+    deadline: float,
+) -> None:
+    view = runtime.inventory.view
+    if view is None:
+        checks.warnings.append("feasibility not checked: no inventory loaded yet")
+        return
+    stale = runtime.inventory.is_stale(config.inventory.stale_after_seconds)
+    results = await _evaluate_all(
+        [i for _, i in pairs], view.snapshot, runtime=runtime, config=config, deadline=deadline
+    )
+    if results is None:
+        runtime.metrics.timeouts.inc()
+        checks.warnings.append(
+            "feasibility not checked: the admission deadline (?timeout=) was too near"
+        )
+        return
+    for (template, _), evaluation in zip(pairs, results, strict=True):
+        _classify(checks, template, evaluation, stale=stale)
+
+
+def _apply_modes(
+    checks: _Checks, request: AdmissionRequest, runtime: Runtime, config: Config
+) -> Outcome:
+    denials: list[str] = []
+    warnings = list(checks.warnings)
+    modes = {
+        "annotations": config.modes.annotations,
+        "feasibility": config.modes.feasibility,
+        "noRoomNow": config.modes.no_room_now,
+    }
+    for check, message in checks.failures:
+        mode = modes[check]
+        runtime.metrics.violations.inc(check=check, mode=mode)
+        if mode == "enforce":
+            denials.append(message)
+        elif mode == "warn":
+            warnings.append(message)
+        else:
+            log.info(
+                "dryrun violation",
+                extra={"uid": request.uid, "check": check, "violation": message},
+            )
+    if denials:
+        return denied("; ".join(denials), warnings=warnings)
+    return allowed(warnings=warnings)
+
+
+async def validate(
+    request: AdmissionRequest, runtime: Runtime, config: Config, *, deadline: float
+) -> Outcome:
+    """The validating webhook for Pods and the pod templates of workloads."""
+    if request.operation not in ("CREATE", "UPDATE") or not isinstance(request.object, dict):
+        return allowed()
+    if request.sub_resource or exclusion_reason(request, config) is not None:
+        return allowed()
+    if request.operation == "UPDATE" and _is_pod(request):
+        # A pod's placement is decided at CREATE; its spec is immutable apart from a few
+        # fields, and schedulers write status annotations on running pods (Koordinator's
+        # resource-status): re-checking them could block the scheduler itself.
+        return allowed()
+    malformed = [f for f in structure_findings(request.object) if f.severity == "error"]
+    if malformed:
+        message = "; ".join(_finding_message(f.path, f.message, f.code) for f in malformed)
+        return denied(message, code=400, reason="BadRequest")
+    try:
+        templates = changed_templates(request)
+    except CoreError as exc:
+        return denied(str(exc), code=400, reason="BadRequest")
+    checks = _Checks()
+    pairs: list[tuple[PodTemplate, PodIntent]] = []
+    for template in templates:
+        try:
+            result = read_intent(template)
+        except CoreError as exc:
+            return denied(_at(template, str(exc)), code=400, reason="BadRequest")
+        errors = [f for f in result.findings if f.severity == "error"]
+        for f in errors:
+            checks.fail("annotations", _finding_message(f.path, f.message, f.code))
+        checks.warnings += [f.message for f in result.findings if f.severity == "warning"]
+        if not errors:
+            pairs.append((template, result.intent))
+    if pairs:
+        try:
+            await _feasibility(checks, pairs, runtime=runtime, config=config, deadline=deadline)
+        except CoreError as exc:  # e.g. an affinity operator the API would have rejected
+            return denied(str(exc), code=400, reason="BadRequest")
+    return _apply_modes(checks, request, runtime, config)
+
+
+# ----------------------------------------------------------------------------- entry
+
+
+async def decide_review(
+    request: AdmissionRequest, *, webhook: WebhookName, runtime: Runtime, deadline: float
+) -> Outcome:
+    config = runtime.config()
+    if webhook == "mutate":
+        return mutate(request, runtime, config)
+    return await validate(request, runtime, config, deadline=deadline)
+
+
+def _log_answer(request: AdmissionRequest, webhook: str, outcome: Outcome, elapsed: float) -> None:
+    log.info(
+        "admission",
+        extra={
+            "uid": request.uid,
+            "webhook": webhook,
+            "operation": request.operation,
+            "kind": request.kind.kind,
+            "namespace": request.namespace,
+            "objectName": request.name,
+            "dryRun": request.dry_run,
+            "allowed": outcome.allowed,
+            "code": outcome.code,
+            "denyMessage": outcome.message,
+            "patchOps": len(outcome.patch),
+            "warnings": len(outcome.warnings),
+            "durationMs": round(elapsed * 1000, 3),
+        },
+    )
+
+
+async def answer(
+    raw: bytes,
+    *,
+    webhook: WebhookName,
+    runtime: Runtime,
+    timeout: float | None = None,
+    start: float | None = None,
+) -> HttpAnswer:
+    """Request body -> HTTP answer. ``timeout`` is the apiserver's ``?timeout=`` in seconds."""
+    start = runtime.clock() if start is None else start
+    metrics = runtime.metrics
+    metrics.in_flight.inc(webhook=webhook)
+    uid: str | None = None
+    operation = "unknown"
+    try:
+        request = parse_review(raw)
+        uid, operation = request.uid, request.operation
+        config = runtime.config()
+        budget = timeout if timeout is not None else config.timeouts.default_seconds
+        deadline = start + budget - config.timeouts.margin_seconds
+        outcome = await decide_review(request, webhook=webhook, runtime=runtime, deadline=deadline)
+        review = finalize(outcome, request.uid, mutating=webhook == "mutate")
+        result = review_answer(review, allowed_=outcome.allowed, code=outcome.code)
+        _log_answer(request, webhook, outcome, runtime.clock() - start)
+    except RequestError as exc:
+        log.warning("bad admission request", extra={"webhook": webhook, "error": str(exc)})
+        result = answer_for_error(exc, webhook=webhook, uid=uid)
+    except Exception as exc:
+        metrics.errors.inc(webhook=webhook)
+        log.exception("internal error", extra={"uid": uid, "webhook": webhook})
+        result = answer_for_error(exc, webhook=webhook, uid=uid)
+    finally:
+        metrics.in_flight.dec(webhook=webhook)
+    metrics.requests.inc(
+        webhook=webhook,
+        operation=operation,
+        allowed=str(result.allowed).lower() if result.allowed is not None else "",
+        code=str(result.code),
+    )
+    metrics.duration.observe(runtime.clock() - start, webhook=webhook)
+    return result

@@ -1,0 +1,244 @@
+"""TLS serving for ``numagate serve``: one process, or ``--workers N`` processes that share
+the port with SO_REUSEPORT (the kernel spreads new connections over the listeners).
+
+Shutdown on SIGTERM follows the order a rolling update needs: readiness goes false first
+(so the endpoint controller stops sending new connections), after ``shutdown.delaySeconds``
+the listener closes, requests in flight finish (up to ``shutdown.gracePeriodSeconds``),
+then the process exits. Certificates are reloaded in place by ``certs.watcher`` (no
+listener restart).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import multiprocessing
+import os
+import signal
+import socket
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+
+from certs.watcher import CertWatcher, build_server_context
+from webhook.app import Health, make_app
+from webhook.config import ConfigHolder
+from webhook.inventory_state import InventoryState, StaticFileSource, load_demo
+from webhook.logs import get_logger, setup_logging
+from webhook.metrics import WebhookMetrics
+from webhook.pipeline import Runtime
+
+log = get_logger("server")
+
+
+@dataclass(frozen=True)
+class ServeOptions:
+    """Everything a worker needs (picklable: workers are spawned processes)."""
+
+    host: str
+    port: int
+    cert: str
+    key: str
+    client_ca: str | None = None
+    inventory: str | None = None
+    kubeconfig: str | None = None
+    in_cluster: bool = False
+    config: str | None = None
+    log_level: str = "info"
+
+
+@dataclass
+class Sources:
+    """The running inventory source(s), to stop at shutdown."""
+
+    tasks: list[asyncio.Task[Any]]
+    stop: Callable[[], None]
+
+
+def _start_live(opts: ServeOptions, state: InventoryState) -> Callable[[], None]:
+    from webhook.kube import build_api_client, describe
+    from webhook.live import LiveSource
+
+    client = build_api_client(kubeconfig=opts.kubeconfig, in_cluster=opts.in_cluster)
+
+    def on_change(objects: list[dict[str, Any]]) -> None:
+        # Runs in the source's thread: the snapshot is built off the request path.
+        try:
+            state.load_objects(objects, source="cluster")
+        except Exception as exc:
+            state.record_failure(f"cluster inventory: {exc}")
+
+    live = LiveSource(client, on_change)
+    state.live = True
+    state.last_sync = lambda: live.last_sync
+    state.synced = lambda: live.synced
+    live.start()
+    log.info("watching the cluster", extra={"host": describe(client)})
+    return live.stop
+
+
+def start_sources(opts: ServeOptions, state: InventoryState, holder: ConfigHolder) -> Sources:
+    """Load the inventory once (a bad static file fails startup) and start reloading."""
+    tasks: list[asyncio.Task[Any]] = []
+    stop: Callable[[], None] = lambda: None  # noqa: E731
+    interval = holder.current.inventory.reload_interval_seconds
+    if opts.inventory:
+        static = StaticFileSource(opts.inventory, state, interval=interval)
+        static.load()
+        tasks.append(asyncio.get_running_loop().create_task(static.run()))
+    elif opts.kubeconfig or opts.in_cluster:
+        stop = _start_live(opts, state)
+    else:
+        load_demo(state)
+    tasks.append(asyncio.get_running_loop().create_task(_config_loop(holder, state)))
+    return Sources(tasks, stop)
+
+
+async def _config_loop(holder: ConfigHolder, state: InventoryState) -> None:
+    while True:
+        await asyncio.sleep(holder.current.reload_interval_seconds)
+        result = await asyncio.to_thread(holder.check)
+        if result is not None and state.metrics is not None:
+            state.metrics.config_reloads.inc(result="success" if result else "failure")
+
+
+def _wire_cert_metrics(metrics: WebhookMetrics, watcher: CertWatcher) -> None:
+    metrics.cert_expiry.set_function(lambda: watcher.not_after.timestamp())
+    metrics.cert_reads.set_function(lambda: float(watcher.reloads))
+    metrics.cert_read_errors.set_function(lambda: float(watcher.errors))
+
+
+def _install_signal_handlers(stop: asyncio.Event) -> None:
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+
+
+async def serve_worker(
+    opts: ServeOptions,
+    *,
+    stop: asyncio.Event | None = None,
+    on_ready: Callable[[int], None] | None = None,
+) -> None:
+    """Serve until ``stop`` is set (or SIGTERM/SIGINT), then shut down gracefully.
+    ``on_ready`` receives the bound port once TLS is being served."""
+    holder = ConfigHolder(opts.config)
+    metrics = WebhookMetrics()
+    state = InventoryState(metrics=metrics)
+    runtime = Runtime(config=lambda: holder.current, inventory=state, metrics=metrics)
+    health = Health()
+    ctx = build_server_context(
+        Path(opts.cert), Path(opts.key), client_ca=Path(opts.client_ca) if opts.client_ca else None
+    )
+    watcher = CertWatcher(
+        Path(opts.cert),
+        Path(opts.key),
+        ctx,
+        interval=holder.current.certificates.reload_interval_seconds,
+    )
+    _wire_cert_metrics(metrics, watcher)
+    if stop is None:
+        stop = asyncio.Event()
+        _install_signal_handlers(stop)
+    sources = start_sources(opts, state, holder)
+    shutdown = holder.current.shutdown
+    runner = web.AppRunner(
+        make_app(runtime, health=health),
+        handle_signals=False,
+        access_log=None,
+        shutdown_timeout=shutdown.grace_period_seconds,
+    )
+    await runner.setup()
+    try:
+        site = web.TCPSite(runner, opts.host, opts.port, ssl_context=ctx, reuse_port=True)
+        await site.start()
+        await watcher.start()
+        health.serving = True
+        log.info("serving", extra={"url": f"https://{opts.host}:{site.port}", "pid": os.getpid()})
+        # One write(2) per line: workers share stdout, and a pipe write below PIPE_BUF
+        # is atomic, so their lines never interleave.
+        sys.stdout.flush()
+        os.write(
+            1, f"numagate: worker {os.getpid()} serving https://{opts.host}:{site.port}\n".encode()
+        )
+        if on_ready is not None:
+            on_ready(site.port)
+        await stop.wait()
+        health.shutting_down = True
+        log.info("shutting down: readiness false", extra={"delaySeconds": shutdown.delay_seconds})
+        await asyncio.sleep(holder.current.shutdown.delay_seconds)
+        await site.stop()  # no new connections from here on
+        await _drain(health, shutdown.grace_period_seconds)
+    finally:
+        health.serving = False
+        await runner.cleanup()  # stops listening, then waits for requests in flight
+        await watcher.stop()
+        for task in sources.tasks:
+            task.cancel()
+        await asyncio.gather(*sources.tasks, return_exceptions=True)
+        sources.stop()
+    log.info("stopped", extra={"pid": os.getpid()})
+
+
+async def _drain(health: Health, grace: float) -> None:
+    """Wait until no review request is in flight (body still arriving included), at most
+    ``grace`` seconds; keep-alive connections stay open meanwhile and get "Connection:
+    close" on their next response."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + grace
+    while health.in_flight and loop.time() < deadline:
+        await asyncio.sleep(0.01)
+    if health.in_flight:
+        log.warning(
+            "grace period over with requests in flight", extra={"inFlight": health.in_flight}
+        )
+
+
+def _worker_main(opts: ServeOptions) -> None:
+    setup_logging(opts.log_level)
+    # The parent forwards SIGINT/SIGTERM; a terminal's Ctrl-C reaches us too, handled the same.
+    try:
+        asyncio.run(serve_worker(opts))
+    except Exception as exc:
+        log.exception("worker failed")
+        print(f"numagate serve: worker failed: {exc}", file=sys.stderr, flush=True)
+        sys.exit(1)
+
+
+def reserve_port(host: str, port: int) -> socket.socket:
+    """Bind (not listen) with SO_REUSEPORT to fix the port number before the workers
+    bind it too; a bound socket that does not listen receives no connections."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    sock.bind((host, port))
+    return sock
+
+
+def run_workers(opts: ServeOptions, workers: int) -> int:
+    """Start ``workers`` processes on ``opts.port``, forward SIGTERM/SIGINT, wait for them."""
+    ctx = multiprocessing.get_context("spawn")
+    procs = [
+        ctx.Process(target=_worker_main, args=(opts,), name=f"numagate-worker-{i}")
+        for i in range(workers)
+    ]
+    for p in procs:
+        p.start()
+
+    def forward(signum: int, _frame: object) -> None:
+        for p in procs:
+            if p.pid is not None and p.is_alive():
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(p.pid, signal.SIGTERM)
+
+    signal.signal(signal.SIGTERM, forward)
+    signal.signal(signal.SIGINT, forward)
+    for p in procs:
+        p.join()
+    failed = [p for p in procs if p.exitcode not in (0, -signal.SIGTERM)]
+    return 1 if failed else 0
