@@ -1,0 +1,215 @@
+"""Smoke test of the server benchmark's inputs and plumbing (never runs wrk): the generated
+Pods and Nodes pass the official schemas, the inventory builds, the reviews go through the
+real pipeline with the expected outcome, the wrk script and its result line agree with the
+parser, and the bare ceiling server answers a valid AdmissionReview over real TLS."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import random
+import ssl
+import sys
+import time
+from pathlib import Path
+
+import jsonpatch
+import kubernetes_validate
+import orjson
+import pytest
+from aiohttp import ClientSession, TCPConnector, web
+
+ROOT = Path(__file__).resolve().parent.parent
+BENCH = ROOT / "benchmarks"
+sys.path.insert(0, str(BENCH))
+
+import bare_server  # noqa: E402
+import gen  # noqa: E402
+import server as bench  # noqa: E402
+import soak  # noqa: E402
+
+from certs.authority import ensure_serving_certs  # noqa: E402
+from certs.watcher import build_server_context  # noqa: E402
+from core.evaluate import evaluate  # noqa: E402
+from core.intent import read_intent  # noqa: E402
+from core.inventory import build_inventory  # noqa: E402
+from core.workloads import pod_templates  # noqa: E402
+from webhook.config import parse_config  # noqa: E402
+from webhook.inventory_state import InventoryState  # noqa: E402
+from webhook.loader import load_objects  # noqa: E402
+from webhook.pipeline import Runtime, answer  # noqa: E402
+
+K8S = kubernetes_validate.latest_version()
+SMALL = 40
+
+
+@pytest.fixture(scope="module")
+def small_runtime() -> Runtime:
+    cfg = parse_config({}, env={})
+    state = InventoryState()
+    state.load_objects(gen.inventory_objects(SMALL), source="test")
+    return Runtime(config=lambda: cfg, inventory=state)
+
+
+def test_generated_pods_pass_the_official_schema_and_are_4_to_10_kb() -> None:
+    pods = gen.realistic_pods(8)
+    for pod in [*pods, gen.impossible_pod()]:
+        kubernetes_validate.validate(pod, K8S, strict=True)
+    sizes = [len(b) for b in gen.review_bodies(pods, prefix="t")]
+    assert all(4096 <= s <= 10 * 1024 for s in sizes), sizes
+    schedulers = {p["spec"].get("schedulerName") for p in pods}
+    assert {"koord-scheduler", "volcano", "hami-scheduler", None} <= schedulers
+    annotations = set().union(*(p["metadata"]["annotations"] for p in pods))
+    assert {
+        "scheduling.koordinator.sh/numa-topology-spec",
+        "volcano.sh/numa-topology-policy",
+        "hami.io/gpu-scheduler-policy",
+    } <= annotations
+
+
+def test_generated_reviews_are_admission_reviews_with_distinct_uids() -> None:
+    bodies = [json.loads(b) for b in gen.review_bodies(gen.realistic_pods(4), prefix="u")]
+    assert {b["apiVersion"] for b in bodies} == {"admission.k8s.io/v1"}
+    assert len({b["request"]["uid"] for b in bodies}) == 4
+    assert all(b["request"]["operation"] == "CREATE" for b in bodies)
+    assert all(b["request"]["object"]["kind"] == "Pod" for b in bodies)
+
+
+def test_generation_is_deterministic() -> None:
+    first = list(gen.inventory_objects(30, seed=3))
+    assert first == list(gen.inventory_objects(30, seed=3))
+    assert gen.review_bodies(gen.realistic_pods(3), prefix="d") == gen.review_bodies(
+        gen.realistic_pods(3), prefix="d"
+    )
+
+
+def test_inventory_has_mixed_shapes_and_builds_without_errors(tmp_path: Path) -> None:
+    path = gen.write_inventory(tmp_path / "inv.yaml", 60)
+    objects = [o.obj for o in load_objects(str(path))]
+    for node in (o for o in objects if o["kind"] == "Node"):
+        kubernetes_validate.validate(node, K8S, strict=True)
+    kinds = {o["kind"] for o in objects}
+    assert {"Node", "NodeResourceTopology", "Numatopology"} <= kinds
+    result = build_inventory(objects)
+    assert result.errors == ()
+    assert len(result.nodes) == 60
+    assert {len(n.zones) for n in result.nodes} >= {2, 4}
+    assert all(n.zones for n in result.nodes)  # every node has NUMA data
+
+
+async def test_realistic_mutations_apply_cleanly(small_runtime: Runtime) -> None:
+    patched_count = 0
+    for body in gen.review_bodies(gen.realistic_pods(4), prefix="m"):
+        result = await answer(body, webhook="mutate", runtime=small_runtime)
+        assert result.status == 200
+        review = orjson.loads(body)
+        response = orjson.loads(result.body)["response"]
+        assert response["uid"] == review["request"]["uid"]
+        assert response["allowed"] is True
+        if "patch" in response:
+            ops = json.loads(base64.b64decode(response["patch"]))
+            patched = jsonpatch.apply_patch(review["request"]["object"], ops)
+            kubernetes_validate.validate(patched, K8S, strict=True)
+            patched_count += 1
+    assert patched_count >= 2  # Koordinator and Volcano pods get node affinity
+
+
+async def test_impossible_pod_is_denied_after_a_full_scan(small_runtime: Runtime) -> None:
+    body = gen.review_bodies([gen.impossible_pod()], prefix="i")[0]
+    result = await answer(body, webhook="validate", runtime=small_runtime)
+    response = orjson.loads(result.body)["response"]
+    assert response["allowed"] is False, response
+    # The kernel has to look at every node: none fits now, none would fit when empty.
+    pod = gen.impossible_pod()
+    intent = read_intent(pod_templates(pod)[0]).intent
+    view = small_runtime.inventory.view
+    assert view is not None
+    evaluation = evaluate(intent, view.snapshot, full=False)
+    assert sum(evaluation.counts.values()) == SMALL
+    assert evaluation.counts["never-fits"] == SMALL
+
+
+def test_wrk_script_posts_json_and_reports_percentiles() -> None:
+    lua = (BENCH / "wrk" / "review.lua").read_text()
+    assert '["Content-Type"] = "application/json"' in lua
+    assert '"POST"' in lua
+    assert "function done(summary, latency, requests)" in lua
+    for pct in ("percentile(50)", "percentile(90)", "percentile(99)"):
+        assert pct in lua
+    assert 'WRK_RESULT {"requests":%d' in lua
+
+
+def test_parse_wrk_reads_the_result_line() -> None:
+    out = (
+        "Running 15s test @ https://127.0.0.1:1\n"
+        'WRK_RESULT {"requests":15000,"duration_us":3000000,"bytes":6000000,'
+        '"connect_errors":0,"read_errors":1,"write_errors":0,"status_errors":2,'
+        '"timeouts":3,"p50_us":1500,"p90_us":4000,"p99_us":9000,"p999_us":12000,'
+        '"max_us":20000,"mean_us":2000.5}\n'
+    )
+    got = bench.parse_wrk(out)
+    assert got["reviews_per_s"] == 5000.0
+    assert (got["p50_ms"], got["p90_ms"], got["p99_ms"]) == (1.5, 4.0, 9.0)
+    assert got["non_2xx"] == 2
+    assert got["socket_errors"] == 4
+    with pytest.raises(bench.BenchError, match="no WRK_RESULT"):
+        bench.parse_wrk("Running 15s test\n")
+
+
+def test_soak_memory_growth_and_verdict() -> None:
+    samples = [
+        {"t": 0.0, "rss_mib": {"1": 100.0, "2": 100.0}},
+        {"t": 50.0, "rss_mib": {"1": 102.0, "2": 100.0}},
+        {"t": 600.0, "rss_mib": {"1": 105.0, "2": 125.0}},
+    ]
+    growth = soak.memory_growth(samples, [1, 2], 60.0)
+    assert growth["1"] == {"baseline_mib": 101.0, "end_mib": 105.0, "growth": 0.0396}
+    assert growth["2"]["growth"] == 0.25
+    args = soak.parse_args(["--max-growth", "0.1"])
+    ok = {"requests": 10, "non_2xx": 0, "socket_errors": 0}
+    result = {"wrk": {"mutate": ok}, "memory": growth, "alive_at_end": True}
+    problems = soak.verdict(result, args)
+    assert len(problems) == 1
+    assert "worker 2: RSS grew 25.0%" in problems[0]
+
+
+async def test_bare_server_answers_a_valid_review_over_tls(tmp_path: Path) -> None:
+    paths = ensure_serving_certs(tmp_path)
+    runner = web.AppRunner(bare_server.make_app())
+    await runner.setup()
+    site = web.TCPSite(
+        runner, "127.0.0.1", 0, ssl_context=build_server_context(paths.cert, paths.key)
+    )
+    await site.start()
+    try:
+        client_ctx = ssl.create_default_context(cafile=str(paths.ca))
+        body = gen.review_bodies(gen.realistic_pods(1), prefix="b")[0]
+        async with (
+            ClientSession(connector=TCPConnector(ssl=client_ctx)) as session,
+            session.post(
+                f"https://127.0.0.1:{site.port}/mutate",
+                data=body,
+                headers={"Content-Type": "application/json"},
+            ) as resp,
+        ):
+            assert resp.status == 200
+            review = await resp.json()
+    finally:
+        await runner.cleanup()
+    assert review["apiVersion"] == "admission.k8s.io/v1"
+    assert review["kind"] == "AdmissionReview"
+    assert review["response"]["allowed"] is True
+
+
+def test_rss_and_cpu_read_this_process() -> None:
+    kib = bench.rss_kib(os.getpid())
+    assert kib is not None and kib > 1000
+    gone = 2**22 + random.randint(1, 1000)  # above the kernel's pid_max limit
+    assert bench.rss_kib(gone) is None
+    before = bench.cpu_seconds(os.getpid())
+    deadline = time.process_time() + 0.05
+    while time.process_time() < deadline:
+        pass
+    assert bench.cpu_seconds(os.getpid()) > before
+    assert bench.cpu_seconds(gone) == 0.0
