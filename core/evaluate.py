@@ -24,7 +24,7 @@ from core.model import (
     PodIntent,
 )
 from core.quantity import format_quantity
-from core.snapshot import POLICY_CODES, Demand, Snapshot, node_allocatable_known
+from core.snapshot import POLICY_CODES, Demand, Snapshot
 
 # Reason codes shared by both kernels (core/_feasibility_py.py).
 R_TOO_MANY_NUMA = 1
@@ -252,10 +252,10 @@ class _Evaluator:
         sim = compat.simulation(self.intent, node)
         if sim.skip:
             return _ShapeVerdict("fits", reason=sim.skip)
-        if self.demand.missing and node_allocatable_known(node):
-            return _ShapeVerdict(
-                "never-fits", reason=f"node has no {', '.join(self.demand.missing)}"
-            )
+        # Resources that no node advertises at all are not checked here: the kubelet drops
+        # extended resources missing from the node (removeMissingExtendedResources,
+        # pkg/kubelet/lifecycle/predicate.go) and scheduler extenders manage them (HAMi's
+        # nvidia.com/gpumem and gpucores). A false denial is worse than a missed one.
         code = POLICY_CODES[sim.policy]
         flags = (
             (F_POD_SCOPE if sim.scope == "pod" else 0)
