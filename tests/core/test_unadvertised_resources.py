@@ -48,7 +48,7 @@ def test_advertised_device_still_limits_nodes() -> None:
     snap = _snapshot()
     intent = read_intent(pod_templates(_pod({"nvidia.com/gpu": "64"}))[0]).intent
     ev = evaluate(intent, snap)
-    assert ev.counts == {"never-fits": 9, "unknown-topology": 1}
+    assert {k: v for k, v in ev.counts.items() if v} == {"never-fits": 9, "unknown-topology": 1}
     # 64 GPUs exist on no node with NUMA data; the node without NUMA data keeps it allowed
     decision = decide(ev)
     assert decision.allowed
