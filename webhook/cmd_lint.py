@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 from webhook.lint import (
     FeasibilityCheck,
@@ -53,9 +52,16 @@ def run(args: argparse.Namespace) -> int:
         _err("standard input ('-') can be read only once")
         return EXIT_USAGE
     config = getattr(args, "config", None)
-    if config and not Path(config).is_file():
-        _err(f"--config {config}: no such file")
-        return EXIT_USAGE
+    if config:
+        # the same loader and checks as `serve` (schema, model, scoring args): a config
+        # that lint accepts is one the webhook starts with
+        from webhook.config import ConfigError, load_config
+
+        try:
+            load_config(config)
+        except ConfigError as exc:
+            _err(f"--config {exc}")
+            return EXIT_USAGE
 
     feasibility: FeasibilityCheck | None = None
     findings: list[LintFinding] = []

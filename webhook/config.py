@@ -15,9 +15,20 @@ from typing import Any, Literal
 
 import jsonschema
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    StrictBool,
+    StrictInt,
+    ValidationError,
+    field_validator,
+)
 from pydantic.alias_generators import to_camel
+from referencing import Registry, Resource
 
+from core.scoring import ScoringArgs, parse_scoring_args
 from webhook.logs import get_logger
 
 Mode = Literal["enforce", "warn", "dryrun"]
@@ -101,6 +112,16 @@ class Certificates(_Model):
     reload_interval_seconds: float = Field(10.0, gt=0, strict=True)
 
 
+def _scoring_problems(section: Mapping[str, Any]) -> list[str]:
+    """Problems of the ``scoring`` section: schemas/scheduler-args.schema.json first, then
+    what core.scoring.parse_scoring_args finds (each names ``scoring.<field>``)."""
+    validator = jsonschema.Draft202012Validator(scheduler_args_schema())
+    errors = _relevant(list(validator.iter_errors(section)))
+    if errors:
+        return [_schema_message(e, ("scoring",)) for e in errors[:5]]
+    return [f"scoring.{problem}" for problem in parse_scoring_args(section)[1][:5]]
+
+
 class Config(_Model):
     namespace: str = Field(DEFAULT_NAMESPACE, min_length=1, max_length=63)
     excluded_namespaces: tuple[str, ...] = ("kube-system", "kube-node-lease")
@@ -114,26 +135,92 @@ class Config(_Model):
     shutdown: Shutdown = Field(default_factory=Shutdown)
     certificates: Certificates = Field(default_factory=Certificates)
     reload_interval_seconds: float = Field(5.0, gt=0, strict=True)
+    # The scheduler's own scoring settings, as the scheduler takes them
+    # (schemas/scheduler-args.schema.json): `explain` ranks the `fits` nodes with them.
+    scoring: dict[str, Any] | None = None
+    _scoring_args: ScoringArgs | None = PrivateAttr(default=None)
+
+    @field_validator("scoring")
+    @classmethod
+    def _valid_scoring(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        if value is not None:
+            problems = _scoring_problems(value)
+            if problems:
+                raise ValueError("; ".join(problems))
+        return value
+
+    def model_post_init(self, context: Any, /) -> None:
+        if self.scoring is not None:
+            self._scoring_args = parse_scoring_args(self.scoring)[0]
+
+    @property
+    def scoring_args(self) -> ScoringArgs | None:
+        """The parsed ``scoring`` section (None: the schedulers' defaults)."""
+        return self._scoring_args
 
     def is_excluded_namespace(self, namespace: str) -> bool:
         return namespace == self.namespace or namespace in self.excluded_namespaces
 
 
-@cache
-def config_schema() -> dict[str, Any]:
-    text = resources.files("schemas").joinpath("config.schema.json").read_text(encoding="utf-8")
+def _read_schema(name: str) -> dict[str, Any]:
+    text = resources.files("schemas").joinpath(name).read_text(encoding="utf-8")
     schema: dict[str, Any] = json.loads(text)
     return schema
+
+
+@cache
+def config_schema() -> dict[str, Any]:
+    return _read_schema("config.schema.json")
+
+
+@cache
+def scheduler_args_schema() -> dict[str, Any]:
+    return _read_schema("scheduler-args.schema.json")
+
+
+@cache
+def _schema_registry() -> Registry:
+    # config.schema.json refers to scheduler-args.schema.json by relative name; both are
+    # registered so that nothing is ever fetched.
+    args = Resource.from_contents(scheduler_args_schema())
+    config_id = config_schema()["$id"]
+    relative = config_id.rsplit("/", 1)[0] + "/scheduler-args.schema.json"
+    registry: Registry = Registry().with_resources(
+        [(scheduler_args_schema()["$id"], args), (relative, args)]
+    )
+    return registry
 
 
 def _where(path: Any) -> str:
     return ".".join(str(p) for p in path) or "(top level)"
 
 
+def _schema_message(error: jsonschema.ValidationError, prefix: tuple[str, ...] = ()) -> str:
+    where = _where((*prefix, *error.path))
+    if error.validator == "not":
+        # the scheduler-args rule: plugins/pluginConfig belong inside profiles[]
+        return f"{where}: give plugins and pluginConfig inside profiles[], not beside profiles"
+    if error.validator in ("oneOf", "anyOf") and isinstance(error.validator_value, list):
+        forms = " or ".join(json.dumps(sub, sort_keys=True) for sub in error.validator_value)
+        return f"{where}: {error.instance!r} is not allowed; expected {forms}"
+    return f"{where}: {error.message}"
+
+
+def _relevant(errors: list[jsonschema.ValidationError]) -> list[jsonschema.ValidationError]:
+    # A non-object fails the `not {required: ...}` rule vacuously: its type error says it all.
+    kept = [e for e in errors if not (e.validator == "not" and not isinstance(e.instance, Mapping))]
+    return sorted(kept, key=lambda e: list(map(str, e.path)))
+
+
+def config_validator() -> jsonschema.Draft202012Validator:
+    """A validator of schemas/config.schema.json that resolves its ``scoring`` reference."""
+    return jsonschema.Draft202012Validator(config_schema(), registry=_schema_registry())
+
+
 def _schema_errors(data: Any) -> list[str]:
-    validator = jsonschema.Draft202012Validator(config_schema())
-    errors = sorted(validator.iter_errors(data), key=lambda e: list(map(str, e.path)))
-    return [f"{_where(e.path)}: {e.message}" for e in errors[:5]]
+    validator = config_validator()
+    errors = _relevant(list(validator.iter_errors(data)))
+    return [_schema_message(e) for e in errors[:5]]
 
 
 def _pydantic_errors(exc: ValidationError) -> list[str]:
@@ -154,6 +241,10 @@ def parse_config(
     if problems:
         raise ConfigError(f"{name}: " + "; ".join(problems))
     assert isinstance(data, dict)
+    if isinstance(data.get("scoring"), Mapping):
+        problems = _scoring_problems(data["scoring"])
+        if problems:
+            raise ConfigError(f"{name}: " + "; ".join(problems))
     env = os.environ if env is None else env
     if "namespace" not in data and env.get("POD_NAMESPACE"):
         data = {**data, "namespace": env["POD_NAMESPACE"]}

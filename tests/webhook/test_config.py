@@ -7,15 +7,17 @@ import os
 from pathlib import Path
 from typing import Any
 
-import jsonschema
 import pytest
+import yaml
 from pydantic import BaseModel, ValidationError
 
+from core.scoring import parse_scoring_args
 from webhook.config import (
     Config,
     ConfigError,
     ConfigHolder,
     config_schema,
+    config_validator,
     load_config,
     parse_config,
 )
@@ -38,6 +40,22 @@ VALID: list[dict[str, Any]] = [
     {"timeouts": {"defaultSeconds": 3, "marginSeconds": 0, "inlineNodes": 0}},
     {"shutdown": {"delaySeconds": 0, "gracePeriodSeconds": 5}, "reloadIntervalSeconds": 1},
     {"mutation": {"normalizeAnnotations": False, "injectAffinity": False}},
+    {"scoring": {}},
+    {
+        "scoring": {
+            "volcano": {
+                "tiers": [{"plugins": [{"name": "numa-aware", "arguments": {"weight": "10"}}]}]
+            }
+        }
+    },
+    {
+        "scoring": {
+            "hami": {
+                "nodeSchedulerPolicy": "spread",
+                "gpuSchedulerPolicy": "topology-aware,binpack",
+            }
+        }
+    },
 ]
 INVALID: list[tuple[dict[str, Any], str]] = [
     ({"modes": {"feasibility": "deny"}}, "modes.feasibility"),
@@ -50,6 +68,20 @@ INVALID: list[tuple[dict[str, Any], str]] = [
     ({"excludedNamespaces": "kube-system"}, "excludedNamespaces"),
     ({"namespace": ""}, "namespace"),
     ({"mutation": {"injectAffinity": "yes"}}, "mutation.injectAffinity"),
+    ({"scoring": []}, "scoring"),
+    ({"scoring": {"hami": {"nodeSchedulerPolicy": "pack"}}}, "scoring.hami.nodeSchedulerPolicy"),
+    (
+        {
+            "scoring": {
+                "pluginConfig": [{"name": "ScarceResourceAvoidance", "args": {"resources": []}}]
+            }
+        },
+        "scoring.pluginConfig.0.args.resources",
+    ),
+    (
+        {"scoring": {"profiles": [{"schedulerName": "koord-scheduler"}], "plugins": {}}},
+        "scoring",
+    ),
 ]
 
 
@@ -62,7 +94,7 @@ def _model_accepts(data: dict[str, Any]) -> bool:
 
 
 def _schema_accepts(data: dict[str, Any]) -> bool:
-    return jsonschema.Draft202012Validator(config_schema()).is_valid(data)
+    return config_validator().is_valid(data)
 
 
 @pytest.mark.parametrize("data", VALID)
@@ -158,3 +190,100 @@ def test_holder_fails_fast_on_a_bad_first_file(tmp_path: Path) -> None:
     path.write_text("affinity: {mode: sideways}\n")
     with pytest.raises(ConfigError, match=r"affinity\.mode"):
         ConfigHolder(path)
+
+
+SCORING = Path(__file__).resolve().parents[1] / "fixtures" / "scoring"
+SEEDS = ["volcano-numa-aware.yaml", "koordinator-fitplus.yaml", "kube-scheduler-config.yaml"]
+
+
+@pytest.mark.parametrize("name", SEEDS)
+def test_scoring_section_carries_the_seed_scheduler_args(name: str) -> None:
+    """The scoring section is the scheduler args as the schedulers take them, parsed by
+    core.scoring.parse_scoring_args."""
+    doc = yaml.safe_load((SCORING / name).read_text())
+    config = parse_config({"scoring": doc}, env={})
+    assert _schema_accepts({"scoring": doc})
+    expected, problems = parse_scoring_args(doc)
+    assert problems == [] and config.scoring_args == expected
+    assert config.scoring == doc
+
+
+def test_scoring_args_values() -> None:
+    volcano = parse_config(
+        {"scoring": yaml.safe_load((SCORING / "volcano-numa-aware.yaml").read_text())}, env={}
+    )
+    assert volcano.scoring_args is not None and volcano.scoring_args.volcano_weight == 10
+    koord = parse_config(
+        {"scoring": yaml.safe_load((SCORING / "kube-scheduler-config.yaml").read_text())}, env={}
+    )
+    args = koord.scoring_args
+    assert args is not None
+    assert (args.numa_weight, args.scarce_weight, args.scarce_resources) == (
+        3,
+        5,
+        ("nvidia.com/gpu",),
+    )
+    assert parse_config({}, env={}).scoring_args is None
+
+
+@pytest.mark.parametrize(
+    ("scoring", "needles"),
+    [
+        # schema-valid, but koord-scheduler would not start: enabled without its args
+        (
+            {"plugins": {"score": {"enabled": [{"name": "NodeResourcesFitPlus", "weight": 2}]}}},
+            ["scoring.plugins.score.enabled", "NodeResourcesFitPlus", "NodeResourcesFitPlusArgs"],
+        ),
+        # args for a plugin that is not enabled: koord-scheduler ignores them
+        (
+            {
+                "pluginConfig": [
+                    {"name": "ScarceResourceAvoidance", "args": {"resources": ["nvidia.com/gpu"]}}
+                ]
+            },
+            ["scoring.pluginConfig[0].args", "not in plugins.score.enabled"],
+        ),
+        (
+            {
+                "pluginConfig": [
+                    {
+                        "name": "NodeResourcesFitPlus",
+                        "args": {"resources": {"cpu": {"type": "MostAllocated", "weight": -1}}},
+                    }
+                ]
+            },
+            ["scoring.pluginConfig.0.args.resources.cpu.weight", "-1"],
+        ),
+        (
+            {
+                "volcano": {
+                    "tiers": [{"plugins": [{"name": "numa-aware", "arguments": {"weight": "ten"}}]}]
+                }
+            },
+            ["scoring.volcano.tiers.0.plugins.0.arguments.weight", "'ten'", "integer"],
+        ),
+    ],
+)
+def test_scoring_errors_name_the_field(scoring: dict[str, Any], needles: list[str]) -> None:
+    with pytest.raises(ConfigError) as exc:
+        parse_config({"scoring": scoring}, name="cfg.yaml", env={})
+    message = str(exc.value)
+    assert message.startswith("cfg.yaml: ")
+    for needle in needles:
+        assert needle in message
+    assert not _model_accepts({"scoring": scoring})
+
+
+def test_scoring_config_file_loads_and_reloads(tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text("scoring:\n" + _indent((SCORING / "volcano-numa-aware.yaml").read_text()))
+    holder = ConfigHolder(path, env={})
+    assert holder.current.scoring_args is not None
+    assert holder.current.scoring_args.volcano_weight == 10
+    _touch_newer(path, "scoring: {hami: {nodeSchedulerPolicy: nope}}\n")
+    assert holder.check() is False and holder.current.scoring_args.volcano_weight == 10
+    assert holder.last_error and "scoring.hami.nodeSchedulerPolicy" in holder.last_error
+
+
+def _indent(text: str) -> str:
+    return "".join(f"  {line}\n" for line in text.splitlines())

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from webhook.cli import main
 from webhook.lint import LintFinding, lint_objects, render_json, render_text
@@ -234,3 +235,49 @@ def test_renderers():
         "1 error, 0 warnings, 0 info in 1 object (1 file)\n"
     )
     assert json.loads(render_json([f])) == {"findings": [f.as_dict()]}
+
+
+SCORING = FIX.parent / "scoring"
+
+
+@pytest.mark.parametrize(
+    "args", ["volcano-numa-aware.yaml", "koordinator-fitplus.yaml", "kube-scheduler-config.yaml"]
+)
+def test_config_with_seed_scoring_is_accepted(capsys, tmp_path, args):
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text(
+        yaml.safe_dump(
+            {
+                "modes": {"noRoomNow": "warn"},
+                "scoring": yaml.safe_load((SCORING / args).read_text()),
+            }
+        )
+    )
+    code, out, err = lint(capsys, "--config", str(cfg), str(FIX / "good.yaml"))
+    assert code == 0 and err == ""
+    assert out.splitlines()[-1].startswith("0 errors")
+
+
+@pytest.mark.parametrize(
+    ("text", "needles"),
+    [
+        ("modes: {feasibility: deny}\n", ["modes.feasibility", "'deny'", "enforce"]),
+        (
+            "scoring:\n  plugins:\n    score:\n      enabled: [{name: ScarceResourceAvoidance}]\n",
+            ["scoring.plugins.score.enabled", "ScarceResourceAvoidance", "pluginConfig"],
+        ),
+        (
+            "scoring:\n  hami: {gpuSchedulerPolicy: closest}\n",
+            ["scoring.hami.gpuSchedulerPolicy", "'closest'"],
+        ),
+        ("modes: [\n", ["not valid YAML"]),
+    ],
+)
+def test_bad_config_exits_2_naming_the_field(capsys, tmp_path, text, needles):
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text(text)
+    code, out, err = lint(capsys, "--config", str(cfg), str(FIX / "good.yaml"))
+    assert code == 2 and out == ""
+    assert "Traceback" not in err and str(cfg) in err
+    for needle in needles:
+        assert needle in err
