@@ -105,12 +105,62 @@ class _Parts:
     pods: list[tuple[Reporter, str, tuple[int, ...]]] = field(default_factory=list)
 
 
+class _Sharer:
+    """Shares equal per-node values between nodes: label keys and values, resource maps,
+    NUMA zones. A 10,000-node cluster has a few hundred distinct zone tables, and YAML and
+    JSON parsers return a new string object for every occurrence of a key ("cpu",
+    "kubernetes.io/hostname"); sharing them roughly halves the inventory's memory in
+    every server worker. Safe because nothing mutates a NodeTopology's mappings."""
+
+    def __init__(self) -> None:
+        self._strings: dict[str, str] = {}
+        self._maps: dict[tuple[Any, ...], dict[Any, Any]] = {}
+        self._zones: dict[tuple[Any, ...], NumaZone] = {}
+        self._tuples: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+        self._zone_tuples: dict[tuple[int, ...], tuple[NumaZone, ...]] = {}
+
+    def text(self, value: str) -> str:
+        return self._strings.setdefault(value, value)
+
+    def mapping(self, raw: Mapping[Any, Any]) -> dict[Any, Any]:
+        # Types are part of the key: True == 1, and a map holding True must stay distinct.
+        key = tuple((k, type(v), v) for k, v in raw.items())
+        got = self._maps.get(key)
+        if got is None:
+            text = self.text
+            got = self._maps[key] = {
+                text(k) if type(k) is str else k: text(v) if type(v) is str else v
+                for k, v in raw.items()
+            }
+        return got
+
+    def zone(self, zone: NumaZone) -> NumaZone:
+        maps = [
+            self.mapping(m) for m in (zone.capacity, zone.allocatable, zone.available, zone.costs)
+        ]
+        # Shared maps are unique per content, so their identities are a content key.
+        key = (zone.id, *map(id, maps))
+        got = self._zones.get(key)
+        if got is None:
+            got = self._zones[key] = NumaZone(zone.id, *maps)
+        return got
+
+    def items(self, values: tuple[Any, ...]) -> tuple[Any, ...]:
+        return self._tuples.setdefault(values, values)
+
+    def zones(self, zones: tuple[NumaZone, ...]) -> tuple[NumaZone, ...]:
+        shared = tuple(self.zone(z) for z in zones)
+        # Shared zones are unique per content, so their identities are a content key.
+        return self._zone_tuples.setdefault(tuple(map(id, shared)), shared)
+
+
 class _Builder:
     def __init__(self) -> None:
         self.errors: list[str] = []
         self.units = Units()
         self.parts: dict[str, _Parts] = {}
         self.ignored: dict[str, int] = {}
+        self.share = _Sharer()
 
     def part(self, name: str) -> _Parts:
         got = self.parts.get(name)
@@ -357,19 +407,22 @@ class _Builder:
         koord = _koord_view(node, nrt)
         states = tuple(_state(z.id, parts) for z in zones)
         kwargs = {k: v for k, v in _settings_items(settings) if v is not None}
+        share = self.share
         return NodeTopology(
             name=name,
-            labels=node.labels if node else {},
-            allocatable=allocatable,
-            capacity=capacity,
-            zones=zones,
-            annotations=node.annotations if node else {},
+            labels=share.mapping(node.labels if node else {}),
+            allocatable=share.mapping(allocatable),
+            capacity=share.mapping(capacity),
+            zones=share.zones(zones),
+            annotations=share.mapping(node.annotations if node else {}),
             koord_policy=koord,
             volcano_policy=volcano.topology_policy if volcano else None,
             volcano_cpu_manager_policy=volcano.cpu_manager_policy if volcano else None,
-            unaligned_devices=_unaligned(allocatable, zones) if zones and node else {},
-            numa_states=states,
-            sources=tuple(sources),
+            unaligned_devices=share.mapping(
+                _unaligned(allocatable, zones) if zones and node else {}
+            ),
+            numa_states=share.items(states),
+            sources=share.items(tuple(sources)),
             **kwargs,
         )
 

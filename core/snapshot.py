@@ -11,9 +11,11 @@ CPUs (the kubelet's exclusive CPUs); every other amount is in core units.
 
 from __future__ import annotations
 
+import functools
 from array import array
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import chain, repeat
 from types import ModuleType
 from typing import Any
 
@@ -40,8 +42,10 @@ def _zone_amount(v: int) -> int:
     return min(max(v, 0), MAX_ZONE_AMOUNT)
 
 
+@functools.lru_cache(maxsize=1024)
 def resource_kind(name: str) -> int:
-    """Which kubelet hint provider owns a resource."""
+    """Which kubelet hint provider owns a resource (cached: called per resource per
+    container per review)."""
     if name == "cpu":
         return ref.RES_CPU
     if name == "memory" or name.startswith("hugepages-"):
@@ -62,6 +66,7 @@ class Packed:
     n_shapes: int
     zone_count: int
     res_names: tuple[str, ...]
+    res_index: Mapping[str, int]  # res_names -> position
     res_kind: array[int]
     shape_info: array[int]
     zones: array[int]
@@ -86,37 +91,42 @@ class Demand:
 
     @classmethod
     def build(cls, intent: PodIntent, snapshot: Snapshot) -> Demand:
-        names = snapshot.packed.res_names
-        index = {n: i for i, n in enumerate(names)}
-        nres = len(names)
+        # Per review: keep it to one pass over each container's resources.
+        index = snapshot.packed.res_index
+        nres = snapshot.packed.n_res
         kinds, cpus, rows = [], [], []
         missing: set[str] = set()
         for c in intent.containers:
-            kinds.append({"init": ref.U_INIT, "sidecar": ref.U_SIDECAR}.get(c.kind, ref.U_APP))
+            kinds.append(_UNIT_KINDS.get(c.kind, ref.U_APP))
             cpus.append(c.exclusive_cpus)
             row = [0] * nres
-            for name in set(c.requests) | set(c.limits):
-                amount = _container_amount(name, c.requests, c.limits)
+            requests, limits = c.requests, c.limits
+            for name in requests.keys() | limits.keys():
+                amount = _container_amount(name, requests, limits)
                 if amount <= 0:
                     continue
-                if name in index:
-                    row[index[name]] = amount
+                i = index.get(name)
+                if i is not None:
+                    row[i] = amount
                 elif resource_kind(name) == ref.RES_DEVICE:
                     missing.add(name)  # a device no node reports
             rows.append(row)
+        own = kinds[:]
         kinds.append(ref.U_APP)
-        cpus.append(_pod_level(kinds[:-1], cpus))
-        rows.append([_pod_level(kinds[:-1], [row[r] for row in rows]) for r in range(nres)])
-        cpus = [min(c, MAX_REQUEST) for c in cpus]
-        rows = [[min(v, MAX_REQUEST) for v in row] for row in rows]
+        cpus.append(_pod_level(own, cpus))
+        columns = zip(*rows, strict=True) if rows else iter([()] * nres)
+        rows.append([_pod_level(own, column) for column in columns])
         return cls(
             n_units=len(kinds),
             unit_kind=array("q", kinds),
-            unit_cpu=array("q", cpus),
-            unit_res=array("q", [v for row in rows for v in row]),
+            unit_cpu=array("q", [min(c, MAX_REQUEST) for c in cpus]),
+            unit_res=array("q", [min(v, MAX_REQUEST) for row in rows for v in row]),
             guaranteed=int(intent.qos == "Guaranteed"),
             missing=tuple(sorted(missing)),
         )
+
+
+_UNIT_KINDS: Mapping[str, int] = {"init": ref.U_INIT, "sidecar": ref.U_SIDECAR}
 
 
 def _container_amount(name: str, requests: Mapping[str, int], limits: Mapping[str, int]) -> int:
@@ -263,6 +273,15 @@ class Snapshot:
             values_of={k: tuple(v) for k, v in values.items()},
         )
 
+    def __getstate__(self) -> tuple[Any, ...]:
+        # Compiled kernels are per process (and not picklable): rebuilt on first use.
+        return tuple(getattr(self, f) for f in _PICKLED_FIELDS)
+
+    def __setstate__(self, state: tuple[Any, ...]) -> None:
+        for name, value in zip(_PICKLED_FIELDS, state, strict=True):
+            object.__setattr__(self, name, value)
+        object.__setattr__(self, "_kernels", {})
+
     def kernel(self, module: ModuleType) -> Any:
         """The kernel of ``module`` (a feasibility implementation) over this snapshot,
         built once per implementation."""
@@ -272,6 +291,15 @@ class Snapshot:
         return k
 
 
+_PICKLED_FIELDS = tuple(f for f in Snapshot.__dataclass_fields__ if f != "_kernels")
+
+
+def _zone_row(amounts: Mapping[str, int], ordered: Sequence[str]) -> list[int]:
+    """_zone_amount of every resource in ``ordered`` (0 when absent), in one pass."""
+    top = MAX_ZONE_AMOUNT
+    return [0 if v < 0 else (v if v <= top else top) for v in map(amounts.get, ordered, repeat(0))]
+
+
 def _pack(shapes: Sequence[NodeTopology]) -> Packed:
     names = {"cpu"}
     for node in shapes:
@@ -279,7 +307,6 @@ def _pack(shapes: Sequence[NodeTopology]) -> Packed:
         for z in node.zones:
             names.update(z.capacity, z.allocatable, z.available)
     ordered = ("cpu", *sorted(names - {"cpu"}))
-    {n: i for i, n in enumerate(ordered)}
     nres = len(ordered)
     info: list[int] = []
     zones: list[int] = []
@@ -309,25 +336,27 @@ def _pack(shapes: Sequence[NodeTopology]) -> Packed:
             int(node.memory_manager_policy == "Static" and mem_known),
         ]
         for z in zs:
-            for r in ordered:
-                cap, alloc, avail = (
-                    _zone_amount(z.capacity.get(r, 0)),
-                    _zone_amount(z.allocatable.get(r, 0)),
-                    _zone_amount(z.available.get(r, 0)),
-                )
-                if r == "cpu":  # whole CPUs, the static policy's unit
-                    cap, alloc, avail = cap // 1000, alloc // 1000, avail // 1000
-                zones += [cap, alloc, avail]
+            rows = (
+                _zone_row(z.capacity, ordered),
+                _zone_row(z.allocatable, ordered),
+                _zone_row(z.available, ordered),
+            )
+            for row in rows:  # ordered[0] is cpu: whole CPUs, the static policy's unit
+                row[0] //= 1000
+            zones.extend(chain.from_iterable(zip(*rows, strict=True)))
+        ids = [z.id for z in zs]
         for i, zi in enumerate(zs):
-            for j, zj in enumerate(zs):
-                dist.append(zi.costs.get(zj.id, 10 if i == j else 20))
+            row = list(map(zi.costs.get, ids, repeat(20)))
+            row[i] = zi.costs.get(zi.id, 10)  # to itself: 10 unless reported
+            dist.extend(row)
         for pos in range(n):
             raw = node.numa_states[pos] if pos < len(node.numa_states) else "idle"
             states.append(_STATE_CODES.get(raw, 0))
         zone_count += n
         authoritative = node_allocatable_known(node)
+        present = {r for z in zs for m in (z.capacity, z.allocatable) for r, v in m.items() if v}
         for r in ordered:
-            in_zones = any(z.capacity.get(r, 0) or z.allocatable.get(r, 0) for z in zs)
+            in_zones = r in present
             alloc = node.allocatable.get(r) if authoritative else None
             if alloc is None:
                 # absent: only a device the Node object does not list is known to be 0
@@ -345,6 +374,7 @@ def _pack(shapes: Sequence[NodeTopology]) -> Packed:
         n_shapes=len(shapes),
         zone_count=zone_count,
         res_names=ordered,
+        res_index={n: i for i, n in enumerate(ordered)},
         res_kind=array("q", [resource_kind(r) for r in ordered]),
         shape_info=array("q", info),
         zones=array("q", zones),

@@ -21,10 +21,22 @@ _RESERVED = frozenset(logging.LogRecord("", 0, "", 0, "", (), None).__dict__) | 
 class JsonFormatter(logging.Formatter):
     """Formats a record as one JSON object; ``extra=`` fields become top-level keys."""
 
+    def __init__(self) -> None:
+        super().__init__()
+        self._second = -1
+        self._prefix = ""
+
+    def _timestamp(self, created: float, msecs: float) -> str:
+        # strftime once per second, not once per line (busy workers log thousands).
+        second = int(created)
+        if second != self._second:
+            self._prefix = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
+            self._second = second
+        return f"{self._prefix}.{int(msecs):03d}Z"
+
     def format(self, record: logging.LogRecord) -> str:
         out: dict[str, Any] = {
-            "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
-            + f".{int(record.msecs):03d}Z",
+            "ts": self._timestamp(record.created, record.msecs),
             "level": record.levelname.lower(),
             "logger": record.name,
             "msg": record.getMessage(),

@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import multiprocessing
 import os
+import pickle
 import signal
 import socket
 import sys
@@ -27,7 +28,15 @@ from aiohttp import web
 from certs.watcher import CertWatcher, build_server_context
 from webhook.app import Health, make_app
 from webhook.config import ConfigHolder
-from webhook.inventory_state import InventoryState, StaticFileSource, load_demo
+from webhook.inventory_state import (
+    ISOLATE_ABOVE_BYTES,
+    FileBuild,
+    InventoryState,
+    StaticFileSource,
+    build_file_pickled_isolated,
+    file_signature,
+    load_demo,
+)
 from webhook.logs import get_logger, setup_logging
 from webhook.metrics import WebhookMetrics
 from webhook.pipeline import Runtime
@@ -81,14 +90,26 @@ def _start_live(opts: ServeOptions, state: InventoryState) -> Callable[[], None]
     return live.stop
 
 
-def start_sources(opts: ServeOptions, state: InventoryState, holder: ConfigHolder) -> Sources:
-    """Load the inventory once (a bad static file fails startup) and start reloading."""
+def start_sources(
+    opts: ServeOptions,
+    state: InventoryState,
+    holder: ConfigHolder,
+    *,
+    preloaded: bytes | None = None,
+) -> Sources:
+    """Load the inventory once (a bad static file fails startup) and start reloading.
+    ``preloaded``: the static file already built by the parent (a pickled FileBuild)."""
     tasks: list[asyncio.Task[Any]] = []
     stop: Callable[[], None] = lambda: None  # noqa: E731
     interval = holder.current.inventory.reload_interval_seconds
     if opts.inventory:
         static = StaticFileSource(opts.inventory, state, interval=interval)
-        static.load()
+        if preloaded is not None:
+            built: FileBuild = pickle.loads(preloaded)
+            static.adopt(built)
+            del built
+        else:
+            static.load()
         tasks.append(asyncio.get_running_loop().create_task(static.run()))
     elif opts.kubeconfig or opts.in_cluster:
         stop = _start_live(opts, state)
@@ -123,12 +144,14 @@ async def serve_worker(
     *,
     stop: asyncio.Event | None = None,
     on_ready: Callable[[int], None] | None = None,
+    preloaded: bytes | None = None,
 ) -> None:
     """Serve until ``stop`` is set (or SIGTERM/SIGINT), then shut down gracefully.
-    ``on_ready`` receives the bound port once TLS is being served."""
+    ``on_ready`` receives the bound port once TLS is being served; ``preloaded`` is the
+    static inventory built once by the parent (see :func:`run_workers`)."""
     holder = ConfigHolder(opts.config)
     metrics = WebhookMetrics()
-    state = InventoryState(metrics=metrics)
+    state = InventoryState(metrics=metrics, freeze_gc=True)
     runtime = Runtime(config=lambda: holder.current, inventory=state, metrics=metrics)
     health = Health()
     ctx = build_server_context(
@@ -144,7 +167,8 @@ async def serve_worker(
     if stop is None:
         stop = asyncio.Event()
         _install_signal_handlers(stop)
-    sources = start_sources(opts, state, holder)
+    sources = start_sources(opts, state, holder, preloaded=preloaded)
+    preloaded = None  # the pickled bytes are not needed any more
     shutdown = holder.current.shutdown
     runner = web.AppRunner(
         make_app(runtime, health=health),
@@ -198,11 +222,11 @@ async def _drain(health: Health, grace: float) -> None:
         )
 
 
-def _worker_main(opts: ServeOptions) -> None:
+def _worker_main(opts: ServeOptions, preloaded: bytes | None = None) -> None:
     setup_logging(opts.log_level)
     # The parent forwards SIGINT/SIGTERM; a terminal's Ctrl-C reaches us too, handled the same.
     try:
-        asyncio.run(serve_worker(opts))
+        asyncio.run(serve_worker(opts, preloaded=preloaded))
     except Exception as exc:
         log.exception("worker failed")
         print(f"numagate serve: worker failed: {exc}", file=sys.stderr, flush=True)
@@ -220,15 +244,31 @@ def reserve_port(host: str, port: int) -> socket.socket:
     return sock
 
 
+def prebuild_inventory(opts: ServeOptions) -> bytes | None:
+    """A large static inventory, parsed and built once for all workers in a helper
+    process: the pickled FileBuild (None: the workers load it themselves). Each worker
+    used to parse the YAML itself (2 x 15 s of CPU for 10,000 nodes) and kept the parse's
+    fragmented heap (~370 MiB RSS); unpickling the built view costs ~0.5 s and leaves
+    only the view. A bad file raises here, before any worker starts."""
+    if not opts.inventory:
+        return None
+    sig = file_signature(opts.inventory)
+    if sig is None or sig[1] <= ISOLATE_ABOVE_BYTES:
+        return None
+    return build_file_pickled_isolated(opts.inventory)
+
+
 def run_workers(opts: ServeOptions, workers: int) -> int:
     """Start ``workers`` processes on ``opts.port``, forward SIGTERM/SIGINT, wait for them."""
+    preloaded = prebuild_inventory(opts)
     ctx = multiprocessing.get_context("spawn")
     procs = [
-        ctx.Process(target=_worker_main, args=(opts,), name=f"numagate-worker-{i}")
+        ctx.Process(target=_worker_main, args=(opts, preloaded), name=f"numagate-worker-{i}")
         for i in range(workers)
     ]
     for p in procs:
         p.start()
+    del preloaded  # sent to the workers (spawn pickles the arguments at start)
 
     def forward(signum: int, _frame: object) -> None:
         for p in procs:

@@ -239,3 +239,83 @@ def test_bad_startup_inputs_are_usage_errors(tmp_path: Path) -> None:
         )
         assert out.returncode == 2, out
         assert fragment in out.stderr and "Traceback" not in out.stderr
+
+
+def _inventory_nodes(port: int, ca: Path) -> int:
+    status, body = http(port, ca, "GET", "/metrics")
+    assert status == 200
+    m = re.search(rb"^numagate_inventory_nodes (\d+)", body, re.M)
+    assert m, body[:300]
+    return int(m[1])
+
+
+def _all_workers_report(port: int, ca: Path, nodes: int, timeout: float) -> bool:
+    """Every new connection (SO_REUSEPORT spreads them over the workers) sees ``nodes``."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if all(_inventory_nodes(port, ca) == nodes for _ in range(12)):
+            return True
+        time.sleep(0.2)
+    return False
+
+
+def test_large_inventory_built_once_then_reloaded_in_every_worker(
+    certs: CertPaths, tmp_path: Path
+) -> None:
+    """A static file above 1 MiB is parsed once in a helper process and handed to both
+    workers; a change of the file is still picked up by every worker."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import gen
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    inventory = gen.write_inventory(tmp_path / "inventory.yaml", 500)
+    assert inventory.stat().st_size > 1 << 20
+    config = tmp_path / "config.yaml"
+    config.write_text("inventory: {reloadIntervalSeconds: 0.2}\nshutdown: {delaySeconds: 0}\n")
+    server = start(
+        ["--cert-dir", str(certs.cert.parent), "--inventory", str(inventory), "--config",
+         str(config)],
+        workers=2,
+        timeout=60,
+    )  # fmt: skip
+    try:
+        assert _all_workers_report(server.port, certs.ca, 500, 10)
+        status, body = http(
+            server.port, certs.ca, "POST", "/validate", orjson.dumps(build_review(koord_pod("2")))
+        )
+        assert status == 200 and orjson.loads(body)["response"]["allowed"] is True
+        gen.write_inventory(tmp_path / "smaller.yaml", 480).replace(inventory)
+        assert _all_workers_report(server.port, certs.ca, 480, 30)
+    finally:
+        assert stop(server) == 0
+
+
+async def test_workers_adopt_the_prebuilt_inventory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The parent's build is what a worker installs: the worker does not parse the file
+    again (here the file is broken by then, which a worker's own load would refuse)."""
+    from webhook import server as server_module
+    from webhook.config import ConfigHolder
+    from webhook.inventory_state import InventoryState
+
+    monkeypatch.setattr(server_module, "ISOLATE_ABOVE_BYTES", 0)
+    path = tmp_path / "inv.yaml"
+    path.write_text(SMALL.read_text())
+    opts = server_module.ServeOptions(
+        host="127.0.0.1", port=0, cert="", key="", inventory=str(path)
+    )
+    payload = server_module.prebuild_inventory(opts)
+    assert payload is not None
+    path.write_text("{{{ not yaml")
+    state = InventoryState()
+    sources = server_module.start_sources(opts, state, ConfigHolder(None), preloaded=payload)
+    try:
+        assert state.view is not None
+        assert [n.name for n in state.view.nodes] == ["busy-1", "restricted-1"]
+    finally:
+        for task in sources.tasks:
+            task.cancel()
+    monkeypatch.setattr(server_module, "ISOLATE_ABOVE_BYTES", 1 << 20)
+    assert server_module.prebuild_inventory(opts) is None  # small files: workers load them
