@@ -39,8 +39,11 @@ bench: install
 	$(PY) benchmarks/core.py
 	$(PY) benchmarks/server.py
 
+# Ten minutes of steady load (zero errors, flat memory), then a ten-minute fuzz run of the
+# annotation parsers; either failing fails the target.
 soak: install
 	$(PY) benchmarks/soak.py
+	$(PY) fuzz/annotations_fuzz.py -max_total_time=600 -max_len=2048 -artifact_prefix=fuzz/crash-
 
 clean:
 	rm -rf $(VENV) build *.egg-info core/*.so core/_feasibility_c.c $(EXT_STAMP)

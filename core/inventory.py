@@ -52,7 +52,16 @@ from typing import Any, Final
 from core.cpuset import parse_cpuset
 from core.errors import InvalidInput
 from core.model import POLICY_NONE, NodeTopology, NumaZone
-from core.nrt import NrtData, Reporter, Settings, Units, ZoneRecord, is_map, parse_nrt
+from core.nrt import (
+    NrtData,
+    Reporter,
+    Settings,
+    Units,
+    ZoneRecord,
+    is_map,
+    json_object,
+    parse_nrt,
+)
 from core.numatopo import VolcanoData, parse_numatopology
 
 KOORD_NODE_LABEL: Final = "node.koordinator.sh/numa-topology-policy"
@@ -306,7 +315,7 @@ class _Builder:
         """Per-NUMA usage of one pod, and whether it holds an exclusive cpuset."""
         if KOORD_RESOURCE_STATUS in annotations:
             path = f"metadata.annotations[{KOORD_RESOURCE_STATUS}]"
-            data = _json(annotations[KOORD_RESOURCE_STATUS], path, report)
+            data = json_object(annotations[KOORD_RESOURCE_STATUS], path, report)
             if data is None:
                 return None, False
             usage = self.numa_list(data.get("numaNodeResources"), path, report)
@@ -320,7 +329,7 @@ class _Builder:
             return usage, exclusive
         if VOLCANO_DECISION in annotations:
             path = f"metadata.annotations[{VOLCANO_DECISION}]"
-            data = _json(annotations[VOLCANO_DECISION], path, report)
+            data = json_object(annotations[VOLCANO_DECISION], path, report)
             if data is None:
                 return None, False
             return self.numa_map(data.get("numa"), f"{path}.numa", report), False
@@ -498,18 +507,6 @@ def _koord_label(value: str, report: Reporter) -> str | None:
         "policy to it",
     )
     return f"unknown:{value}"
-
-
-def _json(text: object, path: str, report: Reporter) -> dict[str, Any] | None:
-    try:
-        data = json.loads(text) if isinstance(text, str) else None
-    except ValueError as exc:
-        report.error(path, f"not valid JSON: {exc}")
-        return None
-    if not isinstance(data, dict):
-        report.error(path, f"{text!r} is not a JSON object")
-        return None
-    return data
 
 
 def _single_numa_spec(text: object) -> bool:

@@ -436,7 +436,7 @@ def _koordlet_annotations(annotations: object, report: Reporter) -> Settings:
     key = KOORD_CPU_MANAGER_ANNOTATION
     if key in annotations:
         path = f"metadata.annotations[{key}]"
-        data = _json_object(annotations[key], path, report)
+        data = json_object(annotations[key], path, report)
         if data is not None:
             policy = data.get("policy")
             if policy is not None:
@@ -447,7 +447,7 @@ def _koordlet_annotations(annotations: object, report: Reporter) -> Settings:
     key = KOORD_CPU_TOPOLOGY_ANNOTATION
     if key in annotations:
         path = f"metadata.annotations[{key}]"
-        data = _json_object(annotations[key], path, report)
+        data = json_object(annotations[key], path, report)
         detail = data.get("detail") if data is not None else None
         if isinstance(detail, list):
             cores: dict[tuple[object, object], int] = {}
@@ -460,7 +460,8 @@ def _koordlet_annotations(annotations: object, report: Reporter) -> Settings:
     return settings
 
 
-def _json_object(text: object, path: str, report: Reporter) -> dict[str, Any] | None:
+def json_object(text: object, path: str, report: Reporter) -> dict[str, Any] | None:
+    """Parse an annotation holding a JSON object; report and return None otherwise."""
     try:
         data = json.loads(text) if isinstance(text, str) else None
     except ValueError as exc:

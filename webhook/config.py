@@ -95,8 +95,8 @@ class Timeouts(_Model):
     default_seconds: float = Field(10.0, gt=0, le=30, strict=True)
     # Answer this long before the deadline: the response still has to cross the network.
     margin_seconds: float = Field(0.25, ge=0, strict=True)
-    # Inventories up to this many nodes are evaluated inline; larger ones in a thread
-    # with the deadline enforced.
+    # Inventories up to this many nodes are always evaluated inline; above that inline when
+    # the measured cost fits the deadline budget, else in a thread. 0: always in a thread.
     inline_nodes: StrictInt = Field(256, ge=0)
 
 
