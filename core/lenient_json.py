@@ -98,8 +98,12 @@ def _reject_constant(name: str) -> Any:
     raise _NonStandardLiteral(f"{name} is not valid JSON")
 
 
+# One decoder for every parse: json.loads with a keyword builds a new one per call.
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+
+
 def _loads(text: str) -> Any:
-    return json.loads(text, parse_constant=_reject_constant)
+    return _DECODER.decode(text)
 
 
 def _describe(exc: ValueError) -> str:

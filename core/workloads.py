@@ -51,14 +51,19 @@ class PodTemplate:
     extra_paths: Mapping[str, str] = field(default_factory=dict)
 
 
+def _is_map(value: Any) -> bool:
+    # type() first: JSON and YAML give dicts, and the ABC isinstance check is ~5x slower.
+    return type(value) is dict or isinstance(value, Mapping)
+
+
 def _mapping(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
+    return value if _is_map(value) else {}
 
 
 def _dig(obj: Mapping[str, Any], keys: tuple[str, ...]) -> Any:
     cur: Any = obj
     for key in keys:
-        if not isinstance(cur, Mapping):
+        if not _is_map(cur):
             return None
         cur = cur.get(key)
     return cur
@@ -130,7 +135,7 @@ def _volcano_tasks(obj: Mapping[str, Any]) -> list[PodTemplate]:
 
 def pod_templates(obj: Mapping[str, Any]) -> list[PodTemplate]:
     """Every pod template of ``obj`` in document order; ``[]`` for non-workloads."""
-    if not isinstance(obj, Mapping):
+    if not _is_map(obj):
         return []
     kind = obj.get("kind")
     if kind == "Pod":

@@ -7,6 +7,7 @@ Handlers do transport only (content type, size, ``?timeout=``); every decision i
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -37,6 +38,7 @@ _GO_DURATION = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")
 _UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 
+@functools.lru_cache(maxsize=64)  # the apiserver sends the same value on every review
 def parse_timeout(value: str | None) -> float | None:
     """The apiserver's ``?timeout=`` (a Go duration such as ``10s`` or ``1m30s``) in seconds.
 

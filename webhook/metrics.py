@@ -35,6 +35,9 @@ LATENCY_BUCKETS: tuple[float, ...] = (
     10.0,
 )
 LabelValues = tuple[str, ...]
+# Label sets remembered per metric (see _Metric._key); beyond this, keys are computed each
+# time, so a label fed from request data cannot grow memory without bound.
+KEY_CACHE_LIMIT = 1024
 
 
 def _escape(value: str) -> str:
@@ -66,8 +69,20 @@ class _Metric:
         self.help = help_
         self.labelnames = tuple(labelnames)
         self._lock = threading.Lock()
+        # (name, value) pairs as passed -> label values in labelnames order: the same few
+        # label sets recur on every review, and checking and ordering them cost ~1 us.
+        self._keys: dict[tuple[tuple[str, str], ...], LabelValues] = {}
 
     def _key(self, labels: dict[str, str]) -> LabelValues:
+        items = tuple(labels.items())
+        key = self._keys.get(items)
+        if key is None:
+            key = self._make_key(labels)
+            if len(self._keys) < KEY_CACHE_LIMIT:
+                self._keys[items] = key
+        return key
+
+    def _make_key(self, labels: dict[str, str]) -> LabelValues:
         if set(labels) != set(self.labelnames):
             raise ValueError(f"{self.name}: labels {sorted(labels)} != {sorted(self.labelnames)}")
         return tuple(str(labels[n]) for n in self.labelnames)
@@ -145,7 +160,9 @@ class Gauge(_Metric):
             self._values[key] = self._values.get(key, 0.0) + amount
 
     def dec(self, amount: float = 1.0, **labels: str) -> None:
-        self.inc(-amount, **labels)
+        key = self._key(labels)
+        with self._lock:
+            self._values[key] = self._values.get(key, 0.0) - amount
 
     def value(self, **labels: str) -> float:
         if self._fn is not None:
@@ -186,9 +203,11 @@ class Histogram(_Metric):
         key = self._key(labels)
         index = bisect_left(self.buckets, value)  # le semantics: value <= bound
         with self._lock:
-            counts, total = self._data.setdefault(key, ([0] * (len(self.buckets) + 1), [0.0]))
-            counts[index] += 1
-            total[0] += value
+            data = self._data.get(key)
+            if data is None:
+                data = self._data[key] = ([0] * (len(self.buckets) + 1), [0.0])
+            data[0][index] += 1
+            data[1][0] += value
 
     def count(self, **labels: str) -> int:
         data = self._data.get(self._key(labels))

@@ -806,3 +806,50 @@ def test_deployment_paths_are_relative_to_the_object():
 
 def test_scope_is_never_guessed():
     assert run(pod({VOL: "single-numa-node"})).intent.scope is None
+
+
+def _frozen(value: Any) -> Any:
+    """The same document with every dict a read-only non-dict Mapping (the slow path of the
+    dict fast paths)."""
+    from types import MappingProxyType
+
+    if isinstance(value, dict):
+        return MappingProxyType({k: _frozen(v) for k, v in value.items()})
+    if isinstance(value, list):
+        return [_frozen(v) for v in value]
+    return value
+
+
+@pytest.mark.parametrize(
+    "doc",
+    [
+        pod({NUMA: '{"numaTopologyPolicy": "singlenumanode",}', RES: "{}"}),
+        pod(
+            {HGPU: "Binpack", HNODE: "spread"},
+            [
+                ctr("a", limits={"nvidia.com/gpu": "2", "nvidia.com/gpucores": "150"}),
+                ctr("b", cpu="1.5", limits={"nvidia.com/gpumem-percentage": "x"}),
+            ],
+            initContainers=[ctr("i", restartPolicy="Always"), {"name": 3}, "bad"],
+        ),
+        pod({VOL: "SingleNUMANode"}, [ctr(resources={"requests": [1]})], schedulerName="volcano"),
+    ],
+    ids=["koord", "hami-ranges", "volcano-bad-requests"],
+)
+def test_non_dict_mappings_read_like_dicts(doc: dict) -> None:
+    plain = read_intent(pod_templates(doc)[0])
+    proxied = read_intent(pod_templates(_frozen(doc))[0])
+    assert proxied == plain
+    assert plain.findings  # the cases exercise the finding paths too
+
+
+def test_hami_range_findings_follow_the_other_container_findings() -> None:
+    doc = pod(
+        {},
+        [
+            ctr("a", limits={"nvidia.com/gpucores": "101"}),
+            ctr("b", limits={"memory": "lots"}),
+        ],
+    )
+    codes = [f.code for f in read_intent(pod_templates(doc)[0]).findings]
+    assert codes.index("invalid-quantity") < codes.index("out-of-range")

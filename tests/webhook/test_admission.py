@@ -158,3 +158,60 @@ def test_errors_map_to_http() -> None:
     assert body["response"]["warnings"] and b"secret" not in crash_m.body
     # no uid: the mutating side cannot answer a review either
     assert answer_for_error(RuntimeError(), webhook="mutate", uid=None).status == 500
+
+
+# ---- the hand-written envelope check agrees with the pydantic schema ---------------------
+
+_SAME_EITHER_WAY: list[dict[str, Any]] = [
+    review(),
+    review(userInfo={"username": "u", "uid": "x", "groups": ["a", "b"], "extra": {"k": ["v"]}}),
+    review(userInfo={}, dryRun=None, options=None, oldObject=None, subResource="status"),
+    review(operation="DELETE", object=None, oldObject={"kind": "Pod"}, namespace="ns"),
+    review(kind={"version": "v1", "kind": "Pod"}, resource={"version": "v1", "resource": "p"}),
+    review(dryRun="true"),  # pydantic's lax bool: the model path
+    review(dryRun=1),
+    review(sub_resource="status"),  # populate_by_name: the model path
+    review(user_info={"username": "snake"}),
+    {**review(), "api_version": "admission.k8s.io/v1"},
+    review(requestKind={"group": "apps", "version": "v1", "kind": "Deployment"}),
+]
+
+
+@pytest.mark.parametrize("doc", _SAME_EITHER_WAY, ids=range(len(_SAME_EITHER_WAY)))
+def test_fast_check_and_schema_give_the_same_request(doc: dict[str, Any]) -> None:
+    from webhook.admission import AdmissionReviewModel
+
+    via_schema = AdmissionReviewModel.model_validate(doc).request.plain()  # type: ignore[attr-defined]
+    assert parse_review(raw(doc)) == via_schema
+
+
+def test_fast_check_takes_the_apiserver_shape_and_leaves_the_rest() -> None:
+    from webhook.admission import _fast_request
+
+    assert _fast_request(review(userInfo={"username": "a", "groups": ["g"]})) is not None
+    for doc in (
+        review(dryRun="true"),
+        review(uid=""),
+        review(operation="create"),
+        review(userInfo={"groups": ["g", 1]}),
+        review(kind={"group": None, "version": "v1", "kind": "Pod"}),
+        review(object=[1]),
+        review(name=None),
+        review(sub_resource=""),
+    ):
+        assert _fast_request(doc) is None
+
+
+@pytest.mark.parametrize(
+    ("doc", "message"),
+    [
+        ({**review(), "request": 7}, "instance of AdmissionRequest"),
+        (review(kind=3), "request.kind: Input should be a valid dictionary or instance of Gro"),
+        (review(userInfo=None), "request.userInfo: Input should be a valid dictionary or inst"),
+        (review(dryRun="maybe"), "request.dryRun: Input should be a valid boolean"),
+    ],
+)
+def test_schema_errors_keep_the_wire_names(doc: dict[str, Any], message: str) -> None:
+    with pytest.raises(BadRequest) as exc:
+        parse_review(raw(doc))
+    assert message in str(exc.value)

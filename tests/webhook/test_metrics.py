@@ -93,3 +93,43 @@ def test_function_gauges_and_full_registry_parse() -> None:
     assert (
         samples['numagate_admission_duration_seconds_bucket{webhook="validate",le="0.0001"}'] == 0
     )
+
+
+def test_label_keys_cached_in_any_order_and_still_checked() -> None:
+    r = Registry()
+    c = r.counter("t_total", "help", ("webhook", "code"))
+    c.inc(webhook="mutate", code="200")
+    c.inc(code="200", webhook="mutate")  # same label set, other keyword order
+    c.inc(webhook="mutate", code=200)  # type: ignore[arg-type]  # str() as before
+    assert c.value(webhook="mutate", code="200") == 3.0
+    for _ in range(2):  # a bad label set is rejected every time, never cached
+        with pytest.raises(ValueError, match="labels"):
+            c.inc(webhook="mutate")
+        with pytest.raises(ValueError, match="labels"):
+            c.inc(webhook="mutate", code="200", extra="x")
+
+
+def test_label_key_cache_is_bounded() -> None:
+    from webhook.metrics import KEY_CACHE_LIMIT
+
+    r = Registry()
+    g = r.gauge("t_gauge", "help", ("name",))
+    for i in range(KEY_CACHE_LIMIT + 50):
+        g.inc(name=f"n{i}")
+        g.dec(0.5, name=f"n{i}")
+    assert len(g._keys) == KEY_CACHE_LIMIT
+    assert g.value(name=f"n{KEY_CACHE_LIMIT + 10}") == 0.5
+    text = r.render().decode()
+    assert f't_gauge{{name="n{KEY_CACHE_LIMIT + 49}"}} 0.5' in text
+
+
+def test_histogram_bucket_edges() -> None:
+    r = Registry()
+    h = r.histogram("t_seconds", "help", buckets=(0.1, 1.0))
+    for v in (0.1, 0.5, 1.0, 2.0, 0.0):
+        h.observe(v)
+    samples = parse(r.render().decode())
+    assert samples['t_seconds_bucket{le="0.1"}'] == 2  # le: 0.1 itself counts
+    assert samples['t_seconds_bucket{le="1"}'] == 4
+    assert samples['t_seconds_bucket{le="+Inf"}'] == 5
+    assert samples["t_seconds_count{}"] == 5 and samples["t_seconds_sum{}"] == 3.6
