@@ -306,6 +306,12 @@ class StaticFileSource:
         self._remember(digest, sig)
         if unchanged:
             return None
+        if not text.strip():
+            # `>`-redirects and most editors truncate before writing: an empty read is a
+            # file being written, not a wish to forget every node. Keep the last good.
+            return self._fail(
+                f"{self.path}: file is empty (being written?); an empty inventory needs 'kind: List' with no items"
+            )
         try:
             view = self._build(text, large=sig is not None and sig[1] > self.isolate_above)
         except (LoadError, CoreError, ValueError, TypeError) as exc:

@@ -166,3 +166,20 @@ def test_adopted_build_then_reloads_on_change(tmp_path: Path) -> None:
     path.write_text(SMALL.read_text().split("\n---\n")[0])
     assert source.check() is True
     assert [n.name for n in state.view.nodes] == ["busy-1"]
+
+
+def test_file_caught_mid_write_keeps_last_good(tmp_path: Path) -> None:
+    path = tmp_path / "inv.yaml"
+    path.write_text(SMALL.read_text())
+    state = InventoryState()
+    source = StaticFileSource(path, state)
+    source.load()
+    nodes = len(state.view.nodes)
+    assert nodes > 0
+    path.write_text("")  # truncated by `>` or an editor, content not written yet
+    assert source.check() is False
+    assert len(state.view.nodes) == nodes
+    assert source.last_error is not None and "empty" in source.last_error
+    path.write_text(SMALL.read_text())  # the write completes: content equal to the last good
+    assert source.check() is True
+    assert len(state.view.nodes) == nodes
