@@ -25,7 +25,7 @@ import pytest
 import yaml
 from cryptography import x509
 
-from certs.authority import ensure_serving_certs, generate
+from certs.authority import CertPaths, ensure_serving_certs, generate
 from tests.reliability.corpus import (
     ROOT,
     Client,
@@ -42,6 +42,22 @@ from tests.reliability.corpus import (
 from tests.webhook.fake_apiserver import node, nrt, running_apiserver
 from webhook import pipeline as pipeline_module
 from webhook.server import ServeOptions
+
+
+def _serve_options(
+    tmp_path: Path, source: dict[str, str], **config: Any
+) -> tuple[ServeOptions, CertPaths]:
+    """Options for a real server on port 0 with fresh certificates and a config file."""
+    certs = ensure_serving_certs(tmp_path / "certs")
+    opts = ServeOptions(
+        host="127.0.0.1",
+        port=0,
+        cert=str(certs.cert),
+        key=str(certs.key),
+        config=str(write_config(tmp_path / "config.json", **config)),
+        **source,
+    )
+    return opts, certs
 
 
 def write_inventory(path: Path, *names: str) -> Path:
@@ -129,17 +145,10 @@ def test_cluster_api_outage_never_denies_falsely_and_resyncs(
         fake.apply(node("numa-1"))
         fake.apply(nrt("numa-1"))
         kubeconfig = fake.write_kubeconfig(tmp_path / "kubeconfig")
-        certs = ensure_serving_certs(tmp_path / "certs")
-        config = write_config(
-            tmp_path / "config.json", inventory={"staleAfterSeconds": STALE_AFTER}
-        )
-        opts = ServeOptions(
-            host="127.0.0.1",
-            port=0,
-            cert=str(certs.cert),
-            key=str(certs.key),
-            kubeconfig=str(kubeconfig),
-            config=str(config),
+        opts, certs = _serve_options(
+            tmp_path,
+            {"kubeconfig": str(kubeconfig)},
+            inventory={"staleAfterSeconds": STALE_AFTER},
         )
         with threaded_server(opts) as srv:
             client = Client(srv.port, certs.ca)
@@ -213,15 +222,8 @@ def test_inventory_file_replaced_with_garbage_keeps_last_good(
     tmp_path: Path, captured_logs: Captured
 ) -> None:
     inventory = write_inventory(tmp_path / "inventory.yaml", "numa-1", "numa-2")
-    certs = ensure_serving_certs(tmp_path / "certs")
-    config = write_config(tmp_path / "config.json", inventory={"reloadIntervalSeconds": 0.05})
-    opts = ServeOptions(
-        host="127.0.0.1",
-        port=0,
-        cert=str(certs.cert),
-        key=str(certs.key),
-        inventory=str(inventory),
-        config=str(config),
+    opts, certs = _serve_options(
+        tmp_path, {"inventory": str(inventory)}, inventory={"reloadIntervalSeconds": 0.05}
     )
     with threaded_server(opts) as srv:
         client = Client(srv.port, certs.ca)
@@ -480,19 +482,11 @@ def test_stop_under_load_completes_requests_being_evaluated(
         return real(*args, **kwargs)
 
     monkeypatch.setattr(pipeline_module, "evaluate", slow_evaluate)
-    certs = ensure_serving_certs(tmp_path / "certs")
-    config = write_config(
-        tmp_path / "config.json",
+    opts, certs = _serve_options(
+        tmp_path,
+        {"inventory": str(write_inventory(tmp_path / "inventory.yaml", "numa-1"))},
         timeouts={"inlineNodes": 0},
         shutdown={"delaySeconds": 0.2, "gracePeriodSeconds": 5.0},
-    )
-    opts = ServeOptions(
-        host="127.0.0.1",
-        port=0,
-        cert=str(certs.cert),
-        key=str(certs.key),
-        config=str(config),
-        inventory=str(write_inventory(tmp_path / "inventory.yaml", "numa-1")),
     )
     with threaded_server(opts) as srv:
         client = Client(srv.port, certs.ca)
@@ -533,16 +527,11 @@ def test_slow_feasibility_is_answered_within_the_timeout(
         return real(*args, **kwargs)
 
     monkeypatch.setattr(pipeline_module, "evaluate", slow_evaluate)
-    certs = ensure_serving_certs(tmp_path / "certs")
     # inlineNodes 0: every evaluation runs in a thread, under the deadline.
-    config = write_config(tmp_path / "config.json", timeouts={"inlineNodes": 0})
-    opts = ServeOptions(
-        host="127.0.0.1",
-        port=0,
-        cert=str(certs.cert),
-        key=str(certs.key),
-        config=str(config),
-        inventory=str(write_inventory(tmp_path / "inventory.yaml", "numa-1")),
+    opts, certs = _serve_options(
+        tmp_path,
+        {"inventory": str(write_inventory(tmp_path / "inventory.yaml", "numa-1"))},
+        timeouts={"inlineNodes": 0},
     )
     with threaded_server(opts) as srv:
         client = Client(srv.port, certs.ca)
