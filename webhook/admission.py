@@ -290,6 +290,12 @@ class Outcome:
     warnings: tuple[str, ...] = ()
     patch: tuple[Mapping[str, Any], ...] = ()
     audit: Mapping[str, str] = field(default_factory=dict)
+    # Failed checks as (check, mode, message): counted and (dryrun) logged per review by
+    # webhook.pipeline.answer, also when the answer comes from the decision cache.
+    violations: tuple[tuple[str, str, str], ...] = ()
+    # The answer depends on more than the review (inventory missing or stale, a check
+    # skipped for the deadline): never reused for another review.
+    volatile: bool = False
 
 
 def allowed(*, warnings: Iterable[str] = (), audit: Mapping[str, str] | None = None) -> Outcome:

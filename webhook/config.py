@@ -100,6 +100,12 @@ class Timeouts(_Model):
     inline_nodes: StrictInt = Field(256, ge=0)
 
 
+class DecisionCacheSettings(_Model):
+    """webhook.decision_cache: answers reused for reviews that differ only in identity."""
+
+    entries: StrictInt = Field(1024, ge=0, le=100_000)  # 0 turns the cache off
+
+
 class Shutdown(_Model):
     # Readiness is false for this long before the listener closes, so that the endpoint
     # controller removes the pod from the Service first.
@@ -132,6 +138,7 @@ class Config(_Model):
     scarce: Scarce = Field(default_factory=Scarce)
     inventory: InventorySettings = Field(default_factory=InventorySettings)
     timeouts: Timeouts = Field(default_factory=Timeouts)
+    decision_cache: DecisionCacheSettings = Field(default_factory=DecisionCacheSettings)
     shutdown: Shutdown = Field(default_factory=Shutdown)
     certificates: Certificates = Field(default_factory=Certificates)
     reload_interval_seconds: float = Field(5.0, gt=0, strict=True)

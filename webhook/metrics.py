@@ -307,6 +307,12 @@ class WebhookMetrics:
             "Unexpected errors while answering (mutate fails open, validate answers 500).",
             ("webhook",),
         )
+        self.decision_cache = r.counter(
+            "numagate_decision_cache_total",
+            "Reviews by decision cache result: hit (answer reused), miss (decided and stored),"
+            " uncacheable (UPDATE, cache off, inventory missing or stale).",
+            ("result",),
+        )
         self.timeouts = r.counter(
             "numagate_feasibility_skipped_total",
             "Feasibility checks skipped because the request deadline (?timeout=) was near.",

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import dataclasses
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -46,7 +47,15 @@ from webhook.admission import (
     patched,
 )
 from webhook.config import Config
-from webhook.errors import HttpAnswer, RequestError, WebhookName, answer_for_error, review_answer
+from webhook.decision_cache import DecisionCache, Entry, review_key, split_body
+from webhook.errors import (
+    JSON,
+    HttpAnswer,
+    RequestError,
+    WebhookName,
+    answer_for_error,
+    review_answer,
+)
 from webhook.inventory_state import EVALUATION_COST, InventoryState, InventoryView
 from webhook.logs import get_logger
 from webhook.metrics import WebhookMetrics
@@ -79,6 +88,7 @@ class Runtime:
     inventory: InventoryState
     metrics: WebhookMetrics = field(default_factory=WebhookMetrics)
     clock: Callable[[], float] = time.monotonic
+    decisions: DecisionCache = field(default_factory=DecisionCache)
 
 
 @dataclass
@@ -87,6 +97,7 @@ class _Checks:
 
     failures: list[tuple[str, str]] = field(default_factory=list)  # (check, message)
     warnings: list[str] = field(default_factory=list)
+    volatile: bool = False  # see Outcome.volatile
 
     def fail(self, check: str, message: str) -> None:
         self.failures.append((check, message))
@@ -277,9 +288,11 @@ def _mutate(request: AdmissionRequest, runtime: Runtime, config: Config) -> Outc
         return patched(ops)  # no affinity from a broken intent; validation denies it
     warnings = [f.message for f in result.findings if f.severity == "warning"]
     spec_ops: list[PatchOp] = []
+    volatile = False
     if config.mutation.inject_affinity:
         stale = runtime.inventory.is_stale(config.inventory.stale_after_seconds)
         view = runtime.inventory.view
+        volatile = stale or view is None
         spec_ops, more_warnings = affinity_patch(result.intent, spec, view, config, stale=stale)
         warnings += more_warnings
     if config.scarce.enabled:
@@ -287,7 +300,8 @@ def _mutate(request: AdmissionRequest, runtime: Runtime, config: Config) -> Outc
         work: dict[str, Any] = {"spec": copy.deepcopy(dict(spec))}
         apply_ops(work, spec_ops)
         spec_ops = spec_ops + scarce_patch(result.intent, work["spec"], config)
-    return patched(ops + spec_ops, warnings=warnings)
+    outcome = patched(ops + spec_ops, warnings=warnings)
+    return dataclasses.replace(outcome, volatile=True) if volatile else outcome
 
 
 # ----------------------------------------------------------------------------- validate
@@ -378,13 +392,16 @@ async def _feasibility(
 ) -> None:
     view = runtime.inventory.view
     if view is None:
+        checks.volatile = True
         checks.warnings.append("feasibility not checked: no inventory loaded yet")
         return
     stale = runtime.inventory.is_stale(config.inventory.stale_after_seconds)
+    checks.volatile = checks.volatile or stale
     results = await _evaluate_all(
         [i for _, i in pairs], view, runtime=runtime, config=config, deadline=deadline
     )
     if results is None:
+        checks.volatile = True
         runtime.metrics.timeouts.inc()
         checks.warnings.append(
             "feasibility not checked: the admission deadline (?timeout=) was too near"
@@ -394,9 +411,7 @@ async def _feasibility(
         _classify(checks, template, evaluation, stale=stale)
 
 
-def _apply_modes(
-    checks: _Checks, request: AdmissionRequest, runtime: Runtime, config: Config
-) -> Outcome:
+def _apply_modes(checks: _Checks, config: Config) -> Outcome:
     denials: list[str] = []
     warnings = list(checks.warnings)
     modes = {
@@ -404,21 +419,36 @@ def _apply_modes(
         "feasibility": config.modes.feasibility,
         "noRoomNow": config.modes.no_room_now,
     }
+    violations: list[tuple[str, str, str]] = []
     for check, message in checks.failures:
         mode = modes[check]
-        runtime.metrics.violations.inc(check=check, mode=mode)
+        violations.append((check, mode, message))
         if mode == "enforce":
             denials.append(message)
         elif mode == "warn":
             warnings.append(message)
-        else:
+    if denials:
+        outcome = denied("; ".join(denials), warnings=warnings)
+    else:
+        outcome = allowed(warnings=warnings)
+    if violations or checks.volatile:
+        outcome = dataclasses.replace(
+            outcome, violations=tuple(violations), volatile=checks.volatile
+        )
+    return outcome
+
+
+def _record_violations(
+    request: AdmissionRequest, outcome: Outcome, metrics: WebhookMetrics
+) -> None:
+    """Count every failed check; log the dryrun ones (they leave no other trace)."""
+    for check, mode, message in outcome.violations:
+        metrics.violations.inc(check=check, mode=mode)
+        if mode == "dryrun":
             log.info(
                 "dryrun violation",
                 extra={"uid": request.uid, "check": check, "violation": message},
             )
-    if denials:
-        return denied("; ".join(denials), warnings=warnings)
-    return allowed(warnings=warnings)
 
 
 async def validate(
@@ -460,22 +490,29 @@ async def validate(
             await _feasibility(checks, pairs, runtime=runtime, config=config, deadline=deadline)
         except CoreError as exc:  # e.g. an affinity operator the API would have rejected
             return denied(str(exc), code=400, reason="BadRequest")
-    return _apply_modes(checks, request, runtime, config)
+    return _apply_modes(checks, config)
 
 
 # ----------------------------------------------------------------------------- entry
 
 
 async def decide_review(
-    request: AdmissionRequest, *, webhook: WebhookName, runtime: Runtime, deadline: float
+    request: AdmissionRequest,
+    *,
+    webhook: WebhookName,
+    runtime: Runtime,
+    deadline: float,
+    config: Config | None = None,
 ) -> Outcome:
-    config = runtime.config()
+    config = runtime.config() if config is None else config
     if webhook == "mutate":
         return mutate(request, runtime, config)
     return await validate(request, runtime, config, deadline=deadline)
 
 
-def _log_answer(request: AdmissionRequest, webhook: str, outcome: Outcome, elapsed: float) -> None:
+def _log_answer(
+    request: AdmissionRequest, webhook: str, outcome: Outcome, elapsed: float, *, cached: bool
+) -> None:
     # Denials, error answers and answers with warnings at info, keyed by uid; routine
     # admissions (allowed, possibly patched, nothing to say) at debug: they are counted
     # in numagate_admission_requests_total, and at thousands of reviews per second a JSON
@@ -500,9 +537,22 @@ def _log_answer(request: AdmissionRequest, webhook: str, outcome: Outcome, elaps
             "denyMessage": outcome.message,
             "patchOps": len(outcome.patch),
             "warnings": len(outcome.warnings),
+            "cached": cached,
             "durationMs": round(elapsed * 1000, 3),
         },
     )
+
+
+def _cache_key(
+    request: AdmissionRequest, webhook: str, runtime: Runtime, config: Config
+) -> bytes | None:
+    """The decision cache's key for this review, or None when the cache must not be used:
+    turned off, no inventory, or a stale one (its answers warn and never deny)."""
+    if not config.decision_cache.entries or runtime.inventory.view is None:
+        return None
+    if runtime.inventory.is_stale(config.inventory.stale_after_seconds):
+        return None
+    return review_key(request, webhook)
 
 
 async def answer(
@@ -523,12 +573,31 @@ async def answer(
         request = parse_review(raw)
         uid, operation = request.uid, request.operation
         config = runtime.config()
-        budget = timeout if timeout is not None else config.timeouts.default_seconds
-        deadline = start + budget - config.timeouts.margin_seconds
-        outcome = await decide_review(request, webhook=webhook, runtime=runtime, deadline=deadline)
-        review = finalize(outcome, request.uid, mutating=webhook == "mutate")
-        result = review_answer(review, allowed_=outcome.allowed, code=outcome.code)
-        _log_answer(request, webhook, outcome, runtime.clock() - start)
+        view = runtime.inventory.view
+        key = _cache_key(request, webhook, runtime, config)
+        entry = None if key is None else runtime.decisions.get(key, view, config)
+        cached = entry is not None
+        if entry is not None:
+            outcome = entry.outcome
+            result = HttpAnswer(200, JSON, entry.body(uid), outcome.allowed, outcome.code)
+        else:
+            budget = timeout if timeout is not None else config.timeouts.default_seconds
+            deadline = start + budget - config.timeouts.margin_seconds
+            outcome = await decide_review(
+                request, webhook=webhook, runtime=runtime, deadline=deadline, config=config
+            )
+            review = finalize(outcome, request.uid, mutating=webhook == "mutate")
+            result = review_answer(review, allowed_=outcome.allowed, code=outcome.code)
+            if key is not None and not outcome.volatile:
+                parts = split_body(result.body, uid)
+                if parts is not None:
+                    limit = config.decision_cache.entries
+                    runtime.decisions.put(key, Entry(outcome, *parts), view, config, limit)
+        metrics.decision_cache.inc(
+            result="uncacheable" if key is None else "hit" if cached else "miss"
+        )
+        _record_violations(request, outcome, metrics)
+        _log_answer(request, webhook, outcome, runtime.clock() - start, cached=cached)
     except RequestError as exc:
         log.warning("bad admission request", extra={"webhook": webhook, "error": str(exc)})
         result = answer_for_error(exc, webhook=webhook, uid=uid)

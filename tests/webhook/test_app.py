@@ -159,10 +159,15 @@ async def test_timeout_query_is_honoured(client: TestClient) -> None:
     # 1 s minus the 0.25 s margin leaves time: denied normally
     resp = await client.post("/validate?timeout=1s", data=orjson.dumps(review), headers=JSON)
     assert orjson.loads(await resp.read())["response"]["allowed"] is False
-    # a deadline shorter than the margin: allowed with a warning, answered at once
+    # a deadline shorter than the margin: allowed with a warning, answered at once (a pod
+    # not seen before: the answer for the first one is known and comes from the cache)
+    review = build_review(koord_pod("14"))
     resp = await client.post("/validate?timeout=100ms", data=orjson.dumps(review), headers=JSON)
     body = orjson.loads(await resp.read())
     assert body["response"]["allowed"] is True and "deadline" in body["response"]["warnings"][0]
+    # that answer depended on the deadline: it is not reused when there is time
+    resp = await client.post("/validate?timeout=1s", data=orjson.dumps(review), headers=JSON)
+    assert orjson.loads(await resp.read())["response"]["allowed"] is False
 
 
 async def test_health_readiness_and_metrics(aiohttp_client: Any, tmp_path: Path) -> None:

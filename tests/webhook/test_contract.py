@@ -5,6 +5,7 @@ numagate.numagate-system.svc; the client verifies the chain and that name."""
 from __future__ import annotations
 
 import asyncio
+import copy
 import datetime as dt
 import socket
 import ssl
@@ -156,6 +157,28 @@ async def test_transport_errors_are_real_http_statuses(api: ApiServer) -> None:
             },
         )
     assert exc.value.status == 400
+
+
+async def test_replicas_of_one_template_each_get_their_own_answer(api: ApiServer) -> None:
+    """A ReplicaSet's pods (generated names, fresh uids) through the apiserver's chain over
+    TLS: every answer echoes its own uid and carries the same patch, the patched pods are
+    valid, and all but the first come from the decision cache."""
+    template = manifest("koord-pod-misspelled")
+    template["metadata"].pop("name", None)
+    template["metadata"]["generateName"] = "web-7d4b9c-"
+    admissions = []
+    for n in range(5):
+        pod = copy.deepcopy(template)
+        pod["metadata"]["name"] = f"web-7d4b9c-{n:05d}"
+        admissions.append(await api.admit(pod))  # verify_response checks the uid echo
+    patches = [a.mutate.patch for a in admissions]
+    assert patches[0] and all(p == patches[0] for p in patches)
+    names = [a.object["metadata"]["name"] for a in admissions]
+    assert names == [f"web-7d4b9c-{n:05d}" for n in range(5)]
+    samples = parse((await api.get("/metrics"))[1].decode())
+    # per pod: mutate, the re-invocation (an already patched pod) and validate
+    assert samples['numagate_decision_cache_total{result="miss"}'] == 3
+    assert samples['numagate_decision_cache_total{result="hit"}'] == 12
 
 
 async def test_health_metrics_and_cert_expiry_over_tls(api: ApiServer, certs: CertPaths) -> None:

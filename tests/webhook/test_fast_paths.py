@@ -31,6 +31,9 @@ from webhook.logs import JsonFormatter, setup_logging
 from webhook.pipeline import MEMO_LIMIT, _inline, answer, compatible_names
 
 SCHEDULERS = ("koordinator", "volcano", "hami", "kubelet")
+# Tests of how the kernel runs send the same review several times: the decision cache
+# (webhook.decision_cache) would answer all but the first without running it.
+NO_CACHE = {"decisionCache": {"entries": 0}}
 
 
 def demo_view() -> InventoryView:
@@ -130,7 +133,8 @@ def _record_threads(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
 async def test_kernel_runs_inline_once_calibrated(monkeypatch: pytest.MonkeyPatch) -> None:
     seen = _record_threads(monkeypatch)
-    rt = runtime({"timeouts": {"inlineNodes": 1}})  # the small inventory has 2 nodes
+    # the small inventory has 2 nodes; the same review again: no decision cache
+    rt = runtime({"timeouts": {"inlineNodes": 1}, **NO_CACHE})
     loop_thread = threading.get_ident()
     review = build_review(koord_pod("12"))
     for _ in range(3):
@@ -149,7 +153,7 @@ async def test_inline_nodes_zero_keeps_every_evaluation_in_a_thread(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     seen = _record_threads(monkeypatch)
-    rt = runtime({"timeouts": {"inlineNodes": 0}})
+    rt = runtime({"timeouts": {"inlineNodes": 0}, **NO_CACHE})
     for _ in range(3):
         await call(rt, "validate", build_review(koord_pod("12")), timeout=5)
     assert threading.get_ident() not in seen and len(seen) == 3
@@ -169,7 +173,7 @@ async def test_expensive_evaluation_goes_to_a_thread_and_the_deadline_holds(
         return real(*args, **kwargs)
 
     monkeypatch.setattr(pipeline_module, "evaluate", slow)
-    rt = runtime({"timeouts": {"inlineNodes": 1, "marginSeconds": 0}})
+    rt = runtime({"timeouts": {"inlineNodes": 1, "marginSeconds": 0}, **NO_CACHE})
     review = build_review(koord_pod("12"))
     assert (await call(rt, "validate", review, timeout=5))["allowed"] is False
     assert rt.inventory.view is not None
