@@ -462,6 +462,24 @@ def review_bodies(pods: list[dict[str, Any]], *, prefix: str) -> list[bytes]:
     return out
 
 
+_UID_LABEL = b'"uid":"'
+_TIER_LABEL = b'"tier":"'
+
+
+def vary(body: bytes, n: int, *, unique: bool = False) -> bytes:
+    """What benchmarks/wrk/review.lua sends for its ``n``-th request of ``body``: the first
+    ``"uid"`` value replaced by a fresh uid (every review has its own); with ``unique`` the
+    ``tier`` label's value too (every review is a different pod)."""
+    start = body.index(_UID_LABEL) + len(_UID_LABEL)
+    end = body.index(b'"', start)
+    out = body[:start] + f"00000000-0000-4000-8000-{n:012x}".encode() + body[end:]
+    if unique:
+        start = out.index(_TIER_LABEL, start) + len(_TIER_LABEL)
+        end = out.index(b'"', start)
+        out = out[:start] + f"t0-{n}".encode() + out[end:]
+    return out
+
+
 @dataclass(frozen=True)
 class Inputs:
     """Paths of one generated benchmark input set."""

@@ -3,11 +3,15 @@ wrk with keep-alive, against a bare aiohttp TLS server in the same run.
 
     .venv/bin/python benchmarks/server.py [--duration 15] [--connections 32] [--threads 2]
 
-Scenarios: mutate (realistic 4-10 KB pods in the three dialects), validate (the same
-pods), validate-impossible (a pod no node can run: the kernel scans all nodes); then the
-bare server with the same bodies. Also: the in-process latency of one review through
-``webhook.pipeline.answer`` (the function the endpoints call) and the resident memory of
-each worker with the inventory loaded. wrk runs on the same 2 cores as the servers.
+Scenarios: mutate and validate (realistic 4-10 KB pods in the three dialects, each
+request with its own uid: the reviews of ReplicaSet pods, which numagate's decision cache
+answers after the first), mutate-unique and validate-unique (the same pods, but every
+request a different pod: the cache never helps, every review is decided),
+validate-impossible (a pod no node can run, every request a different one: the kernel
+scans all nodes each time); then the bare server with the same bodies. Also: the
+in-process latency of one review through ``webhook.pipeline.answer`` (the function the
+endpoints call), replicas and unique pods, and the resident memory of each worker with
+the inventory loaded. wrk runs on the same 2 cores as the servers.
 
 Prints one JSON document and writes benchmarks/results/server.json and server.md.
 """
@@ -289,11 +293,14 @@ def check_answers(server: Server, ca: Path, path: str, bodies: Sequence[Path]) -
 
 def run_wrk(
     wrk: str, url: str, path: str, bodies: Sequence[Path], *, duration: int,
-    connections: int, threads: int,
+    connections: int, threads: int, unique: bool = False,
 ) -> dict[str, Any]:  # fmt: skip
     cmd = [wrk, f"-t{threads}", f"-c{connections}", f"-d{duration}s", "--timeout", "10s",
            "-s", str(LUA), url, "--", path, *map(str, bodies)]  # fmt: skip
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=duration + 120, check=False)
+    env = {**os.environ, "NUMAGATE_WRK_UNIQUE": "1" if unique else "0"}
+    done = subprocess.run(
+        cmd, capture_output=True, text=True, timeout=duration + 120, check=False, env=env
+    )
     if done.returncode != 0:
         raise BenchError(
             f"wrk failed ({done.returncode}): {done.stdout[-500:]} {done.stderr[-500:]}"
@@ -350,14 +357,20 @@ def build_runtime(nodes: int, config: Path | None = None) -> Any:
     return Runtime(config=lambda: holder.current, inventory=state, metrics=metrics)
 
 
-async def _time_answers(runtime: Any, webhook: str, bodies: list[bytes], calls: int) -> list[float]:
+async def _time_answers(
+    runtime: Any, webhook: str, bodies: list[bytes], calls: int, *, unique: bool
+) -> list[float]:
     from webhook.pipeline import answer
 
-    for body in bodies:  # warm-up: first-call imports and caches
-        await answer(body, webhook=webhook, runtime=runtime)  # type: ignore[arg-type]
+    for k, body in enumerate(bodies):  # warm-up: first-call imports and caches
+        await answer(gen.vary(body, k, unique=unique), webhook=webhook, runtime=runtime)  # type: ignore[arg-type]
+    # what wrk sends (benchmarks/wrk/review.lua): a fresh uid per review, a fresh pod too
+    # when unique; built before the clock starts
+    varied = [
+        gen.vary(bodies[k % len(bodies)], len(bodies) + k, unique=unique) for k in range(calls)
+    ]
     samples = []
-    for k in range(calls):
-        body = bodies[k % len(bodies)]
+    for body in varied:
         t0 = time.perf_counter()
         result = await answer(body, webhook=webhook, runtime=runtime)  # type: ignore[arg-type]
         samples.append(time.perf_counter() - t0)
@@ -371,12 +384,14 @@ def handler_latency(runtime: Any, inputs: gen.Inputs, calls: int) -> dict[str, A
     realistic = [p.read_bytes() for p in inputs.realistic]
     impossible = [p.read_bytes() for p in inputs.impossible]
     out = {}
-    for name, webhook, bodies, n in (
-        ("mutate", "mutate", realistic, calls),
-        ("validate", "validate", realistic, calls),
-        ("validate-impossible", "validate", impossible, max(50, calls // 20)),
+    for name, webhook, bodies, n, unique in (
+        ("mutate-unique", "mutate", realistic, calls, True),
+        ("validate-unique", "validate", realistic, calls, True),
+        ("validate-impossible", "validate", impossible, max(50, calls // 20), True),
+        ("mutate", "mutate", realistic, calls, False),
+        ("validate", "validate", realistic, calls, False),
     ):
-        samples = asyncio.run(_time_answers(runtime, webhook, bodies, n))
+        samples = asyncio.run(_time_answers(runtime, webhook, bodies, n, unique=unique))
         out[name] = {
             "calls": n,
             "p50_ms": round(percentile(samples, 50) * 1000, 4),
@@ -389,32 +404,38 @@ def handler_latency(runtime: Any, inputs: gen.Inputs, calls: int) -> dict[str, A
 # ----------------------------------------------------------------------------- report
 
 
+# (name, path, bodies, every request a different pod). The unique ones run first, on a
+# fresh server, so that the check after them can insist on no cache hit at all.
 SCENARIOS = (
-    ("mutate", "/mutate?timeout=10s", "realistic"),
-    ("validate", "/validate?timeout=10s", "realistic"),
-    ("validate-impossible", "/validate?timeout=10s", "impossible"),
+    ("mutate-unique", "/mutate?timeout=10s", "realistic", True),
+    ("validate-unique", "/validate?timeout=10s", "realistic", True),
+    ("validate-impossible", "/validate?timeout=10s", "impossible", True),
+    ("mutate", "/mutate?timeout=10s", "realistic", False),
+    ("validate", "/validate?timeout=10s", "realistic", False),
 )
 
 
 def verdicts(result: dict[str, Any]) -> dict[str, bool]:
     ng, bare = result["numagate"], result["bare"]
     rss = max(result["rss_mib_per_worker"].values(), default=float("inf"))
-    return {
-        "mutate_rps >= 5000": ng["mutate"]["reviews_per_s"] >= TARGETS["mutate_rps"],
-        "mutate p99 < 15 ms": ng["mutate"]["p99_ms"] < TARGETS["mutate_p99_ms"],
-        "mutate >= 50% of bare": result["ratio"]["mutate"] >= TARGETS["ratio_min"],
-        "mutate >= 70% of bare": result["ratio"]["mutate"] >= TARGETS["ratio_goal"],
-        "validate-impossible >= 1000/s": ng["validate-impossible"]["reviews_per_s"]
-        >= TARGETS["impossible_rps"],
-        "handler p99 < 0.3 ms (mutate)": result["handler"]["mutate"]["p99_ms"]
-        < TARGETS["handler_p99_ms"],
-        "handler p99 < 0.3 ms (validate)": result["handler"]["validate"]["p99_ms"]
-        < TARGETS["handler_p99_ms"],
-        "RSS < 150 MiB per worker": rss < TARGETS["rss_mib"],
-        "no errors": all(
-            s["non_2xx"] == 0 and s["socket_errors"] == 0 for s in (*ng.values(), *bare.values())
-        ),
-    }
+    out = {}
+    for name, label in (("mutate", "replicas"), ("mutate-unique", "every pod different")):
+        out[f"mutate >= 5000/s ({label})"] = ng[name]["reviews_per_s"] >= TARGETS["mutate_rps"]
+        out[f"mutate p99 < 15 ms ({label})"] = ng[name]["p99_ms"] < TARGETS["mutate_p99_ms"]
+        out[f"mutate >= 50% of bare ({label})"] = result["ratio"][name] >= TARGETS["ratio_min"]
+        out[f"mutate >= 70% of bare ({label})"] = result["ratio"][name] >= TARGETS["ratio_goal"]
+    out["validate-impossible >= 1000/s"] = (
+        ng["validate-impossible"]["reviews_per_s"] >= TARGETS["impossible_rps"]
+    )
+    for name in ("mutate", "validate", "mutate-unique", "validate-unique"):
+        out[f"handler p99 < 0.3 ms ({name})"] = (
+            result["handler"][name]["p99_ms"] < TARGETS["handler_p99_ms"]
+        )
+    out["RSS < 150 MiB per worker"] = rss < TARGETS["rss_mib"]
+    out["no errors"] = all(
+        s["non_2xx"] == 0 and s["socket_errors"] == 0 for s in (*ng.values(), *bare.values())
+    )
+    return out
 
 
 def markdown(result: dict[str, Any]) -> str:
@@ -520,23 +541,49 @@ def measure_servers(
     try:
         out["numagate_ready_seconds"] = server.ready_seconds
         out["rss_mib_after_load"] = server.worker_rss_mib()
-        for name, path, kind in SCENARIOS:
+        for name, path, kind, unique in SCENARIOS:
             out["answers"][name] = check_answers(server, ca, path, bodies[kind])
             print(f"wrk numagate {name}...", file=sys.stderr)
-            out["numagate"][name] = measured_run(server, wrk, path, bodies[kind], opts)
+            run_opts = {**opts, "unique": unique}
+            out["numagate"][name] = measured_run(server, wrk, path, bodies[kind], run_opts)
+            if name == "validate-impossible":
+                out["cache_after_unique"] = check_cache(server, ca, unique=True)
+        out["cache_after_replicas"] = check_cache(server, ca, unique=False)
         out["rss_mib_per_worker"] = server.worker_rss_mib()
     finally:
         server.stop()
 
     bare = start_bare(cert_dir, work, workers=args.workers)
     try:
-        for name, path, kind in SCENARIOS:
+        for name, path, kind, unique in SCENARIOS:
             check_answers(bare, ca, path, bodies[kind])
             print(f"wrk bare {name}...", file=sys.stderr)
-            out["bare"][name] = measured_run(bare, wrk, path, bodies[kind], opts)
+            run_opts = {**opts, "unique": unique}
+            out["bare"][name] = measured_run(bare, wrk, path, bodies[kind], run_opts)
     finally:
         bare.stop()
     return out
+
+
+def check_cache(server: Server, ca: Path, *, unique: bool) -> dict[str, float]:
+    """numagate_decision_cache_total of one worker: after the unique scenarios no review
+    may have been a hit (else they did not measure deciding), after the replica ones most
+    must be (else wrk did not send what review.lua says)."""
+    status, body = _https(server.port, ca, "GET", "/metrics")
+    if status != 200:
+        raise BenchError(f"/metrics: HTTP {status}")
+    found = {
+        m[1]: float(m[2])
+        for m in re.finditer(
+            r'^numagate_decision_cache_total\{result="(\w+)"\} (\S+)$', body.decode(), re.M
+        )
+    }
+    hits, total = found.get("hit", 0.0), sum(found.values())
+    if unique and hits:
+        raise BenchError(f"decision cache hits in the unique scenarios: {found}")
+    if not unique and hits < 0.5 * total:
+        raise BenchError(f"few decision cache hits in the replica scenarios: {found}")
+    return found
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -569,7 +616,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         name: round(
             result["numagate"][name]["reviews_per_s"] / result["bare"][name]["reviews_per_s"], 3
         )
-        for name, _, _ in SCENARIOS
+        for name, *_ in SCENARIOS
     }
     result["targets"] = TARGETS
     result["verdicts"] = verdicts(result)

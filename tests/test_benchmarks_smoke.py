@@ -130,6 +130,60 @@ async def test_impossible_pod_is_denied_after_a_full_scan(small_runtime: Runtime
     assert evaluation.counts["never-fits"] == SMALL
 
 
+def test_vary_gives_each_review_its_own_uid_and_unique_a_different_pod() -> None:
+    body = gen.review_bodies(gen.realistic_pods(1), prefix="v")[0]
+    doc = orjson.loads(body)
+    replicas = [orjson.loads(gen.vary(body, n)) for n in range(3)]
+    uniques = [orjson.loads(gen.vary(body, n, unique=True)) for n in range(3)]
+    for n, (replica, unique) in enumerate(zip(replicas, uniques, strict=True)):
+        assert (
+            replica["request"]["uid"]
+            == unique["request"]["uid"]
+            == f"00000000-0000-4000-8000-{n:012x}"
+        )
+        assert unique["request"]["object"]["metadata"]["labels"]["tier"] == f"t0-{n}"
+        replica["request"]["uid"] = doc["request"]["uid"]
+        assert replica == doc  # nothing else changed
+        unique["request"]["uid"] = doc["request"]["uid"]
+        unique["request"]["object"]["metadata"]["labels"]["tier"] = "backend"
+        assert unique == doc
+
+
+async def test_replicas_are_cache_hits_and_unique_pods_never_are() -> None:
+    """What the benchmark's two kinds of scenario measure (benchmarks/server.py checks
+    the same on the running server after its wrk runs)."""
+    cfg = parse_config({}, env={})
+    state = InventoryState()
+    state.load_objects(gen.inventory_objects(SMALL), source="test")
+    rt = Runtime(config=lambda: cfg, inventory=state)
+    bodies = gen.review_bodies(gen.realistic_pods(4), prefix="c")
+    for n in range(40):
+        result = await answer(gen.vary(bodies[n % 4], n, unique=True), webhook="mutate", runtime=rt)
+        assert result.status == 200
+    assert rt.metrics.decision_cache.value(result="hit") == 0
+    for n in range(40, 80):
+        await answer(gen.vary(bodies[n % 4], n), webhook="mutate", runtime=rt)
+    assert rt.metrics.decision_cache.value(result="hit") == 36
+    assert rt.decisions.raw_hits == 32  # 4 bodies: the first decided, the second verified
+
+
+def test_verdicts_cover_both_kinds_of_scenario() -> None:
+    run = {"reviews_per_s": 6000.0, "p99_ms": 10.0, "non_2xx": 0, "socket_errors": 0}
+    names = [name for name, *_ in bench.SCENARIOS]
+    result = {
+        "numagate": {n: dict(run) for n in names},
+        "bare": {n: dict(run, reviews_per_s=10000.0) for n in names},
+        "ratio": {n: 0.6 for n in names},
+        "handler": {n: {"p99_ms": 0.2} for n in names},
+        "rss_mib_per_worker": {"1": 100.0},
+    }
+    result["numagate"]["mutate-unique"]["reviews_per_s"] = 4000.0
+    got = bench.verdicts(result)
+    assert got["mutate >= 5000/s (replicas)"] and not got["mutate >= 5000/s (every pod different)"]
+    assert got["mutate >= 50% of bare (replicas)"] and not got["mutate >= 70% of bare (replicas)"]
+    assert got["validate-impossible >= 1000/s"] and got["no errors"]
+
+
 def test_wrk_script_posts_json_and_reports_percentiles() -> None:
     lua = (BENCH / "wrk" / "review.lua").read_text()
     assert '["Content-Type"] = "application/json"' in lua
@@ -138,6 +192,10 @@ def test_wrk_script_posts_json_and_reports_percentiles() -> None:
     for pct in ("percentile(50)", "percentile(90)", "percentile(99)"):
         assert pct in lua
     assert 'WRK_RESULT {"requests":%d' in lua
+    # the same substitutions as gen.vary (tested above), selected by the same variable
+    assert 'local UID_LABEL = \'"uid":"\'' in lua and 'local TIER_LABEL = \'"tier":"\'' in lua
+    assert '"%08x-0000-4000-8000-%012x"' in lua
+    assert 'os.getenv("NUMAGATE_WRK_UNIQUE") == "1"' in lua
 
 
 def test_parse_wrk_reads_the_result_line() -> None:

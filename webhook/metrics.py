@@ -310,7 +310,8 @@ class WebhookMetrics:
         self.decision_cache = r.counter(
             "numagate_decision_cache_total",
             "Reviews by decision cache result: hit (answer reused), miss (decided and stored),"
-            " uncacheable (UPDATE, cache off, inventory missing or stale).",
+            " resting (not looked up: no hit in a long while), uncacheable (UPDATE, cache off,"
+            " inventory missing or stale).",
             ("result",),
         )
         self.timeouts = r.counter(

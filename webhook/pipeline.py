@@ -47,7 +47,7 @@ from webhook.admission import (
     patched,
 )
 from webhook.config import Config
-from webhook.decision_cache import DecisionCache, Entry, review_key, split_body
+from webhook.decision_cache import DecisionCache, Entry, raw_key, review_key, split_body
 from webhook.errors import (
     JSON,
     HttpAnswer,
@@ -543,16 +543,55 @@ def _log_answer(
     )
 
 
-def _cache_key(
-    request: AdmissionRequest, webhook: str, runtime: Runtime, config: Config
-) -> bytes | None:
-    """The decision cache's key for this review, or None when the cache must not be used:
-    turned off, no inventory, or a stale one (its answers warn and never deny)."""
+def _cache_usable(runtime: Runtime, config: Config) -> bool:
+    """Whether the decision cache may be used now: turned on, an inventory loaded and not
+    stale (a stale inventory's answers warn and never deny)."""
     if not config.decision_cache.entries or runtime.inventory.view is None:
+        return False
+    return not runtime.inventory.is_stale(config.inventory.stale_after_seconds)
+
+
+async def _decide_parsed(
+    request: AdmissionRequest,
+    *,
+    webhook: WebhookName,
+    runtime: Runtime,
+    config: Config,
+    use_cache: bool,
+    deadline: float,
+) -> tuple[Outcome, HttpAnswer, Entry | None, str]:
+    """The answer for a parsed review, from the decision cache or decided now: (outcome,
+    answer, the cache entry that holds it or None, the cache result for the metric)."""
+    view = runtime.inventory.view
+    key = review_key(request, webhook) if use_cache else None
+    if key is None:
+        found = "uncacheable"
+        entry = None
+    else:
+        entry = runtime.decisions.get(key, view, config)
+        found = "miss" if entry is None else "hit"
+    if entry is not None:
+        outcome = entry.outcome
+        result = HttpAnswer(200, JSON, entry.body(request.uid), outcome.allowed, outcome.code)
+        return outcome, result, entry, found
+    outcome = await decide_review(
+        request, webhook=webhook, runtime=runtime, deadline=deadline, config=config
+    )
+    review = finalize(outcome, request.uid, mutating=webhook == "mutate")
+    result = review_answer(review, allowed_=outcome.allowed, code=outcome.code)
+    if key is not None and not outcome.volatile:
+        parts = split_body(result.body, request.uid)
+        if parts is not None:
+            entry = Entry(outcome, *parts)
+            runtime.decisions.put(key, entry, view, config, config.decision_cache.entries)
+    return outcome, result, entry, found
+
+
+def _uid_or_none(raw: bytes) -> str | None:
+    try:
+        return parse_review(raw).uid
+    except Exception:  # the answer to a bad body is the error being reported already
         return None
-    if runtime.inventory.is_stale(config.inventory.stale_after_seconds):
-        return None
-    return review_key(request, webhook)
 
 
 async def answer(
@@ -570,39 +609,50 @@ async def answer(
     uid: str | None = None
     operation = "unknown"
     try:
-        request = parse_review(raw)
-        uid, operation = request.uid, request.operation
         config = runtime.config()
         view = runtime.inventory.view
-        key = _cache_key(request, webhook, runtime, config)
-        entry = None if key is None else runtime.decisions.get(key, view, config)
-        cached = entry is not None
-        if entry is not None:
-            outcome = entry.outcome
-            result = HttpAnswer(200, JSON, entry.body(uid), outcome.allowed, outcome.code)
+        usable = _cache_usable(runtime, config)
+        use_cache = usable and runtime.decisions.wants_key()
+        raw_k = raw_key(raw, webhook) if use_cache else None
+        known = None if raw_k is None else runtime.decisions.get_raw(raw_k, view, config)
+        if known is not None:
+            assert raw_k is not None
+            # a replica's body: answered without parsing it (see webhook.decision_cache)
+            request = known.request._replace(uid=raw_k.uid)
+            uid, operation = request.uid, request.operation
+            outcome = known.entry.outcome
+            result = HttpAnswer(200, JSON, known.entry.body(uid), outcome.allowed, outcome.code)
+            found = "hit"
         else:
+            request = parse_review(raw)
+            uid, operation = request.uid, request.operation
             budget = timeout if timeout is not None else config.timeouts.default_seconds
             deadline = start + budget - config.timeouts.margin_seconds
-            outcome = await decide_review(
-                request, webhook=webhook, runtime=runtime, deadline=deadline, config=config
+            outcome, result, entry, found = await _decide_parsed(
+                request,
+                webhook=webhook,
+                runtime=runtime,
+                config=config,
+                use_cache=use_cache,
+                deadline=deadline,
             )
-            review = finalize(outcome, request.uid, mutating=webhook == "mutate")
-            result = review_answer(review, allowed_=outcome.allowed, code=outcome.code)
-            if key is not None and not outcome.volatile:
-                parts = split_body(result.body, uid)
-                if parts is not None:
-                    limit = config.decision_cache.entries
-                    runtime.decisions.put(key, Entry(outcome, *parts), view, config, limit)
-        metrics.decision_cache.inc(
-            result="uncacheable" if key is None else "hit" if cached else "miss"
-        )
+            if raw_k is not None and entry is not None:
+                limit = config.decision_cache.entries
+                runtime.decisions.learn_raw(raw_k, request, entry, view, config, limit)
+            if usable and not use_cache:
+                found = "resting"
+        if found in ("hit", "miss"):
+            runtime.decisions.looked_up(found == "hit")
+        metrics.decision_cache.inc(result=found)
         _record_violations(request, outcome, metrics)
-        _log_answer(request, webhook, outcome, runtime.clock() - start, cached=cached)
+        _log_answer(request, webhook, outcome, runtime.clock() - start, cached=found == "hit")
     except RequestError as exc:
         log.warning("bad admission request", extra={"webhook": webhook, "error": str(exc)})
         result = answer_for_error(exc, webhook=webhook, uid=uid)
     except Exception as exc:
         metrics.errors.inc(webhook=webhook)
+        if uid is None:  # failed before the review was parsed: mutate still fails open
+            uid = _uid_or_none(raw)
         log.exception("internal error", extra={"uid": uid, "webhook": webhook})
         result = answer_for_error(exc, webhook=webhook, uid=uid)
     finally:

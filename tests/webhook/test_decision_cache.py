@@ -18,8 +18,17 @@ import pytest
 from tests.reliability.corpus import build_corpus
 from tests.webhook.harness import build_review
 from tests.webhook.test_pipeline import call, koord_pod, manifest, runtime
+from webhook import pipeline as pipeline_module
 from webhook.config import parse_config
-from webhook.decision_cache import IDENTITY_FIELDS, DecisionCache, Entry, split_body
+from webhook.decision_cache import (
+    IDENTITY_FIELDS,
+    MISSES_TO_REST,
+    SAMPLE_WHILE_RESTING,
+    DecisionCache,
+    Entry,
+    raw_key,
+    split_body,
+)
 from webhook.logs import JsonFormatter
 from webhook.pipeline import Runtime, answer
 
@@ -29,7 +38,7 @@ NO_CACHE = {"decisionCache": {"entries": 0}}
 def cache_results(rt: Runtime) -> dict[str, float]:
     """numagate_decision_cache_total by result, zeros left out."""
     counter = rt.metrics.decision_cache
-    found = {r: counter.value(result=r) for r in ("hit", "miss", "uncacheable")}
+    found = {r: counter.value(result=r) for r in ("hit", "miss", "resting", "uncacheable")}
     return {r: v for r, v in found.items() if v}
 
 
@@ -320,6 +329,13 @@ def _with_identity(doc: dict[str, Any], n: int, identity: dict[str, Any]) -> dic
     return out
 
 
+def _with_uid(doc: dict[str, Any], uid: str) -> dict[str, Any]:
+    out = copy.deepcopy(doc)
+    if isinstance(out["request"].get("uid"), str) and out["request"]["uid"]:
+        out["request"]["uid"] = uid  # an empty (invalid) uid stays empty
+    return out
+
+
 def _normalized(result: Any, uid: Any) -> tuple[int, str, bytes]:
     body = result.body
     if isinstance(uid, str) and uid:
@@ -341,10 +357,16 @@ async def test_corpus_answers_are_the_same_with_and_without_the_cache(webhook: s
     pod = build_review(koord_pod("1"))
     identities = {n: replica(pod, n)["request"]["object"]["metadata"] for n in (1, 2)}
     mismatches = []
-    for name, doc in CORPUS_REVIEWS:
+    for name_n, (name, doc) in enumerate(CORPUS_REVIEWS):
         original = None
-        for n in range(3):
-            review = _with_identity(doc, n, identities[n]) if n else doc
+        replicas = [
+            doc,
+            _with_identity(doc, 1, identities[1]),
+            _with_identity(doc, 2, identities[2]),
+        ]
+        # then bodies that differ from the last only in the request uid: the raw layer
+        replicas += [_with_uid(replicas[-1], f"0c0ffee0-{name_n:04d}-{k}") for k in range(3)]
+        for n, review in enumerate(replicas):
             uid = review["request"].get("uid")
             got = _normalized(await raw_answer(cached, webhook, review), uid)
             want = _normalized(await raw_answer(plain, webhook, review), uid)
@@ -353,7 +375,8 @@ async def test_corpus_answers_are_the_same_with_and_without_the_cache(webhook: s
                 mismatches.append((name, n, got, want, original))
     assert not mismatches, mismatches[:3]
     results = cache_results(cached)
-    assert results.get("hit", 0) > 200  # the cache was exercised, not bypassed
+    assert results.get("hit", 0) > 1000  # the cache was exercised, not bypassed
+    assert cached.decisions.raw_hits > 200  # and its raw layer
 
 
 # ----------------------------------------------------------------------------- pieces
@@ -385,3 +408,152 @@ def test_cache_generation_is_by_identity() -> None:
     cache.put(b"k", entry, view, config, 10)
     assert cache.get(b"k", view, config) is entry
     assert cache.get(b"k", object(), config) is None and len(cache) == 0
+
+
+# ----------------------------------------------------------------------------- raw layer
+
+
+def _body(review: dict[str, Any], uid: str) -> bytes:
+    return orjson.dumps(_with_uid(review, uid))
+
+
+async def test_identical_bodies_but_the_uid_are_answered_without_parsing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    parsed: list[bytes] = []
+    real = pipeline_module.parse_review
+
+    def counting(raw: bytes) -> Any:
+        parsed.append(raw)
+        return real(raw)
+
+    monkeypatch.setattr(pipeline_module, "parse_review", counting)
+    cached, plain = runtime(), runtime(NO_CACHE)
+    review = build_review(manifest("koord-pod-misspelled"))
+    for n in range(6):
+        body = _body(review, f"5e1f0000-0000-4000-8000-{n:012d}")
+        for webhook in ("mutate", "validate"):
+            got = await answer(body, webhook=webhook, runtime=cached)  # type: ignore[arg-type]
+            want = await answer(body, webhook=webhook, runtime=plain)  # type: ignore[arg-type]
+            assert (got.status, got.body) == (want.status, want.body)
+    # per webhook: the first body decided, the second verified the raw entry, four not parsed
+    assert len([b for b in parsed if b]) == 6 * 2 * 2 - 4 * 2
+    assert cached.decisions.raw_hits == 8
+    assert cache_results(cached) == {"miss": 2, "hit": 10}
+
+
+def _decoy(uid: str, decoy: str | None, *, tail: str = "") -> bytes:
+    """A review whose first ``"uid":`` may not be the request's (nothing the apiserver
+    sends, but a client could): ``decoy`` comes first; ``tail`` ends the request."""
+    review = build_review(koord_pod("2"))
+    request = orjson.dumps(_with_uid(review, uid)["request"]).decode()
+    if tail:
+        request = request[:-1] + tail + "}"
+    first = "" if decoy is None else f'"x":{{"uid":"{decoy}"}},'
+    return (
+        '{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview",'
+        f'{first}"request":{request}}}'
+    ).encode()
+
+
+@pytest.mark.parametrize(
+    "bodies",
+    [
+        # the decoy varies, the request uid does not: the raw entry is never stored
+        [_decoy("req-1", f"decoy-{n}") for n in range(4)],
+        # the decoy equals the request uid in the first body only
+        [_decoy("same", "same"), *(_decoy("same", f"other-{n}") for n in range(3))],
+        # both vary together (the decoy is never the uid, so the entry is never verified)
+        [_decoy(f"req-{n}", f"req-{n}") for n in range(4)],
+        # a later duplicate key (the last one wins) spelled with an escape: the first
+        # body's token is its uid, the next ones' are not
+        [_decoy(u, None, tail=',"uid":"\\u0061bc"') for u in ("abc", "zzz", "yyy", "xxx")],
+    ],
+)
+async def test_a_uid_token_that_is_not_the_request_uid_is_never_trusted(
+    bodies: list[bytes],
+) -> None:
+    cached, plain = runtime(), runtime(NO_CACHE)
+    for body in bodies:
+        for webhook in ("mutate", "validate"):
+            got = await answer(body, webhook=webhook, runtime=cached)  # type: ignore[arg-type]
+            want = await answer(body, webhook=webhook, runtime=plain)  # type: ignore[arg-type]
+            assert (got.status, got.body) == (want.status, want.body)
+            uid = orjson.loads(body)["request"]["uid"]
+            assert orjson.loads(got.body)["response"]["uid"] == uid
+    assert cached.decisions.raw_hits == 0
+
+
+def test_raw_key_needs_a_plain_token() -> None:
+    assert raw_key(b'{"request":{"uid":"a-1"}}', "mutate") is not None
+    for body in (
+        b'{"request":{"uid":"a\\"b"}}',
+        b'{"request":{"uid":""}}',
+        b'{"uid":"a b"}',
+        b"{}",
+    ):
+        assert raw_key(body, "mutate") is None, body
+    one = raw_key(b'{"request":{"uid":"a-1"},"x":1}', "mutate")
+    assert one is not None and one.uid == "a-1"
+    assert one.digest == raw_key(b'{"request":{"uid":"b-22"},"x":1}', "mutate").digest  # type: ignore[union-attr]
+    assert one.digest != raw_key(b'{"request":{"uid":"a-1"},"x":1}', "validate").digest  # type: ignore[union-attr]
+    # the cut's position is part of the digest
+    assert (
+        raw_key(b'{"uid":"a","x":"1"}', "m").digest != raw_key(b'{"uid":"a1","x":""}', "m").digest
+    )  # type: ignore[union-attr]
+
+
+async def test_a_new_view_empties_the_raw_layer_too() -> None:
+    rt = runtime()
+    review = build_review(koord_pod("2"))
+    for n in range(3):
+        await answer(_body(review, f"u-{n}"), webhook="validate", runtime=rt)
+    assert rt.decisions.raw_hits == 1
+    view = rt.inventory.view
+    assert view is not None
+    rt.inventory.install(dataclasses.replace(view, memo={}))
+    for n in range(3, 5):
+        await answer(_body(review, f"u-{n}"), webhook="validate", runtime=rt)
+    assert rt.decisions.raw_hits == 1  # relearned: stored at u-3, verified at u-4
+
+
+# ----------------------------------------------------------------------------- resting
+
+
+async def test_the_cache_rests_when_nothing_hits_and_wakes_at_the_first_hit() -> None:
+    cached, plain = runtime(), runtime(NO_CACHE)
+    every_pod_different = [build_review(koord_pod(f"{n + 1}m")) for n in range(MISSES_TO_REST + 40)]
+    for review in every_pod_different:
+        got = await raw_answer(cached, "validate", review)
+        want = await raw_answer(plain, "validate", review)
+        assert (got.status, got.body) == (want.status, want.body)
+    assert cached.decisions.resting
+    results = cache_results(cached)
+    assert results["miss"] == MISSES_TO_REST + 40 // SAMPLE_WHILE_RESTING
+    assert results["resting"] == 40 - 40 // SAMPLE_WHILE_RESTING
+    # a burst of replicas: decided until two samples met, then answered from the cache
+    first = build_review(koord_pod("3"))
+    served: list[bool] = []
+    for n in range(100):
+        before = cache_results(cached).get("hit", 0)
+        got = await raw_answer(cached, "validate", replica(first, n))
+        want = await raw_answer(plain, "validate", replica(first, n))
+        assert (got.status, got.body) == (want.status, want.body)
+        served.append(cache_results(cached).get("hit", 0) > before)
+    assert not cached.decisions.resting
+    woke = served.index(True)
+    assert woke <= 2 * SAMPLE_WHILE_RESTING and all(served[woke:])
+
+
+def test_resting_state_machine() -> None:
+    cache = DecisionCache()
+    for _ in range(MISSES_TO_REST - 1):
+        assert cache.wants_key()
+        cache.looked_up(False)
+    assert not cache.resting
+    cache.looked_up(False)
+    assert cache.resting
+    wanted = [cache.wants_key() for _ in range(SAMPLE_WHILE_RESTING * 3)]
+    assert sum(wanted) == 3
+    cache.looked_up(True)
+    assert not cache.resting and all(cache.wants_key() for _ in range(100))
