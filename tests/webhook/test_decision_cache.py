@@ -29,6 +29,7 @@ from webhook.decision_cache import (
     raw_key,
     split_body,
 )
+from webhook.inventory_state import load_demo
 from webhook.logs import JsonFormatter
 from webhook.pipeline import Runtime, answer
 
@@ -557,3 +558,26 @@ def test_resting_state_machine() -> None:
     assert sum(wanted) == 3
     cache.looked_up(True)
     assert not cache.resting and all(cache.wants_key() for _ in range(100))
+
+
+async def test_reused_warnings_are_logged_at_debug_denials_always_at_info(
+    log_lines: io.StringIO,
+) -> None:
+    warns = runtime({"affinity": {"mode": "node-names", "maxNodeNames": 1}}, inventory=None)
+    load_demo(warns.inventory)
+    denies = runtime()
+    warned = build_review(manifest("koord-pod"))
+    denied = build_review(manifest("koord-pod-impossible"))
+    for n in range(3):
+        assert (await call(warns, "mutate", replica(warned, n)))["warnings"]
+        assert (await call(denies, "validate", replica(denied, n)))["allowed"] is False
+    records = [orjson.loads(line) for line in log_lines.getvalue().splitlines()]
+    access = [(r["webhook"], r["level"], r["cached"]) for r in records if r["msg"] == "admission"]
+    assert access == [
+        ("mutate", "info", False),
+        ("validate", "info", False),
+        ("mutate", "debug", True),
+        ("validate", "info", True),
+        ("mutate", "debug", True),
+        ("validate", "info", True),
+    ]
