@@ -5,7 +5,9 @@ minutes; passes when no request failed and memory did not grow.
 
 The load is wrk over TLS with keep-alive (wrk2 is not packaged): a fixed number of
 connections, each pacing itself with ``NUMAGATE_WRK_DELAY_MS`` between requests (see
-benchmarks/wrk/review.lua), half on /mutate and half on /validate. RSS of every worker is
+benchmarks/wrk/review.lua), half on /mutate with the reviews of replicas (the decision
+cache's hits) and half on /validate with every pod different (its misses, resting and
+eviction: the cache must stay bounded). RSS of every worker is
 sampled every ``--sample`` seconds. Failure: any non-2xx answer or socket error, a worker
 gone, or resident memory at the end more than ``--max-growth`` above the first minute's
 average. Prints one JSON document (also written to benchmarks/results/soak.json); exit
@@ -49,10 +51,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 
 def start_wrk(wrk: str, url: str, path: str, bodies: Sequence[Path], *, connections: int,
-              duration: int, delay_ms: int) -> subprocess.Popen[str]:  # fmt: skip
+              duration: int, delay_ms: int, unique: bool) -> subprocess.Popen[str]:  # fmt: skip
     cmd = [wrk, "-t1", f"-c{connections}", f"-d{duration}s", "--timeout", "10s",
            "-s", str(bench.LUA), url, "--", path, *map(str, bodies)]  # fmt: skip
-    env = {**os.environ, "NUMAGATE_WRK_DELAY_MS": str(delay_ms)}
+    env = {**os.environ, "NUMAGATE_WRK_DELAY_MS": str(delay_ms),
+           "NUMAGATE_WRK_UNIQUE": "1" if unique else "0"}  # fmt: skip
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
 
 
@@ -130,8 +133,8 @@ def soak(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         half = max(1, args.connections // 2)
         procs = [
             start_wrk(wrk, server.url, path, inputs.realistic, connections=half,
-                      duration=args.duration, delay_ms=args.delay_ms)
-            for path in ("/mutate?timeout=10s", "/validate?timeout=10s")
+                      duration=args.duration, delay_ms=args.delay_ms, unique=unique)
+            for path, unique in (("/mutate?timeout=10s", False), ("/validate?timeout=10s", True))
         ]  # fmt: skip
         print(f"soaking for {args.duration} s...", file=sys.stderr)
         samples = sample_rss(server, args, procs)

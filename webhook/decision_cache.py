@@ -1,11 +1,12 @@
 """Answers of recent reviews, reused for reviews that differ only in the object's identity.
 
-A ReplicaSet, a Job or a StatefulSet creates its pods from one template, so the apiserver
+A ReplicaSet or a (non-indexed) Job creates its pods from one template, so the apiserver
 sends bursts of reviews (a scale-up of hundreds of replicas) whose objects differ only in
 ``metadata.name``, ``uid``, ``creationTimestamp`` and the times in ``managedFields``. The
 webhook's decision reads none of those (nor ``request.uid``/``name``, ``userInfo`` or
-``options``: a test in tests/webhook/test_decision_cache.py holds every other field to
-account), so such a review gets the answer of the first one, with its own uid.
+``options``; the corpus test in tests/webhook/test_decision_cache.py checks that changing
+them never changes an uncached answer), so such a review gets the answer of the first one,
+with its own uid.
 
 The key is a SHA-256 digest of everything the decision reads: the webhook, the request's
 kind, resource, subresource, operation, namespace and dryRun flag, and the object minus
