@@ -18,7 +18,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeGuard
 
 import orjson
 
@@ -106,10 +106,15 @@ class _Checks:
 # ----------------------------------------------------------------------------- scoping
 
 
+def _is_map(value: Any) -> TypeGuard[Mapping[str, Any]]:
+    # JSON gives dicts; the Mapping ABC check (~0.3 us, also for None) is the fallback.
+    return type(value) is dict or (value is not None and isinstance(value, Mapping))
+
+
 def _labels(obj: Mapping[str, Any] | None) -> Mapping[str, Any]:
-    meta = obj.get("metadata") if isinstance(obj, Mapping) else None
-    labels = meta.get("labels") if isinstance(meta, Mapping) else None
-    return labels if isinstance(labels, Mapping) else {}
+    meta = obj.get("metadata") if _is_map(obj) else None
+    labels = meta.get("labels") if _is_map(meta) else None
+    return labels if _is_map(labels) else {}
 
 
 def exclusion_reason(request: AdmissionRequest, config: Config) -> str | None:
@@ -271,11 +276,12 @@ def _mutate(request: AdmissionRequest, runtime: Runtime, config: Config) -> Outc
     if exclusion_reason(request, config) is not None:
         return allowed()
     meta = obj.get("metadata")
-    annotations = meta.get("annotations") if isinstance(meta, Mapping) else None
-    if isinstance(annotations, Mapping) and MIRROR_ANNOTATION in annotations:
+    meta_is_map = _is_map(meta)
+    annotations = meta.get("annotations") if meta_is_map else None
+    if _is_map(annotations) and MIRROR_ANNOTATION in annotations:
         return allowed()
     spec = obj.get("spec")
-    if not isinstance(spec, Mapping) or not isinstance(meta, Mapping | None):
+    if not _is_map(spec) or not (meta_is_map or meta is None):
         return allowed()  # malformed: JSON pointers into it would not apply; validate denies
     templates = pod_templates(obj)
     if not templates:
@@ -283,7 +289,7 @@ def _mutate(request: AdmissionRequest, runtime: Runtime, config: Config) -> Outc
     result = read_intent(templates[0])
     ops: list[PatchOp] = []
     if config.mutation.normalize_annotations and result.changed:
-        ops += annotation_ops(meta if isinstance(meta, Mapping) else None, result.annotations)
+        ops += annotation_ops(meta if meta_is_map else None, result.annotations)
     if any(f.severity == "error" for f in result.findings):
         return patched(ops)  # no affinity from a broken intent; validation denies it
     warnings = [f.message for f in result.findings if f.severity == "warning"]
