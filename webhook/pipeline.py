@@ -624,8 +624,7 @@ async def answer(
         use_cache = usable and runtime.decisions.wants_key()
         raw_k = raw_key(raw, webhook) if use_cache else None
         known = None if raw_k is None else runtime.decisions.get_raw(raw_k, view, config)
-        if known is not None:
-            assert raw_k is not None
+        if raw_k is not None and known is not None:
             # a replica's body: answered without parsing it (see webhook.decision_cache)
             request = known.request._replace(uid=raw_k.uid)
             uid, operation = request.uid, request.operation
