@@ -9,7 +9,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal, TypeGuard
+
+
+def is_map(value: Any) -> TypeGuard[Mapping[str, Any]]:
+    """``isinstance(value, Mapping)``, fast for the plain dicts JSON and YAML give: the ABC
+    check (~0.2-0.3 us, also for None) ran some 80 times per review and dominated
+    building large inventories."""
+    return type(value) is dict or (value is not None and isinstance(value, Mapping))
+
 
 Severity = Literal["error", "warning", "info"]
 Scheduler = Literal["koordinator", "volcano", "hami", "default"]

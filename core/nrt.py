@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from core.errors import InvalidInput
-from core.model import POLICIES
+from core.model import POLICIES, is_map
 from core.quantity import to_core_units
 
 GROUP: Final = "topology.node.k8s.io"
@@ -75,12 +75,6 @@ _FALSE: Final = ("0", "f", "F", "FALSE", "false", "False")
 # koordlet writes these on the NRT it reports (apis/extension).
 KOORD_CPU_MANAGER_ANNOTATION: Final = "kubelet.koordinator.sh/cpu-manager-policy"
 KOORD_CPU_TOPOLOGY_ANNOTATION: Final = "node.koordinator.sh/cpu-topology"
-
-
-def is_map(value: object) -> bool:
-    """isinstance(value, Mapping), fast for the plain dicts YAML and JSON give (the ABC
-    check dominated building large inventories)."""
-    return type(value) is dict or isinstance(value, Mapping)
 
 
 class Reporter:
@@ -328,7 +322,7 @@ def _quantities(
 def _read_resource(
     entry: object, path: str, report: Reporter, units: Units, zone: ZoneRecord
 ) -> bool:
-    if not is_map(entry) or type(entry.get("name")) is not str:  # type: ignore[attr-defined]
+    if not is_map(entry) or type(entry.get("name")) is not str:
         report.error(path, "must be {name, capacity, allocatable, available}")
         return False
     name: str = entry["name"]  # type: ignore[index]

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from core.dialects import VOLCANO_NUMA_POLICY
-from core.model import Finding
+from core.model import Finding, is_map
 
 VOLCANO_JOB_GROUP: Final = "batch.volcano.sh"
 # kind -> path of the pod template, for the built-in workloads.
@@ -51,19 +51,14 @@ class PodTemplate:
     extra_paths: Mapping[str, str] = field(default_factory=dict)
 
 
-def _is_map(value: Any) -> bool:
-    # type() first: JSON and YAML give dicts, and the ABC isinstance check is ~5x slower.
-    return type(value) is dict or isinstance(value, Mapping)
-
-
 def _mapping(value: Any) -> Mapping[str, Any]:
-    return value if _is_map(value) else {}
+    return value if is_map(value) else {}
 
 
 def _dig(obj: Mapping[str, Any], keys: tuple[str, ...]) -> Any:
     cur: Any = obj
     for key in keys:
-        if not _is_map(cur):
+        if not is_map(cur):
             return None
         cur = cur.get(key)
     return cur
@@ -135,7 +130,7 @@ def _volcano_tasks(obj: Mapping[str, Any]) -> list[PodTemplate]:
 
 def pod_templates(obj: Mapping[str, Any]) -> list[PodTemplate]:
     """Every pod template of ``obj`` in document order; ``[]`` for non-workloads."""
-    if not _is_map(obj):
+    if not is_map(obj):
         return []
     kind = obj.get("kind")
     if kind == "Pod":

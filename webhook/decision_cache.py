@@ -160,10 +160,6 @@ class RawEntry:
     verified: bool = False
 
 
-def strip_request(request: AdmissionRequest) -> AdmissionRequest:
-    return request._replace(object=None, old_object=None, options=None)
-
-
 class DecisionCache:
     """Digest -> Entry (and raw digest -> RawEntry) for one (inventory view,
     configuration) pair at a time."""
@@ -173,7 +169,7 @@ class DecisionCache:
         self._raw: dict[bytes, RawEntry] = {}
         self._view: Any = None
         self._config: Any = None
-        self.raw_hits = 0  # answers given without parsing the body (tests and benchmarks)
+        self.raw_hits = 0  # answers given without parsing the body (for the tests)
         self._misses_in_a_row = 0
         self._resting_since = 0  # reviews seen while resting; 0 when awake
 
@@ -242,8 +238,12 @@ class DecisionCache:
         self._generation(view, config)
         known = self._raw.get(key.digest)
         if known is None:
+            envelope = request._replace(object=None, old_object=None, options=None)
             _bounded_put(
-                self._raw, key.digest, RawEntry(entry, strip_request(request), key.uid), limit
+                self._raw,
+                key.digest,
+                RawEntry(entry, envelope, key.uid),
+                limit,
             )
         elif not known.verified and known.first_uid != key.uid:
             known.verified = True

@@ -18,7 +18,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeGuard
+from typing import Any
 
 import orjson
 
@@ -26,7 +26,7 @@ from core.compat import affinity_requirement, compatible
 from core.errors import CoreError
 from core.evaluate import Evaluation, decide, evaluate
 from core.intent import read_intent
-from core.model import NodeSelectorRequirement, PodIntent
+from core.model import NodeSelectorRequirement, PodIntent, is_map
 from core.mutate import (
     PatchOp,
     affinity_ops,
@@ -106,15 +106,10 @@ class _Checks:
 # ----------------------------------------------------------------------------- scoping
 
 
-def _is_map(value: Any) -> TypeGuard[Mapping[str, Any]]:
-    # JSON gives dicts; the Mapping ABC check (~0.3 us, also for None) is the fallback.
-    return type(value) is dict or (value is not None and isinstance(value, Mapping))
-
-
 def _labels(obj: Mapping[str, Any] | None) -> Mapping[str, Any]:
-    meta = obj.get("metadata") if _is_map(obj) else None
-    labels = meta.get("labels") if _is_map(meta) else None
-    return labels if _is_map(labels) else {}
+    meta = obj.get("metadata") if is_map(obj) else None
+    labels = meta.get("labels") if is_map(meta) else None
+    return labels if is_map(labels) else {}
 
 
 def exclusion_reason(request: AdmissionRequest, config: Config) -> str | None:
@@ -276,12 +271,12 @@ def _mutate(request: AdmissionRequest, runtime: Runtime, config: Config) -> Outc
     if exclusion_reason(request, config) is not None:
         return allowed()
     meta = obj.get("metadata")
-    meta_is_map = _is_map(meta)
+    meta_is_map = is_map(meta)
     annotations = meta.get("annotations") if meta_is_map else None
-    if _is_map(annotations) and MIRROR_ANNOTATION in annotations:
+    if is_map(annotations) and MIRROR_ANNOTATION in annotations:
         return allowed()
     spec = obj.get("spec")
-    if not _is_map(spec) or not (meta_is_map or meta is None):
+    if not is_map(spec) or not (meta_is_map or meta is None):
         return allowed()  # malformed: JSON pointers into it would not apply; validate denies
     templates = pod_templates(obj)
     if not templates:
@@ -552,10 +547,10 @@ def _log_answer(
     )
 
 
-def _cache_usable(runtime: Runtime, config: Config) -> bool:
+def _cache_usable(runtime: Runtime, config: Config, view: InventoryView | None) -> bool:
     """Whether the decision cache may be used now: turned on, an inventory loaded and not
     stale (a stale inventory's answers warn and never deny)."""
-    if not config.decision_cache.entries or runtime.inventory.view is None:
+    if not config.decision_cache.entries or view is None:
         return False
     return not runtime.inventory.is_stale(config.inventory.stale_after_seconds)
 
@@ -566,12 +561,13 @@ async def _decide_parsed(
     webhook: WebhookName,
     runtime: Runtime,
     config: Config,
+    view: InventoryView | None,
     use_cache: bool,
     deadline: float,
 ) -> tuple[Outcome, HttpAnswer, Entry | None, str]:
     """The answer for a parsed review, from the decision cache or decided now: (outcome,
-    answer, the cache entry that holds it or None, the cache result for the metric)."""
-    view = runtime.inventory.view
+    answer, the cache entry that holds it or None, the cache result for the metric).
+    ``view`` is the inventory the decision reads (captured once per review)."""
     key = review_key(request, webhook) if use_cache else None
     if key is None:
         found = "uncacheable"
@@ -620,7 +616,7 @@ async def answer(
     try:
         config = runtime.config()
         view = runtime.inventory.view
-        usable = _cache_usable(runtime, config)
+        usable = _cache_usable(runtime, config, view)
         use_cache = usable and runtime.decisions.wants_key()
         raw_k = raw_key(raw, webhook) if use_cache else None
         known = None if raw_k is None else runtime.decisions.get_raw(raw_k, view, config)
@@ -641,6 +637,7 @@ async def answer(
                 webhook=webhook,
                 runtime=runtime,
                 config=config,
+                view=view,
                 use_cache=use_cache,
                 deadline=deadline,
             )
