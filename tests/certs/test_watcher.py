@@ -104,7 +104,8 @@ def test_tls12_and_tls13_clients_are_served(certs) -> None:
         assert tls.selected_alpn_protocol() in (None, "http/1.1")
 
 
-def _client_cert(ca: Authority, tmp: Path, name: str) -> tuple[Path, Path]:
+def client_certificate(ca: Authority, tmp: Path, name: str) -> tuple[Path, Path]:
+    """A clientAuth certificate for "kube-apiserver" signed by ``ca``: (cert, key) files."""
     key = new_key()
     now = utcnow()
     cert = (
@@ -142,7 +143,7 @@ def test_client_ca_accepts_a_client_cert_signed_by_it(
     assert server.verify_mode == ssl.CERT_REQUIRED
     client = client_context(certs.ca)
     client.maximum_version = tls_version
-    client.load_cert_chain(*_client_cert(apiserver_ca, tmp_path, "apiserver"))
+    client.load_cert_chain(*client_certificate(apiserver_ca, tmp_path, "apiserver"))
     handshake(server, client, HOST)
 
 
@@ -160,7 +161,7 @@ def test_client_ca_refuses_a_client_without_a_cert(certs, client_auth, tls_versi
 def test_client_ca_refuses_a_cert_from_another_ca(certs, client_auth, tmp_path: Path) -> None:
     server, _ = client_auth
     client = client_context(certs.ca)
-    client.load_cert_chain(*_client_cert(create_ca(now=utcnow()), tmp_path, "intruder"))
+    client.load_cert_chain(*client_certificate(create_ca(now=utcnow()), tmp_path, "intruder"))
     with pytest.raises(ssl.SSLError, match=r"certificate verify failed|unknown ca"):
         handshake(server, client, HOST)
 

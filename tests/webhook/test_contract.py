@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import datetime as dt
 import socket
 import ssl
 from collections.abc import AsyncIterator
@@ -19,10 +18,9 @@ import orjson
 import pytest
 import yaml
 from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from certs.authority import CertPaths, create_ca, generate, new_key, utcnow
+from certs.authority import CertPaths, cert_pem, create_ca, generate, utcnow
+from tests.certs.test_watcher import client_certificate
 from tests.webhook.harness import (
     NAMESPACE,
     SERVER_NAME,
@@ -204,31 +202,10 @@ async def test_health_metrics_and_cert_expiry_over_tls(api: ApiServer, certs: Ce
 
 def _client_pair(directory: Path) -> tuple[Path, Path, Path]:
     """A client CA and a clientAuth certificate, as an AdmissionConfiguration kubeconfig holds."""
-    now = utcnow()
-    ca = create_ca(now=now)
-    key = new_key()
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kube-apiserver")]))
-        .issuer_name(ca.cert.subject)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(minutes=5))
-        .not_valid_after(now + dt.timedelta(days=1))
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
-        .sign(ca.key, hashes.SHA256())
-    )
-    paths = (directory / "client-ca.crt", directory / "client.crt", directory / "client.key")
-    paths[0].write_bytes(ca.cert.public_bytes(serialization.Encoding.PEM))
-    paths[1].write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    paths[2].write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-    )
-    return paths
+    ca = create_ca(now=utcnow())
+    ca_file = directory / "client-ca.crt"
+    ca_file.write_bytes(cert_pem(ca.cert))
+    return (ca_file, *client_certificate(ca, directory, "client"))
 
 
 async def test_client_ca_requires_the_apiservers_certificate(
