@@ -28,8 +28,11 @@ import base64
 import copy
 import http.client
 import json
+import re
 import ssl
+import subprocess
 import threading
+import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -41,6 +44,7 @@ import yaml
 from webhook.server import ServeOptions, serve_worker
 
 ROOT = Path(__file__).resolve().parents[2]
+NUMAGATE = ROOT / ".venv" / "bin" / "numagate"
 MANIFESTS = ROOT / "tests" / "fixtures" / "manifests"
 JSON_TYPE = "application/json"
 # The cap of webhook/app.py (controller-runtime's 7 MiB, research 1.1).
@@ -1048,3 +1052,63 @@ def check_good(
     reply = client.post(f"/{webhook}?timeout=10s", GOOD_BODY, conn=conn)
     response = check_review(reply, uid="uid-after", webhook=webhook)
     assert response["allowed"] is True, response
+
+
+# ----------------------------------------------------------------------------- process
+
+
+@dataclass
+class ServeProcess:
+    proc: subprocess.Popen[str]
+    port: int
+    ca: Path
+    log: list[str]
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+def start_serve(directory: Path, *extra: str, config: Path | None = None) -> ServeProcess:
+    """``numagate serve`` as a process at the default log level (certificates generated in
+    ``directory``/certs, ``config`` or a default one), stderr (the JSON log) collected."""
+    if config is None:
+        config = write_config(directory / "config.json")
+    proc = subprocess.Popen(
+        [
+            str(NUMAGATE),
+            "serve",
+            "--port",
+            "0",
+            "--cert-dir",
+            str(directory / "certs"),
+            "--config",
+            str(config),
+            *extra,
+        ],
+        cwd=directory,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    log: list[str] = []
+    threading.Thread(target=lambda: log.extend(proc.stderr), daemon=True).start()  # type: ignore[arg-type]
+    port = 0
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and not port:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        m = re.search(r"serving https://127\.0\.0\.1:(\d+)", line)
+        port = int(m.group(1)) if m else 0
+    if not port:
+        proc.kill()
+        raise AssertionError(f"numagate serve did not start: {''.join(log)[-2000:]}")
+    threading.Thread(target=proc.stdout.read, daemon=True).start()
+    return ServeProcess(proc, port, directory / "certs" / "ca.crt", log)

@@ -27,7 +27,6 @@ from cryptography import x509
 
 from certs.authority import CertPaths, ensure_serving_certs, generate
 from tests.reliability.corpus import (
-    ROOT,
     Client,
     Reply,
     check_review,
@@ -36,6 +35,7 @@ from tests.reliability.corpus import (
     good_review,
     impossible_pod,
     review_of,
+    start_serve,
     threaded_server,
     write_config,
 )
@@ -344,43 +344,6 @@ def test_certificates_replaced_under_load_lose_nothing(tmp_path: Path) -> None:
 # ----------------------------------------------------------------------------- SIGTERM
 
 
-def _start_serve(tmp_path: Path, *extra: str, config: Path) -> tuple[subprocess.Popen[str], int]:
-    cert_dir = tmp_path / "serve-certs"
-    proc = subprocess.Popen(
-        [
-            str(ROOT / ".venv" / "bin" / "numagate"),
-            "serve",
-            "--port",
-            "0",
-            "--cert-dir",
-            str(cert_dir),
-            "--config",
-            str(config),
-            *extra,
-        ],
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    assert proc.stdout is not None
-    port = 0
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        if not line:
-            break
-        m = re.search(r"serving https://127\.0\.0\.1:(\d+)", line)
-        if m:
-            port = int(m.group(1))
-            break
-    if not port:
-        proc.kill()
-        raise AssertionError(f"numagate serve did not start: {proc.communicate()[1][-2000:]}")
-    threading.Thread(target=proc.stdout.read, daemon=True).start()  # keep the pipe drained
-    return proc, port
-
-
 def _half_sent(client: Client, uid: str) -> tuple[http.client.HTTPSConnection, bytes]:
     """A request in flight: headers and half the body sent."""
     body = encode(good_review(uid))
@@ -407,8 +370,8 @@ def _serve_for_sigterm(
     config = write_config(
         tmp_path / "config.json", shutdown={"delaySeconds": delay, "gracePeriodSeconds": grace}
     )
-    proc, port = _start_serve(tmp_path, config=config)
-    client = Client(port, tmp_path / "serve-certs" / "ca.crt", timeout=grace + 2)
+    served = start_serve(tmp_path, config=config)
+    proc, client = served.proc, Client(served.port, served.ca, timeout=grace + 2)
     wait_for(lambda: client.get("/readyz").status == 200, 10, "readiness")
     return proc, client
 

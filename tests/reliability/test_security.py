@@ -12,7 +12,6 @@ import socket
 import ssl
 import subprocess
 import threading
-import time
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -30,17 +29,18 @@ from certs.authority import CertPaths, ensure_serving_certs
 from tests.reliability.corpus import (
     ROOT,
     Client,
+    ServeProcess,
     check_review,
     good_pod,
     good_review,
     impossible_pod,
     review_of,
+    start_serve,
     threaded_server,
     write_config,
 )
 from webhook.server import ServeOptions
 
-NUMAGATE = ROOT / ".venv" / "bin" / "numagate"
 SECRET = "s3cr3t-Passw0rd-7f1c9e"  # looks like a credential; must never be logged
 IMAGE = "registry.example/private/app@sha256:0123456789abcdef"
 # ECDHE key exchange (forward secrecy) with an AEAD cipher: what is acceptable for TLS 1.2
@@ -277,61 +277,6 @@ def make_client_pki(directory: Path, cn: str = "kube-apiserver") -> ClientPki:
         )
     )
     return pki
-
-
-@dataclass
-class ServeProcess:
-    proc: subprocess.Popen[str]
-    port: int
-    ca: Path
-    log: list[str]
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-
-
-def start_serve(directory: Path, *extra: str) -> ServeProcess:
-    """``numagate serve`` at the default log level, stderr (the JSON log) collected."""
-    config = write_config(directory / "config.json")
-    proc = subprocess.Popen(
-        [
-            str(NUMAGATE),
-            "serve",
-            "--port",
-            "0",
-            "--cert-dir",
-            str(directory / "certs"),
-            "--config",
-            str(config),
-            *extra,
-        ],
-        cwd=directory,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    assert proc.stdout is not None and proc.stderr is not None
-    log: list[str] = []
-    threading.Thread(target=lambda: log.extend(proc.stderr), daemon=True).start()  # type: ignore[arg-type]
-    port = 0
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline and not port:
-        line = proc.stdout.readline()
-        if not line:
-            break
-        m = re.search(r"serving https://127\.0\.0\.1:(\d+)", line)
-        port = int(m.group(1)) if m else 0
-    if not port:
-        proc.kill()
-        raise AssertionError(f"numagate serve did not start: {''.join(log)[-2000:]}")
-    threading.Thread(target=proc.stdout.read, daemon=True).start()
-    return ServeProcess(proc, port, directory / "certs" / "ca.crt", log)
 
 
 @pytest.fixture(scope="module")
