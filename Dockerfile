@@ -21,7 +21,7 @@ RUN pip wheel --no-cache-dir --wheel-dir /wheels . \
 import glob, zipfile
 wheel = glob.glob("/wheels/numagate-*.whl")[0]
 names = zipfile.ZipFile(wheel).namelist()
-assert any(n.startswith("core/_feasibility_c") and n.endswith(".so") for n in names), \
+assert any(n.startswith("core/feasibility/_kernel_c") and n.endswith(".so") for n in names), \
     f"compiled core missing from {wheel}"
 PY
 
@@ -31,7 +31,7 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PIP_NO_CACHE_DIR=1
 RUN --mount=type=bind,from=build,source=/wheels,target=/wheels \
     pip install --no-index --find-links=/wheels numagate \
- && python -c "import core._feasibility_c" \
+ && python -c "import core.feasibility._kernel_c" \
  && numagate --help > /dev/null
 # Non-root, matching runAsUser/runAsGroup in manifests/; no files are written at run
 # time except under the mounted /tmp (readOnlyRootFilesystem).

@@ -17,7 +17,7 @@ $(STAMP): setup.py pyproject.toml
 	touch $(STAMP)
 
 # Compile the core in place; a compile error stops here (no silent pure fallback).
-$(EXT_STAMP): core/_feasibility_c.pyx setup.py $(STAMP)
+$(EXT_STAMP): core/feasibility/_kernel_c.pyx setup.py $(STAMP)
 ifeq ($(NUMAGATE_NO_EXTENSIONS),)
 	$(PY) setup.py --quiet build_ext --inplace
 endif
@@ -46,4 +46,4 @@ soak: install
 	$(PY) fuzz/annotations_fuzz.py -max_total_time=600 -max_len=2048 -artifact_prefix=fuzz/crash-
 
 clean:
-	rm -rf $(VENV) build *.egg-info core/*.so core/_feasibility_c.c $(EXT_STAMP)
+	rm -rf $(VENV) build *.egg-info core/feasibility/*.so core/feasibility/_kernel_c.c $(EXT_STAMP)

@@ -5,7 +5,7 @@ there is no silent fallback to pure Python (aiohttp dropped that for good reason
 import os
 import sys
 
-from setuptools import setup
+from setuptools import find_packages, setup
 
 NO_EXTENSIONS = bool(os.environ.get("NUMAGATE_NO_EXTENSIONS"))
 if sys.implementation.name != "cpython":
@@ -17,7 +17,13 @@ if not NO_EXTENSIONS:
     from setuptools import Extension
 
     ext_modules = cythonize(
-        [Extension("core._feasibility_c", ["core/_feasibility_c.pyx"], extra_compile_args=["-O3"])],
+        [
+            Extension(
+                "core.feasibility._kernel_c",
+                ["core/feasibility/_kernel_c.pyx"],
+                extra_compile_args=["-O3"],
+            )
+        ],
         compiler_directives={
             "language_level": "3",
             "boundscheck": False,
@@ -35,8 +41,12 @@ setup(
     version="0.1.0",
     description="Kubernetes admission webhook for NUMA- and GPU-topology scheduling policies",
     python_requires=">=3.11",
-    packages=["core", "webhook", "certs", "schemas"],
-    package_data={"core": ["*.pyx"], "schemas": ["*.json"], "webhook": ["data/*"]},
+    packages=find_packages(include=["core*", "webhook*", "certs*", "schemas"]),
+    package_data={
+        "core.feasibility": ["*.pyx", "*.pxd"],
+        "schemas": ["*.json"],
+        "webhook": ["data/*"],
+    },
     ext_modules=ext_modules,
     install_requires=[
         "aiohttp>=3.10",
@@ -61,8 +71,8 @@ setup(
     },
     entry_points={
         "console_scripts": [
-            "numagate=webhook.cli:main",
-            "kubectl-numagate=webhook.cli:main",
+            "numagate=webhook.cli.main:main",
+            "kubectl-numagate=webhook.cli.main:main",
         ],
     },
 )

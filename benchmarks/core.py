@@ -21,10 +21,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from core import _feasibility_py as ref  # noqa: E402
-from core.evaluate import decide, evaluate  # noqa: E402
+from core.feasibility import _kernel_py as ref  # noqa: E402
+from core.feasibility.evaluate import decide, evaluate  # noqa: E402
+from core.feasibility.snapshot import Snapshot  # noqa: E402
 from core.model import ContainerDemand, NodeTopology, NumaZone, PodIntent  # noqa: E402
-from core.snapshot import Snapshot  # noqa: E402
 
 GI = 2**30
 POLICIES = ["none", "best-effort", "restricted", "single-numa-node"]
@@ -171,7 +171,7 @@ def bench_size(n: int, comp, ref_max: int) -> dict:
 
 
 def kernel_speedup(snap: Snapshot, intent: PodIntent, comp) -> float:
-    from core.snapshot import Demand
+    from core.feasibility.snapshot import Demand
 
     demand = Demand.build(intent, snap)
     shapes = range(min(snap.packed.n_shapes, 200))
@@ -225,7 +225,7 @@ def main() -> int:
     )
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "core.md"))
     args = parser.parse_args()
-    comp = importlib.import_module("core._feasibility_c")
+    comp = importlib.import_module("core.feasibility._kernel_c")
     report = {
         "machine": platform.machine() + " " + platform.processor(),
         "python": platform.python_version(),

@@ -9,7 +9,7 @@ answers after the first), mutate-unique and validate-unique (the same pods, but 
 request a different pod: the cache never helps, every review is decided),
 validate-impossible (a pod no node can run, every request a different one: the kernel
 scans all nodes each time); then the bare server with the same bodies. Also: the
-in-process latency of one review through ``webhook.pipeline.answer`` (the function the
+in-process latency of one review through ``webhook.review.pipeline.answer`` (the function the
 endpoints call), replicas and unique pods, and the resident memory of each worker with
 the inventory loaded. wrk runs on the same 2 cores as the servers.
 
@@ -343,10 +343,10 @@ def build_runtime(nodes: int, config: Path | None = None) -> Any:
     """The Runtime a worker builds (default configuration), with the generated inventory
     handed over as objects (the YAML parse is a startup cost, not a per-review one)."""
     from webhook.config import ConfigHolder
-    from webhook.inventory_state import InventoryState
+    from webhook.inventory.state import InventoryState
     from webhook.logs import setup_logging
     from webhook.metrics import WebhookMetrics
-    from webhook.pipeline import Runtime
+    from webhook.review.pipeline import Runtime
 
     # Log lines are formatted as in the server, then discarded.
     setup_logging("info", stream=open(os.devnull, "w"))  # noqa: SIM115
@@ -360,7 +360,7 @@ def build_runtime(nodes: int, config: Path | None = None) -> Any:
 async def _time_answers(
     runtime: Any, webhook: str, bodies: list[bytes], calls: int, *, unique: bool
 ) -> list[float]:
-    from webhook.pipeline import answer
+    from webhook.review.pipeline import answer
 
     for k, body in enumerate(bodies):  # warm-up: first-call imports and caches
         await answer(gen.vary(body, k, unique=unique), webhook=webhook, runtime=runtime)  # type: ignore[arg-type]
@@ -380,7 +380,7 @@ async def _time_answers(
 
 
 def handler_latency(runtime: Any, inputs: gen.Inputs, calls: int) -> dict[str, Any]:
-    """Latency of one review through webhook.pipeline.answer, no network, no TLS."""
+    """Latency of one review through webhook.review.pipeline.answer, no network, no TLS."""
     realistic = [p.read_bytes() for p in inputs.realistic]
     impossible = [p.read_bytes() for p in inputs.impossible]
     out = {}

@@ -1,5 +1,5 @@
-"""atheris fuzz target for the annotation parsers (core.intent, core.dialects,
-core.lenient_json). See fuzz/README.md for a long run.
+"""atheris fuzz target for the annotation parsers (core.intent.read, core.intent.dialects,
+core.intent.lenient_json). See fuzz/README.md for a long run.
 
 Each input becomes a set of policy annotations (the six keys numagate reads, plus an
 unknown one), a scheduler name and a container, and is checked for:
@@ -34,11 +34,11 @@ def _instrumenting() -> contextlib.AbstractContextManager[Any]:
 
 
 with _instrumenting():
-    from core import dialects as d
     from core.errors import CoreError
-    from core.intent import read_intent
-    from core.lenient_json import parse_lenient
-    from core.workloads import PodTemplate
+    from core.intent import dialects as d
+    from core.intent.lenient_json import parse_lenient
+    from core.intent.read import read_intent
+    from core.intent.workloads import PodTemplate
 
 KEYS = (
     d.KOORD_NUMA_SPEC,

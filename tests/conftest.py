@@ -15,5 +15,7 @@ IMPLS = ["python"] if PURE else ["python", "cython"]
 
 @pytest.fixture(params=IMPLS, ids=IMPLS)
 def impl(request: pytest.FixtureRequest) -> ModuleType:
-    name = "core._feasibility_py" if request.param == "python" else "core._feasibility_c"
+    name = (
+        "core.feasibility._kernel_py" if request.param == "python" else "core.feasibility._kernel_c"
+    )
     return importlib.import_module(name)

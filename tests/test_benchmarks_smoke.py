@@ -20,7 +20,8 @@ import orjson
 import pytest
 from aiohttp import ClientSession, TCPConnector, web
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.paths import ROOT
+
 BENCH = ROOT / "benchmarks"
 sys.path.insert(0, str(BENCH))
 
@@ -31,14 +32,14 @@ import soak  # noqa: E402
 
 from certs.authority import ensure_serving_certs  # noqa: E402
 from certs.watcher import build_server_context  # noqa: E402
-from core.evaluate import evaluate  # noqa: E402
-from core.intent import read_intent  # noqa: E402
-from core.inventory import build_inventory  # noqa: E402
-from core.workloads import pod_templates  # noqa: E402
+from core.feasibility.evaluate import evaluate  # noqa: E402
+from core.intent.read import read_intent  # noqa: E402
+from core.intent.workloads import pod_templates  # noqa: E402
+from core.inventory.build import build_inventory  # noqa: E402
 from webhook.config import parse_config  # noqa: E402
-from webhook.inventory_state import InventoryState  # noqa: E402
-from webhook.loader import load_objects  # noqa: E402
-from webhook.pipeline import Runtime, answer  # noqa: E402
+from webhook.inventory.loader import load_objects  # noqa: E402
+from webhook.inventory.state import InventoryState  # noqa: E402
+from webhook.review.pipeline import Runtime, answer  # noqa: E402
 
 K8S = kubernetes_validate.latest_version()
 SMALL = 40

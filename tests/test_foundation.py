@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from webhook.cli import build_parser, main
+from tests.paths import ROOT
+from webhook.cli.main import build_parser, main
 
-ROOT = Path(__file__).resolve().parent.parent
 FORBIDDEN = ("aiohttp", "kubernetes", "pydantic", "logging", "webhook", "certs", "yaml")
 
 
@@ -45,15 +45,19 @@ def test_core_imports_no_io_or_framework_module() -> None:
 
 @pytest.mark.skipif(bool(os.environ.get("NUMAGATE_NO_EXTENSIONS")), reason="pure build requested")
 def test_compiled_core_is_loaded_by_default() -> None:
-    out = _py("import core.feasibility as f; print(f.IMPLEMENTATION, f.KERNEL_VERSION.__class__)")
+    out = _py(
+        "import core.feasibility.kernel as f; print(f.IMPLEMENTATION, f.KERNEL_VERSION.__class__)"
+    )
     assert out.split()[0] == "cython"
-    import core.feasibility
+    import core.feasibility.kernel
 
-    assert core.feasibility.IMPLEMENTATION == "cython"
+    assert core.feasibility.kernel.IMPLEMENTATION == "cython"
 
 
 def test_reference_selectable_at_run_time() -> None:
-    out = _py("import core.feasibility as f; print(f.IMPLEMENTATION)", NUMAGATE_NO_EXTENSIONS="1")
+    out = _py(
+        "import core.feasibility.kernel as f; print(f.IMPLEMENTATION)", NUMAGATE_NO_EXTENSIONS="1"
+    )
     assert out == "python"
 
 

@@ -19,9 +19,9 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from webhook.cli import build_parser
+from tests.paths import ROOT
+from webhook.cli.main import build_parser
 
-ROOT = Path(__file__).resolve().parents[1]
 MANIFESTS = ROOT / "manifests"
 NAMESPACE = "numagate-system"
 # Kubernetes versions the manifests must be valid for: the oldest we support and the
@@ -460,7 +460,7 @@ def test_dockerfile_copies_files_that_exist_and_dockerignore_keeps_them() -> Non
         assert top not in ignored, f"{source} is excluded by .dockerignore"
     # Every package setup.py installs reaches the build context.
     setup = (ROOT / "setup.py").read_text()
-    packages = re.search(r"packages=\[([^\]]*)\]", setup)
+    packages = re.search(r"find_packages\(include=\[([^\]]*)\]", setup)
     assert packages is not None
-    for package in re.findall(r'"([^"]+)"', packages.group(1)):
+    for package in re.findall(r'"([^"*]+)\*?"', packages.group(1)):
         assert f"{package}/" in copied, f"package {package} not copied"

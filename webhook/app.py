@@ -2,7 +2,7 @@
 ``/readyz``, ``/metrics`` (DESIGN 4.6).
 
 Handlers do transport only (content type, size, ``?timeout=``); every decision is made in
-:func:`webhook.pipeline.answer`, every error is mapped in :mod:`webhook.errors`.
+:func:`webhook.review.pipeline.answer`, every error is mapped in :mod:`webhook.review.errors`.
 """
 
 from __future__ import annotations
@@ -13,7 +13,9 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
-from webhook.errors import (
+from webhook.logs import get_logger
+from webhook.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
+from webhook.review.errors import (
     HttpAnswer,
     PayloadTooLarge,
     RequestError,
@@ -21,9 +23,7 @@ from webhook.errors import (
     WebhookName,
     answer_for_error,
 )
-from webhook.logs import get_logger
-from webhook.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
-from webhook.pipeline import Runtime, answer
+from webhook.review.pipeline import Runtime, answer
 
 log = get_logger("app")
 

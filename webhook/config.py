@@ -28,7 +28,7 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 from referencing import Registry, Resource
 
-from core.scoring import ScoringArgs, parse_scoring_args
+from core.scoring.rank import ScoringArgs, parse_scoring_args
 from webhook.logs import get_logger
 
 Mode = Literal["enforce", "warn", "dryrun"]
@@ -76,7 +76,7 @@ class Affinity(_Model):
 
 
 class Scarce(_Model):
-    """core.scarce: keep pods that request none of ``resources`` off nodes that have them."""
+    """core.mutation.scarce: keep pods that request none of ``resources`` off nodes that have them."""
 
     enabled: StrictBool = False
     resources: tuple[str, ...] = ("nvidia.com/gpu",)
@@ -101,7 +101,7 @@ class Timeouts(_Model):
 
 
 class DecisionCacheSettings(_Model):
-    """webhook.decision_cache: answers reused for reviews that differ only in identity."""
+    """webhook.review.decision_cache: answers reused for reviews that differ only in identity."""
 
     entries: StrictInt = Field(1024, ge=0, le=100_000)  # 0 turns the cache off
 
@@ -120,7 +120,7 @@ class Certificates(_Model):
 
 def _scoring_problems(section: Mapping[str, Any]) -> list[str]:
     """Problems of the ``scoring`` section: schemas/scheduler-args.schema.json first, then
-    what core.scoring.parse_scoring_args finds (each names ``scoring.<field>``)."""
+    what core.scoring.rank.parse_scoring_args finds (each names ``scoring.<field>``)."""
     validator = jsonschema.Draft202012Validator(scheduler_args_schema())
     errors = _relevant(list(validator.iter_errors(section)))
     if errors:

@@ -28,7 +28,7 @@ from aiohttp import web
 from certs.watcher import CertWatcher, build_server_context
 from webhook.app import Health, make_app
 from webhook.config import ConfigHolder
-from webhook.inventory_state import (
+from webhook.inventory.state import (
     ISOLATE_ABOVE_BYTES,
     FileBuild,
     InventoryState,
@@ -39,7 +39,7 @@ from webhook.inventory_state import (
 )
 from webhook.logs import get_logger, setup_logging
 from webhook.metrics import WebhookMetrics
-from webhook.pipeline import Runtime
+from webhook.review.pipeline import Runtime
 
 log = get_logger("server")
 
@@ -69,8 +69,8 @@ class Sources:
 
 
 def _start_live(opts: ServeOptions, state: InventoryState) -> Callable[[], None]:
-    from webhook.kube import build_api_client, describe
-    from webhook.live import LiveSource
+    from webhook.inventory.kube import build_api_client, describe
+    from webhook.inventory.live import LiveSource
 
     client = build_api_client(kubeconfig=opts.kubeconfig, in_cluster=opts.in_cluster)
 

@@ -41,9 +41,9 @@ from typing import Any, Literal
 
 import yaml
 
+from tests.paths import ROOT
 from webhook.server import ServeOptions, serve_worker
 
-ROOT = Path(__file__).resolve().parents[2]
 NUMAGATE = ROOT / ".venv" / "bin" / "numagate"
 MANIFESTS = ROOT / "tests" / "fixtures" / "manifests"
 JSON_TYPE = "application/json"

@@ -40,7 +40,7 @@ from tests.reliability.corpus import (
     write_config,
 )
 from tests.webhook.fake_apiserver import node, nrt, running_apiserver
-from webhook import pipeline as pipeline_module
+from webhook.review import pipeline as pipeline_module
 from webhook.server import ServeOptions
 
 

@@ -3,7 +3,7 @@
 Properties, over generated reviews and annotations:
 
 - no exception escapes ``read_intent`` (a ``CoreError`` is the documented refusal) or the
-  pipeline (``webhook.pipeline.answer``, the function both the server and
+  pipeline (``webhook.review.pipeline.answer``, the function both the server and
   ``numagate review`` call): the answer is a 4xx for a bad request or a well-formed
   AdmissionReview with the uid echoed, never a 500;
 - mutation is idempotent: apply the patch with ``jsonpatch``, review again, no patch
@@ -27,15 +27,15 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from core import dialects as d
 from core.errors import CoreError
-from core.intent import read_intent
-from core.lenient_json import parse_lenient
-from core.workloads import pod_templates
+from core.intent import dialects as d
+from core.intent.lenient_json import parse_lenient
+from core.intent.read import read_intent
+from core.intent.workloads import pod_templates
 from tests.reliability.corpus import ROOT, good_pod, review_of
 from webhook.config import load_config
-from webhook.inventory_state import InventoryState, load_demo
-from webhook.pipeline import Runtime, answer
+from webhook.inventory.state import InventoryState, load_demo
+from webhook.review.pipeline import Runtime, answer
 
 # Moderate by default (the suite must stay fast); NUMAGATE_FUZZ_EXAMPLES raises it.
 EXAMPLES = int(os.environ.get("NUMAGATE_FUZZ_EXAMPLES", "60"))

@@ -11,10 +11,10 @@ import pytest
 from aiohttp.test_utils import TestClient
 
 from tests.webhook.harness import build_review
+from tests.webhook.review.test_pipeline import SMALL, koord_pod, runtime
 from tests.webhook.test_metrics import parse
-from tests.webhook.test_pipeline import SMALL, koord_pod, runtime
 from webhook.app import MAX_BODY, Health, make_app, parse_timeout
-from webhook.pipeline import Runtime
+from webhook.review.pipeline import Runtime
 
 JSON = {"Content-Type": "application/json"}
 

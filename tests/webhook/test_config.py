@@ -11,7 +11,8 @@ import pytest
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from core.scoring import parse_scoring_args
+from core.scoring.rank import parse_scoring_args
+from tests.paths import FIXTURES
 from webhook.config import (
     Config,
     ConfigError,
@@ -192,14 +193,14 @@ def test_holder_fails_fast_on_a_bad_first_file(tmp_path: Path) -> None:
         ConfigHolder(path)
 
 
-SCORING = Path(__file__).resolve().parents[1] / "fixtures" / "scoring"
+SCORING = FIXTURES / "scoring"
 SEEDS = ["volcano-numa-aware.yaml", "koordinator-fitplus.yaml", "kube-scheduler-config.yaml"]
 
 
 @pytest.mark.parametrize("name", SEEDS)
 def test_scoring_section_carries_the_seed_scheduler_args(name: str) -> None:
     """The scoring section is the scheduler args as the schedulers take them, parsed by
-    core.scoring.parse_scoring_args."""
+    core.scoring.rank.parse_scoring_args."""
     doc = yaml.safe_load((SCORING / name).read_text())
     config = parse_config({"scoring": doc}, env={})
     assert _schema_accepts({"scoring": doc})

@@ -30,8 +30,8 @@ from tests.webhook.harness import (
     build_review,
     running_server,
 )
+from tests.webhook.review.test_pipeline import MANIFESTS, SMALL, koord_pod
 from tests.webhook.test_metrics import parse
-from tests.webhook.test_pipeline import MANIFESTS, SMALL, koord_pod
 from webhook.server import ServeOptions
 
 REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"

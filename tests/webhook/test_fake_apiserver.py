@@ -27,7 +27,7 @@ from tests.webhook.fake_apiserver import (
     pod,
     running_apiserver,
 )
-from webhook.kube import api_client_from_kubeconfig
+from webhook.inventory.kube import api_client_from_kubeconfig
 
 
 @pytest.fixture

@@ -1,0 +1,786 @@
+"""Reference implementation of the NUMA feasibility kernel: the kubelet Topology Manager
+and its hint providers, rule by rule (research/kubelet-topology-manager.md).
+
+The kernel reads the packed snapshot (core/feasibility/snapshot.py) and a packed pod demand, and
+answers for one node shape: admitted or not, the admitted NUMA mask, whether it is
+preferred, and a reason code. ``core/feasibility/_kernel_c.pyx`` has the same names, signatures
+and results; the differential tests prove it.
+
+Masks are over NUMA *positions* (0..n-1, ascending NUMA id). Positions map monotonically
+to ids, so counts, subset relations and the numeric tie-break (IsNarrowerThan) are the same
+as over the ids.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Final
+
+from core.errors import InvalidInput
+
+__all__ = [
+    "F_CPU_ONLY",
+    "F_EMPTY",
+    "F_EXCLUSIVE",
+    "F_POD_SCOPE",
+    "KERNEL_VERSION",
+    "MAX_ENUM_NUMA",
+    "RES_CPU",
+    "RES_DEVICE",
+    "RES_IGNORED",
+    "RES_MEMORY",
+    "Kernel",
+    "Result",
+    "best_nonpreferred_count",
+    "check_exclusive",
+    "merge_hints",
+]
+
+KERNEL_VERSION: Final = 2
+
+# Policy codes (kubelet spellings in core.model).
+P_NONE: Final = 0
+P_BEST_EFFORT: Final = 1
+P_RESTRICTED: Final = 2
+P_SINGLE: Final = 3
+
+# Resource kinds (snapshot res_kind).
+RES_CPU: Final = 0
+RES_MEMORY: Final = 1  # memory and hugepages-*: memory manager
+RES_DEVICE: Final = 2  # device-plugin and extended resources: device manager
+RES_IGNORED: Final = 3  # ephemeral-storage, pods: no NUMA provider
+
+# Call flags.
+F_EMPTY: Final = 1  # evaluate the node as if empty (available := allocatable, idle NUMA)
+F_POD_SCOPE: Final = 2  # topology manager scope pod
+F_EXCLUSIVE: Final = 4  # Koordinator singleNUMANodeExclusive=Required
+F_CPU_ONLY: Final = 8  # Volcano numa-aware: the CPU provider only
+
+# Shape fields (stride SHAPE_FIELDS in Packed.shape_info).
+SF_N: Final = 0
+SF_ZONE_OFF: Final = 1
+SF_DIST_OFF: Final = 2
+SF_MAX_NUMA: Final = 3
+SF_PREFER_CLOSEST: Final = 4
+SF_CPU_STATIC: Final = 5
+SF_FULL_PCPUS: Final = 6
+SF_THREADS: Final = 7
+SF_MEM_STATIC: Final = 8
+SHAPE_FIELDS: Final = 9
+
+# Unit kinds (containers in kubelet order; the pod-level unit is an app).
+U_INIT: Final = 0
+U_SIDECAR: Final = 1
+U_APP: Final = 2
+
+# Reason codes; core/feasibility/evaluate.py renders them.
+R_OK: Final = 0
+R_TOO_MANY_NUMA: Final = 1  # a = NUMA count, b = max-allowable-numa-nodes
+R_NODE_SHORT: Final = 2  # resource; a = need, b = node allocatable
+R_NOT_PREFERRED: Final = 3  # resource (-1: resources disagree); a = width needed
+R_SINGLE_NO_HINT: Final = 4  # resource; a = width needed
+R_CPU_SHORT: Final = 5  # a = need, b = free exclusive CPUs
+R_SMT: Final = 6  # a = need, b = threads per core
+R_DEVICE_SHORT: Final = 7  # resource; a = need, b = free
+R_MEMORY_SHORT: Final = 8  # resource; a = need, b = free (memory manager Allocate)
+R_EXCLUSIVE: Final = 9  # Koordinator exclusivity removed every candidate
+R_TOO_LARGE: Final = 10  # more NUMA nodes than the kernel enumerates
+
+# Enumerating 2^n masks per list is what the kubelet does; beyond this many NUMA nodes the
+# node is left to the kubelet (evaluate reports it, never denies on it).
+MAX_ENUM_NUMA: Final = 12
+UNLIMITED: Final = 2**62
+
+# Hint list kinds after filterProvidersHints (policy.go).
+L_DONTCARE: Final = 0  # [{nil, true}]: nil list or empty map
+L_IMPOSSIBLE: Final = 1  # [{nil, false}]: empty, non-nil list
+L_HINTS: Final = 2
+
+Result = tuple[int, int, int, int, int, int, int, int]
+"""(admitted, mask, preferred, reason, unit, resource, a, b); mask over NUMA positions,
+0 when the admitted hint is nil."""
+
+
+class _HintList:
+    """One resource's hints: kind, masks and their preferred flags, and provenance."""
+
+    __slots__ = ("kind", "masks", "min_width", "prefs", "resource")
+
+    def __init__(self, kind: int, resource: int) -> None:
+        self.kind = kind
+        self.resource = resource
+        self.masks: list[int] = []
+        self.prefs: list[bool] = []
+        self.min_width = 0
+
+
+class _State:
+    """Mutable per-call node state: free amounts, reusable init-container amounts per NUMA
+    node, unaligned devices, and memory-manager groups (Cells, NumberOfAssignments)."""
+
+    __slots__ = ("assigns", "cap", "cells", "free", "n", "nres", "reuse", "total", "unaligned")
+
+    def __init__(self, packed: Any, shape: int, empty: bool) -> None:
+        info = packed.shape_info
+        base = shape * SHAPE_FIELDS
+        n = info[base + SF_N]
+        zoff = info[base + SF_ZONE_OFF]
+        nres = packed.n_res
+        zones = packed.zones
+        self.n = n
+        self.nres = nres
+        self.cap = [[zones[((zoff + z) * nres + r) * 3] for r in range(nres)] for z in range(n)]
+        self.total = [
+            [zones[((zoff + z) * nres + r) * 3 + 1] for r in range(nres)] for z in range(n)
+        ]
+        col = 1 if empty else 2  # "empty": available := allocatable (DESIGN 4.3)
+        self.free = [
+            [zones[((zoff + z) * nres + r) * 3 + col] for r in range(nres)] for z in range(n)
+        ]
+        self.reuse = [[0] * nres for _ in range(n)]
+        self.unaligned = [packed.unaligned[shape * nres + r] for r in range(nres)]
+        self.cells = [0] * n
+        self.assigns = [0] * n
+
+
+def _popcount(mask: int) -> int:
+    return mask.bit_count()
+
+
+def _masks(n: int) -> range:
+    """bitmask.IterateBitMasks: every non-empty subset. Order does not matter here: the
+    kernel builds hint *sets*, and the best-hint ordering is total (see _better)."""
+    return range(1, 1 << n)
+
+
+def _sum(rows: list[list[int]], mask: int, r: int) -> int:
+    total = 0
+    z = 0
+    while mask:
+        if mask & 1:
+            total += rows[z][r]
+        mask >>= 1
+        z += 1
+    return total
+
+
+def _outside(rows: list[list[int]], mask: int, r: int) -> int:
+    return sum(rows[z][r] for z in range(len(rows)) if not (mask >> z) & 1)
+
+
+def _finish(hl: _HintList, n: int, min_width: int) -> _HintList:
+    # Hints whose width equals the minimal width (from CAPACITY) are preferred.
+    hl.prefs = [_popcount(m) == min_width for m in hl.masks]
+    hl.min_width = min_width
+    if not hl.masks:
+        hl.kind = L_IMPOSSIBLE  # an empty, non-nil list: "cannot be satisfied"
+    return hl
+
+
+# --- hint providers (device, CPU, memory: container_manager_linux.go order) -----------------
+
+
+def cpu_hints(st: _State, request: int) -> _HintList:
+    """cpumanager policy_static.go generateCPUTopologyHints: minimal width from capacity
+    (every CPU of the NUMA nodes), hints from free CPUs plus this pod's reusable CPUs, which
+    must all lie inside the mask."""
+    hl = _HintList(L_HINTS, 0)
+    min_width = st.n
+    for mask in _masks(st.n):
+        if _sum(st.cap, mask, 0) >= request:
+            min_width = min(min_width, _popcount(mask))
+        if _outside(st.reuse, mask, 0) > 0:
+            continue
+        if _sum(st.reuse, mask, 0) + _sum(st.free, mask, 0) < request:
+            continue
+        hl.masks.append(mask)
+    return _finish(hl, st.n, min_width)
+
+
+def device_hints(st: _State, r: int, request: int) -> _HintList:
+    """devicemanager topology_hints.go: nil when no device of the resource has topology;
+    [] when fewer devices are free in total; devices without topology count in no mask."""
+    if not any(st.cap[z][r] > 0 for z in range(st.n)):
+        return _HintList(L_DONTCARE, r)
+    free_total = sum(st.free[z][r] + st.reuse[z][r] for z in range(st.n)) + st.unaligned[r]
+    if free_total < request:
+        return _HintList(L_IMPOSSIBLE, r)
+    hl = _HintList(L_HINTS, r)
+    min_width = st.n
+    for mask in _masks(st.n):
+        if _sum(st.cap, mask, r) >= request:
+            min_width = min(min_width, _popcount(mask))
+        if _outside(st.reuse, mask, r) > 0:
+            continue
+        if _sum(st.reuse, mask, r) + _sum(st.free, mask, r) < request:
+            continue
+        hl.masks.append(mask)
+    return _finish(hl, st.n, min_width)
+
+
+def _memory_mask_ok(st: _State, mask: int) -> bool:
+    """memorymanager policy_static.go calculateHints: group (Cells) rules."""
+    width = _popcount(mask)
+    for z in range(st.n):
+        if not (mask >> z) & 1:
+            continue
+        cells = st.cells[z]
+        if width == 1:
+            if cells and _popcount(cells) > 1:
+                return False  # the node already belongs to a multi-NUMA group
+        elif st.assigns[z] > 0 and (_popcount(cells) == 1 or cells != mask):
+            return False  # serves single-NUMA allocations, or another group
+    return True
+
+
+def memory_hints(st: _State, req: Sequence[int], kinds: Sequence[int]) -> _HintList:
+    """memorymanager calculateHints for every memory type at once (each type gets the same
+    list). No qualifying mask gives an EMPTY MAP, i.e. "don't care" (issues #128708,
+    #120733); the failure surfaces in Allocate."""
+    types = [r for r in range(st.nres) if kinds[r] == RES_MEMORY and req[r] > 0]
+    if not types:
+        return _HintList(L_DONTCARE, -1)
+    hl = _HintList(L_HINTS, types[0])
+    min_width = st.n
+    for mask in _masks(st.n):
+        if any(_sum(st.total, mask, t) < req[t] for t in types):
+            continue  # capacity rule: allocatable over the mask
+        min_width = min(min_width, _popcount(mask))
+        if not _memory_mask_ok(st, mask):
+            continue
+        if any(_sum(st.free, mask, t) + _sum(st.reuse, mask, t) < req[t] for t in types):
+            continue
+        hl.masks.append(mask)
+    hl.prefs = [_popcount(m) == min_width for m in hl.masks]
+    hl.min_width = min_width
+    if not hl.masks:
+        hl.kind = L_DONTCARE
+    return hl
+
+
+# --- merge (topologymanager policy.go) ------------------------------------------------------
+
+
+def _fitter_key(mask: int, closest: bool, dist: Sequence[int], n: int) -> tuple[int, ...]:
+    """Narrowest: fewer NUMA nodes, then the smaller numeric value (IsNarrowerThan).
+    Closest (prefer-closest-numa-nodes): same width -> smaller average distance; with the
+    same width the averages share a denominator, so the sums compare."""
+    width = _popcount(mask)
+    if not closest:
+        return (width, mask)
+    bits = [z for z in range(n) if (mask >> z) & 1]
+    return (width, sum(dist[i * n + j] for i in bits for j in bits), mask)
+
+
+def _nonpreferred_key(
+    mask: int, bnp: int, closest: bool, dist: Sequence[int], n: int
+) -> tuple[int, ...]:
+    """HintMerger for two non-preferred hints: a width equal to
+    bestNonPreferredAffinityCount wins, then widths below it (wider first), then widths
+    above it (narrowest first). That comparison is a total order, so the best of a set
+    does not depend on the permutation order."""
+    width = _popcount(mask)
+    fk = _fitter_key(mask, closest, dist, n)
+    if width == bnp:
+        return (0, 0, *fk)
+    if width < bnp:
+        return (1, -width, *fk)
+    return (2, 0, *fk)
+
+
+def _filter_single_numa(lists: list[_HintList]) -> list[_HintList]:
+    """policy_single_numa_node.go filterSingleNumaHints: keep {nil,true} and single-NUMA
+    preferred hints; {nil,false} is always dropped."""
+    out = []
+    for hl in lists:
+        if hl.kind == L_DONTCARE:
+            out.append(hl)
+            continue
+        f = _HintList(L_HINTS, hl.resource)
+        f.min_width = hl.min_width
+        for m, p in zip(hl.masks, hl.prefs, strict=True):
+            if p and _popcount(m) == 1:
+                f.masks.append(m)
+                f.prefs.append(True)
+        if not f.masks:
+            f.kind = L_IMPOSSIBLE
+        out.append(f)
+    return out
+
+
+def _exclusive_ok(mask: int, states: Sequence[int], soff: int, n: int) -> bool:
+    """Koordinator checkExclusivePolicy (Required): a multi-NUMA hint may not cover a NUMA
+    node in state single (2); a single-NUMA hint may not sit on a shared (1) one."""
+    width = _popcount(mask)
+    for z in range(n):
+        if (mask >> z) & 1:
+            s = states[soff + z]
+            if width > 1 and s == 2:
+                return False
+            if width == 1 and s == 1:
+                return False
+    return True
+
+
+def _preferred_candidates(lists: list[_HintList], full: int) -> set[int]:
+    """mergePermutation: a permutation is preferred only when every hint is preferred and
+    every non-nil mask is IDENTICAL (PR #108052). So a preferred mask is one every hint list
+    offers as preferred (or does not care about)."""
+    cands: set[int] | None = None
+    for hl in lists:
+        if hl.kind == L_DONTCARE:
+            continue
+        if hl.kind == L_IMPOSSIBLE:
+            return set()
+        offered = {m for m, p in zip(hl.masks, hl.prefs, strict=True) if p}
+        cands = offered if cands is None else cands & offered
+    return {full} if cands is None else cands
+
+
+def _achievable_masks(lists: list[_HintList], full: int) -> set[int]:
+    """Every AND of one hint per list (nil acts as all nodes); an empty AND is skipped."""
+    acc = {full}
+    for hl in lists:
+        if hl.kind != L_HINTS:
+            continue
+        acc = {a & m for a in acc for m in hl.masks if a & m}
+    return acc
+
+
+def _best_nonpreferred_count(lists: list[_HintList]) -> int:
+    """bestNonPreferredAffinityCount: the widest of the lists' narrowest non-nil hints."""
+    best = 0
+    for hl in lists:
+        if hl.kind == L_HINTS and hl.masks:
+            best = max(best, min(_popcount(m) for m in hl.masks))
+    return best
+
+
+class _Merged:
+    __slots__ = ("mask", "preferred", "rejected_by_exclusive")
+
+    def __init__(self, mask: int, preferred: bool, rejected: bool = False) -> None:
+        self.mask = mask  # 0 = nil
+        self.preferred = preferred
+        self.rejected_by_exclusive = rejected
+
+
+def merge(
+    lists: list[_HintList],
+    *,
+    policy: int,
+    n: int,
+    closest: bool,
+    dist: Sequence[int],
+    exclusive: bool,
+    states: Sequence[int],
+    soff: int,
+) -> _Merged:
+    """The policy's Merge: filter (single-numa-node), choose the best merged hint
+    (HintMerger), and map an all-nodes single-numa-node hint to nil."""
+    full = (1 << n) - 1
+    if policy == P_SINGLE:
+        lists = _filter_single_numa(lists)
+        if any(hl.kind == L_IMPOSSIBLE for hl in lists):
+            return _Merged(0, False)  # no permutation: {nil, false}
+        closest = False  # prefer-closest-numa-nodes is ignored by this policy
+    pref = _preferred_candidates(lists, full)
+    if exclusive:
+        pref = {m for m in pref if _exclusive_ok(m, states, soff, n)}
+    if pref:
+        best = min(pref, key=lambda m: _fitter_key(m, closest, dist, n))
+        return _Merged(0 if policy == P_SINGLE and best == full else best, True)
+    nonpref = _achievable_masks(lists, full)
+    if exclusive:
+        before = len(nonpref)
+        nonpref = {m for m in nonpref if _exclusive_ok(m, states, soff, n)}
+        if before and not nonpref:
+            return _Merged(full, False, True)
+    if not nonpref:
+        best = full  # no permutation produced a mask: {all nodes, false}
+    else:
+        bnp = _best_nonpreferred_count(lists)
+        best = min(nonpref, key=lambda m: _nonpreferred_key(m, bnp, closest, dist, n))
+    return _Merged(0 if policy == P_SINGLE and best == full else best, False)
+
+
+# --- allocation (providers' Allocate) -------------------------------------------------------
+
+
+def _take(st: _State, r: int, mask: int, amount: int, got: list[int]) -> int:
+    """Take up to ``amount`` of resource r from the NUMA nodes in mask, reusable first,
+    ascending NUMA id; record per-node amounts in ``got``. Returns what is still missing."""
+    for z in range(st.n):
+        if amount == 0:
+            break
+        if not (mask >> z) & 1:
+            continue
+        t = min(st.reuse[z][r], amount)
+        st.reuse[z][r] -= t
+        amount -= t
+        got[z] += t
+        t = min(st.free[z][r], amount)
+        st.free[z][r] -= t
+        amount -= t
+        got[z] += t
+    return amount
+
+
+def allocate_spill(st: _State, r: int, mask: int, amount: int) -> list[int]:
+    """CPU allocateCPUs and device devicesToAllocate: inside the hint first, then anywhere
+    (then, for devices, those without topology). Callers checked the total beforehand."""
+    n = st.n
+    full = (1 << n) - 1
+    got = [0] * n
+    inside = mask if mask else full
+    left = _take(st, r, inside, amount, got)
+    left = _take(st, r, full & ~inside, left, got)
+    if left:
+        st.unaligned[r] -= left
+    return got
+
+
+def _remember_reusable(st: _State, r: int, got: list[int], kind: int) -> None:
+    """Regular init containers' resources are reusable by later containers; sidecars'
+    and app containers' are not (cpumanager updateCPUsToReuse)."""
+    if kind == U_INIT:
+        for z in range(st.n):
+            st.reuse[z][r] += got[z]
+
+
+def _total_free(st: _State, r: int) -> int:
+    return sum(st.free[z][r] + st.reuse[z][r] for z in range(st.n))
+
+
+def _best_memory_hint(hl: _HintList, within: int) -> tuple[int, bool] | None:
+    """Preferred first, then the narrowest (memorymanager findBestHint), among hints whose
+    mask contains ``within``."""
+    cands = [
+        (not p, _popcount(m), m, p)
+        for m, p in zip(hl.masks, hl.prefs, strict=True)
+        if m & within == within
+    ]
+    if not cands:
+        return None
+    best = min(cands)
+    return best[2], best[3]
+
+
+def allocate_memory(
+    st: _State, req: Sequence[int], kinds: Sequence[int], mask: int, preferred: bool, kind: int
+) -> tuple[int, int, int]:
+    """memorymanager policy_static.go Allocate (admission-relevant parts). Returns
+    (resource, need, free) on failure, (-1, 0, 0) on success."""
+    types = [r for r in range(st.nres) if kinds[r] == RES_MEMORY and req[r] > 0]
+    if not types:
+        return (-1, 0, 0)
+    hl = memory_hints(st, req, kinds)
+    first = types[0]
+    if mask == 0:
+        best = _best_memory_hint(hl, 0) if hl.kind == L_HINTS else None
+        if best is None or (not best[1] and preferred):
+            return (first, req[first], _total_free(st, first))
+        mask, preferred = best
+    short = [t for t in types if _sum(st.free, mask, t) + _sum(st.reuse, mask, t) < req[t]]
+    if short:
+        # "extend" the topology manager hint to a wider one that contains it
+        best = _best_memory_hint(hl, mask) if hl.kind == L_HINTS else None
+        if best is None or (not best[1] and preferred):
+            t = short[0]
+            return (t, req[t], _sum(st.free, mask, t) + _sum(st.reuse, mask, t))
+        mask = best[0]
+    if _popcount(mask) > 1:
+        for z in range(st.n):
+            grouped_elsewhere = _popcount(st.cells[z]) == 1 or st.cells[z] != mask
+            if (mask >> z) & 1 and st.assigns[z] > 0 and grouped_elsewhere:
+                return (first, req[first], 0)  # issue #138495
+    for t in types:
+        got = [0] * st.n
+        _take(st, t, mask, req[t], got)
+        _remember_reusable(st, t, got, kind)
+    for z in range(st.n):
+        if (mask >> z) & 1:
+            st.cells[z] = mask
+            st.assigns[z] += 1
+    return (-1, 0, 0)
+
+
+# --- the kernel ----------------------------------------------------------------------------
+
+
+class Kernel:
+    """The feasibility kernel over one packed snapshot (core.feasibility.snapshot.Packed)."""
+
+    __slots__ = ("packed",)
+
+    def __init__(self, packed: Any) -> None:
+        if packed.n_res < 1:
+            raise InvalidInput("packed snapshot: n_res must be at least 1 (cpu)")
+        self.packed = packed
+
+    def check(self, demand: Any, shape: int, policy: int, flags: int) -> Result:
+        """Admit the pod (``demand``: core.feasibility.snapshot.Demand) on node shape ``shape`` under
+        topology manager policy ``policy`` (0 none .. 3 single-numa-node)."""
+        p = self.packed
+        if not 0 <= shape < p.n_shapes:
+            raise InvalidInput(f"shape {shape} is out of range 0..{p.n_shapes - 1}")
+        if not 0 <= policy <= 3:
+            raise InvalidInput(f"policy code {policy} is not one of 0, 1, 2, 3")
+        base = shape * SHAPE_FIELDS
+        n = p.shape_info[base + SF_N]
+        if policy != P_NONE and n > p.shape_info[base + SF_MAX_NUMA]:
+            # topology_manager.go NewManager: the kubelet refuses this policy
+            return (0, 0, 0, R_TOO_MANY_NUMA, -1, -1, n, p.shape_info[base + SF_MAX_NUMA])
+        if n > MAX_ENUM_NUMA:
+            return (0, 0, 0, R_TOO_LARGE, -1, -1, n, MAX_ENUM_NUMA)
+        short = _node_level_short(p, shape, demand)
+        if short is not None:
+            return short
+        st = _State(p, shape, bool(flags & F_EMPTY))
+        return _admit_units(p, shape, st, demand, policy, flags)
+
+
+def _node_level_short(p: Any, shape: int, demand: Any) -> Result | None:
+    """Cheap bound: the node's allocatable must hold the pod's requests (kubelet admit)."""
+    nres = p.n_res
+    pod = demand.n_units - 1
+    for r in range(nres):
+        need = demand.unit_res[pod * nres + r]
+        have = p.node_alloc[shape * nres + r]
+        if need > 0 and have >= 0 and need > have and p.res_kind[r] != RES_IGNORED:
+            return (0, 0, 0, R_NODE_SHORT, pod, r, need, have)
+    return None
+
+
+def _unit_range(demand: Any, flags: int) -> range:
+    # pod scope: one merge with the pod-level amounts (the last unit); container scope:
+    # every container in kubelet order (scope_container.go).
+    pod = demand.n_units - 1
+    return range(pod, pod + 1) if flags & F_POD_SCOPE else range(pod)
+
+
+def _admit_units(p: Any, shape: int, st: _State, demand: Any, policy: int, flags: int) -> Result:
+    base = shape * SHAPE_FIELDS
+    union = 0
+    all_pref = 1
+    for u in _unit_range(demand, flags):
+        res = _admit_unit(p, base, st, demand, u, policy, flags)
+        if res[0] == 0:
+            return res
+        union |= res[1]
+        all_pref &= res[2]
+    if policy == P_NONE:
+        return (1, 0, 0, R_OK, -1, -1, 0, 0)  # policy none stores no hint: {nil, false}
+    return (1, union, all_pref, R_OK, -1, -1, 0, 0)
+
+
+def _unit_lists(
+    p: Any, base: int, st: _State, demand: Any, u: int, req: list[int], flags: int
+) -> list[_HintList]:
+    """filterProvidersHints in provider order: devices, CPU, memory."""
+    nres = p.n_res
+    lists: list[_HintList] = []
+    cpu_only = bool(flags & F_CPU_ONLY)
+    if not cpu_only:
+        for r in range(nres):
+            if p.res_kind[r] == RES_DEVICE and req[r] > 0:
+                lists.append(device_hints(st, r, req[r]))
+    excl = demand.unit_cpu[u]
+    if p.shape_info[base + SF_CPU_STATIC] and excl > 0:
+        lists.append(cpu_hints(st, excl))
+    if not cpu_only and p.shape_info[base + SF_MEM_STATIC] and demand.guaranteed:
+        lists.append(memory_hints(st, req, p.res_kind))
+    return lists
+
+
+def _admit_unit(
+    p: Any, base: int, st: _State, demand: Any, u: int, policy: int, flags: int
+) -> Result:
+    info = p.shape_info
+    n = st.n
+    req = [demand.unit_res[u * p.n_res + r] for r in range(p.n_res)]
+    excl = demand.unit_cpu[u] if info[base + SF_CPU_STATIC] else 0
+    bound = _unit_bounds(p, base, st, req, excl, u, flags)
+    if bound is not None:
+        return bound
+    lists = _unit_lists(p, base, st, demand, u, req, flags)
+    mask, preferred = 0, False
+    if policy != P_NONE:
+        merged = merge(
+            lists,
+            policy=policy,
+            n=n,
+            closest=bool(info[base + SF_PREFER_CLOSEST]),
+            dist=p.dist[info[base + SF_DIST_OFF] :],
+            exclusive=bool(flags & F_EXCLUSIVE) and policy >= P_RESTRICTED,
+            states=p.states if not flags & F_EMPTY else p.idle_states,
+            soff=info[base + SF_ZONE_OFF],
+        )
+        if merged.rejected_by_exclusive:
+            return (0, 0, 0, R_EXCLUSIVE, u, -1, 0, 0)
+        if policy >= P_RESTRICTED and not merged.preferred:
+            return _not_preferred(lists, policy, u, n)
+        mask, preferred = merged.mask, merged.preferred
+    fail = _allocate_unit(p, base, st, demand, u, req, excl, mask, preferred, flags)
+    if fail is not None:
+        return fail
+    # A unit no provider cares about gets {all nodes, true}: it places nothing.
+    informative = any(hl.kind != L_DONTCARE for hl in lists)
+    return (1, mask if informative else 0, int(preferred), R_OK, u, -1, 0, 0)
+
+
+def _unit_bounds(
+    p: Any, base: int, st: _State, req: list[int], excl: int, u: int, flags: int
+) -> Result | None:
+    """Cheap bounds before any enumeration: SMT alignment and totals. A unit short of free
+    resources in total fails under every policy (the merge can only make it worse)."""
+    info = p.shape_info
+    if excl > 0:
+        threads = info[base + SF_THREADS]
+        if info[base + SF_FULL_PCPUS] and threads > 1 and excl % threads:
+            return (0, 0, 0, R_SMT, u, 0, excl, threads)  # full-pcpus-only SMTAlignmentError
+        free = _total_free(st, 0)
+        if free < excl:
+            return (0, 0, 0, R_CPU_SHORT, u, 0, excl, free)
+    if flags & F_CPU_ONLY:
+        return None
+    for r in range(p.n_res):
+        if req[r] <= 0:
+            continue
+        kind = p.res_kind[r]
+        if kind == RES_DEVICE:
+            free = _total_free(st, r) + st.unaligned[r]
+            if free < req[r]:
+                return (0, 0, 0, R_DEVICE_SHORT, u, r, req[r], free)
+    return None
+
+
+def _not_preferred(lists: list[_HintList], policy: int, u: int, n: int) -> Result:
+    """Explain a rejection by restricted / single-numa-node: the first resource with no
+    usable preferred hint, else the resources prefer different NUMA nodes."""
+    for hl in lists:
+        if hl.kind == L_IMPOSSIBLE:
+            return (0, 0, 0, R_NOT_PREFERRED, u, hl.resource, hl.min_width or n, 0)
+        if hl.kind != L_HINTS:
+            continue
+        widths = [_popcount(m) for m, pr in zip(hl.masks, hl.prefs, strict=True) if pr]
+        if not widths or (policy == P_SINGLE and min(widths) > 1):
+            code = R_SINGLE_NO_HINT if policy == P_SINGLE else R_NOT_PREFERRED
+            return (0, 0, 0, code, u, hl.resource, hl.min_width, 0)
+    return (0, 0, 0, R_NOT_PREFERRED, u, -1, 0, 0)
+
+
+def _allocate_unit(
+    p: Any,
+    base: int,
+    st: _State,
+    demand: Any,
+    u: int,
+    req: list[int],
+    excl: int,
+    mask: int,
+    preferred: bool,
+    flags: int,
+) -> Result | None:
+    """Allocate on every provider in order (device, CPU, memory); any error rejects the
+    pod under every policy (scope.go allocateAlignedResources)."""
+    kind = demand.unit_kind[u]
+    cpu_only = bool(flags & F_CPU_ONLY)
+    if not cpu_only:
+        for r in range(p.n_res):
+            if p.res_kind[r] == RES_DEVICE and req[r] > 0:
+                got = allocate_spill(st, r, mask, req[r])
+                _remember_reusable(st, r, got, kind)
+    if excl > 0:
+        got = allocate_spill(st, 0, mask, excl)
+        _remember_reusable(st, 0, got, kind)
+    if not cpu_only and p.shape_info[base + SF_MEM_STATIC] and demand.guaranteed:
+        r, need, free = allocate_memory(st, req, p.res_kind, mask, preferred, kind)
+        if r >= 0:
+            return (0, 0, 0, R_MEMORY_SHORT, u, r, need, free)
+    return None
+
+
+# --- public merge entry point (the kubelet's Policy.Merge over explicit hint lists) --------
+
+RawHint = tuple["int | None", bool]
+
+
+def _raw_list(raw: Sequence[RawHint] | None, policy: int, resource: int) -> _HintList:
+    """filterProvidersHints for one resource: None -> {nil,true}; [] -> {nil,false}."""
+    if raw is None:
+        return _HintList(L_DONTCARE, resource)
+    masks = [(m, bool(p)) for m, p in raw if m is not None]
+    nils = [bool(p) for m, p in raw if m is None]
+    if not masks:
+        if not nils:
+            return _HintList(L_IMPOSSIBLE, resource)
+        return _HintList(L_DONTCARE if any(nils) else L_IMPOSSIBLE, resource)
+    if any(nils) or (policy != P_SINGLE and nils):
+        # the providers never mix nil and non-nil hints; single-numa-node drops {nil,false}
+        raise InvalidInput(f"hint list {resource}: nil hints mixed with NUMA masks")
+    hl = _HintList(L_HINTS, resource)
+    for m, p in masks:
+        if m <= 0 or m >= 1 << 64:
+            raise InvalidInput(f"hint list {resource}: mask {m} is not a non-empty uint64")
+        if m in hl.masks:  # the same mask twice: the preferred copy dominates
+            i = hl.masks.index(m)
+            hl.prefs[i] = hl.prefs[i] or p
+        else:
+            hl.masks.append(m)
+            hl.prefs.append(p)
+    hl.min_width = min(_popcount(m) for m in hl.masks)
+    return hl
+
+
+def merge_hints(
+    lists: Sequence[Sequence[RawHint] | None],
+    *,
+    policy: int,
+    n: int,
+    prefer_closest: bool = False,
+    distances: Sequence[int] = (),
+) -> tuple[int | None, bool]:
+    """The topology manager policy's Merge over hint lists (one per resource, provider
+    order); a hint is (mask or None for nil, preferred). Returns the admitted hint."""
+    if not 1 <= n <= MAX_ENUM_NUMA:
+        raise InvalidInput(f"NUMA node count {n} is not in 1..{MAX_ENUM_NUMA}")
+    if not 0 <= policy <= 3:
+        raise InvalidInput(f"policy code {policy} is not one of 0, 1, 2, 3")
+    if policy == P_NONE:
+        return (None, False)  # policy_none.go: no merge, {nil, false}
+    dist = (
+        list(distances) if distances else [10 if i == j else 20 for i in range(n) for j in range(n)]
+    )
+    if len(dist) != n * n:
+        raise InvalidInput(f"distances: expected {n * n} values, got {len(dist)}")
+    hls = [_raw_list(raw, policy, i) for i, raw in enumerate(lists)]
+    for hl in hls:
+        for mask in hl.masks:
+            if mask >= 1 << n:
+                raise InvalidInput(f"mask {mask} has bits beyond {n} NUMA nodes")
+    m = merge(
+        hls,
+        policy=policy,
+        n=n,
+        closest=prefer_closest,
+        dist=dist,
+        exclusive=False,
+        states=[0] * n,
+        soff=0,
+    )
+    return (None if m.mask == 0 else m.mask, m.preferred)
+
+
+def best_nonpreferred_count(lists: Sequence[Sequence[RawHint] | None]) -> int:
+    """bestNonPreferredAffinityCount (TestMaxOfMinAffinityCounts)."""
+    return _best_nonpreferred_count(
+        [_raw_list(raw, P_BEST_EFFORT, i) for i, raw in enumerate(lists)]
+    )
+
+
+def check_exclusive(mask: int, states: Sequence[int]) -> bool:
+    """Koordinator checkExclusivePolicy for Required (states: 0 idle, 1 shared, 2 single)."""
+    if mask <= 0 or mask >= 1 << len(states):
+        raise InvalidInput(f"mask {mask} is not a non-empty mask over {len(states)} NUMA nodes")
+    return _exclusive_ok(mask, list(states), 0, len(states))

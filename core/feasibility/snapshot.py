@@ -1,0 +1,386 @@
+"""The inventory packed for the feasibility kernel: built once per inventory, immutable.
+
+Nodes with identical topology, usage and policies share a *shape* and are evaluated once
+per pod. Node selection and policy compatibility work on Python-int bitsets over node
+indexes (per shape, per label key=value, per label key), so a pod's selection is a few
+big-int operations rather than a loop over nodes.
+
+Packed layout (all ``array('q')``, int64): see ``Packed``. CPU in the zone table is in whole
+CPUs (the kubelet's exclusive CPUs); every other amount is in core units.
+"""
+
+from __future__ import annotations
+
+import functools
+from array import array
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from itertools import chain, repeat
+from types import ModuleType
+from typing import Any
+
+from core.feasibility import _kernel_py as ref
+from core.model import NodeTopology, PodIntent
+
+POLICY_CODES: Mapping[str, int] = {
+    "none": 0,
+    "best-effort": 1,
+    "restricted": 2,
+    "single-numa-node": 3,
+}
+_IGNORED = frozenset({"ephemeral-storage", "storage", "pods"})
+_STATE_CODES = {"idle": 0, "shared": 1, "single": 2}
+UNLIMITED = ref.UNLIMITED
+# One documented range for both kernels (int64 in the compiled one): a zone amount is
+# clamped to 2^56 so that sums over up to 64 NUMA nodes stay below 2^62, a request to 2^60.
+# Both bounds are far above any real machine (64 PiB per NUMA node).
+MAX_ZONE_AMOUNT = 2**56
+MAX_REQUEST = 2**60
+
+
+def _zone_amount(v: int) -> int:
+    return min(max(v, 0), MAX_ZONE_AMOUNT)
+
+
+@functools.lru_cache(maxsize=1024)
+def resource_kind(name: str) -> int:
+    """Which kubelet hint provider owns a resource (cached: called per resource per
+    container per review)."""
+    if name == "cpu":
+        return ref.RES_CPU
+    if name == "memory" or name.startswith("hugepages-"):
+        return ref.RES_MEMORY
+    if name in _IGNORED:
+        return ref.RES_IGNORED
+    return ref.RES_DEVICE
+
+
+@dataclass(frozen=True, slots=True)
+class Packed:
+    """What the kernel reads. ``shape_info`` holds SHAPE_FIELDS ints per shape; ``zones``
+    three ints (capacity, allocatable, available) per (zone, resource); ``node_alloc`` and
+    ``unaligned`` one int per (shape, resource), -1 = unknown allocatable; ``dist`` n*n per
+    shape; ``states`` one Koordinator NUMA state per zone (0 idle, 1 shared, 2 single)."""
+
+    n_res: int
+    n_shapes: int
+    zone_count: int
+    res_names: tuple[str, ...]
+    res_index: Mapping[str, int]  # res_names -> position
+    res_kind: array[int]
+    shape_info: array[int]
+    zones: array[int]
+    node_alloc: array[int]
+    unaligned: array[int]
+    dist: array[int]
+    states: array[int]
+    idle_states: array[int]
+
+
+@dataclass(frozen=True, slots=True)
+class Demand:
+    """A pod packed against one snapshot's resource table: one unit per container in
+    kubelet order, then the pod-level unit (pod-scope amounts, kubelet formulas)."""
+
+    n_units: int
+    unit_kind: array[int]
+    unit_cpu: array[int]  # exclusive CPUs (guaranteedCPUs)
+    unit_res: array[int]  # n_units * n_res, core units (cpu in millicores)
+    guaranteed: int
+    missing: tuple[str, ...]  # requested resources no node of the snapshot reports
+
+    @classmethod
+    def build(cls, intent: PodIntent, snapshot: Snapshot) -> Demand:
+        # Per review: keep it to one pass over each container's resources.
+        index = snapshot.packed.res_index
+        nres = snapshot.packed.n_res
+        kinds, cpus, rows = [], [], []
+        missing: set[str] = set()
+        for c in intent.containers:
+            kinds.append(_UNIT_KINDS.get(c.kind, ref.U_APP))
+            cpus.append(c.exclusive_cpus)
+            row = [0] * nres
+            requests, limits = c.requests, c.limits
+            for name in requests.keys() | limits.keys():
+                amount = _container_amount(name, requests, limits)
+                if amount <= 0:
+                    continue
+                i = index.get(name)
+                if i is not None:
+                    row[i] = amount
+                elif resource_kind(name) == ref.RES_DEVICE:
+                    missing.add(name)  # a device no node reports
+            rows.append(row)
+        own = kinds[:]
+        kinds.append(ref.U_APP)
+        cpus.append(_pod_level(own, cpus))
+        columns = zip(*rows, strict=True) if rows else iter([()] * nres)
+        rows.append([_pod_level(own, column) for column in columns])
+        return cls(
+            n_units=len(kinds),
+            unit_kind=array("q", kinds),
+            unit_cpu=array("q", [min(c, MAX_REQUEST) for c in cpus]),
+            unit_res=array("q", [min(v, MAX_REQUEST) for row in rows for v in row]),
+            guaranteed=int(intent.qos == "Guaranteed"),
+            missing=tuple(sorted(missing)),
+        )
+
+
+_UNIT_KINDS: Mapping[str, int] = {"init": ref.U_INIT, "sidecar": ref.U_SIDECAR}
+
+
+def _container_amount(name: str, requests: Mapping[str, int], limits: Mapping[str, int]) -> int:
+    # Devices are read from limits (device manager); cpu and memory from requests.
+    if resource_kind(name) == ref.RES_DEVICE:
+        return limits.get(name, requests.get(name, 0))
+    return requests.get(name, limits.get(name, 0))
+
+
+def _pod_level(kinds: Sequence[int], amounts: Sequence[int]) -> int:
+    """podGuaranteedCPUs / getPodRequestedResources: max(every regular init container plus
+    the sidecars started before it, sum of app containers and sidecars)."""
+    sidecars = 0
+    peak_init = 0
+    apps = 0
+    for kind, amount in zip(kinds, amounts, strict=False):
+        if kind == ref.U_INIT:
+            peak_init = max(peak_init, amount + sidecars)
+        elif kind == ref.U_SIDECAR:
+            sidecars += amount
+        else:
+            apps += amount
+    return max(peak_init, apps + sidecars)
+
+
+def node_allocatable_known(node: NodeTopology) -> bool:
+    """The node's allocatable comes from its Node object (not summed from NUMA zones), so a
+    device it does not list is absent."""
+    if node.sources:
+        return "Node" in node.sources and bool(node.allocatable)
+    return bool(node.allocatable)
+
+
+def _topology_key(node: NodeTopology) -> tuple[Any, ...]:
+    zones = tuple(
+        (
+            z.id,
+            tuple(sorted(z.capacity.items())),
+            tuple(sorted(z.allocatable.items())),
+            tuple(sorted(z.costs.items())),
+        )
+        for z in node.zones
+    )
+    return (
+        zones,
+        tuple(sorted(node.allocatable.items())),
+        node.tm_policy,
+        node.tm_scope,
+        node.max_numa_nodes,
+        node.prefer_closest,
+        node.cpu_manager_policy,
+        node.full_pcpus_only,
+        node.threads_per_core,
+        node.memory_manager_policy,
+        node.koord_policy,
+        node.volcano_policy,
+        node.volcano_cpu_manager_policy,
+        tuple(sorted(node.unaligned_devices.items())),
+        node_allocatable_known(node),
+    )
+
+
+def _available_within_allocatable(node: NodeTopology) -> bool:
+    # Then "fits now" implies "fits empty", and a class that never fits empty is never-fits
+    # for every usage without running the kernel per node.
+    return all(v <= z.allocatable.get(k, 0) for z in node.zones for k, v in z.available.items())
+
+
+def _usage_key(node: NodeTopology) -> tuple[Any, ...]:
+    return (tuple(tuple(sorted(z.available.items())) for z in node.zones), node.numa_states)
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """An immutable, packed inventory. Build with ``Snapshot.build(nodes)``."""
+
+    nodes: tuple[NodeTopology, ...]
+    packed: Packed
+    shape_of: tuple[int, ...]  # node index -> shape
+    shape_bits: tuple[int, ...]  # shape -> bitset of node indexes
+    shape_rep: tuple[int, ...]  # shape -> first node index
+    topo_of: tuple[int, ...]  # shape -> topology class (shapes differing only in usage)
+    topo_bits: tuple[int, ...]  # topology class -> bitset of node indexes
+    topo_shapes: tuple[tuple[int, ...], ...]  # topology class -> its shapes
+    topo_monotone: tuple[bool, ...]  # available <= allocatable everywhere in the class
+    all_bits: int
+    name_index: Mapping[str, int]
+    label_bits: Mapping[tuple[str, str], int]
+    key_bits: Mapping[str, int]
+    values_of: Mapping[str, tuple[tuple[str, int], ...]]
+    _kernels: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    @classmethod
+    def build(cls, nodes: Sequence[NodeTopology]) -> Snapshot:
+        nodes = tuple(nodes)
+        shape_index: dict[tuple[Any, ...], int] = {}
+        topo_index: dict[tuple[Any, ...], int] = {}
+        shape_of: list[int] = []
+        bits: list[int] = []
+        reps: list[int] = []
+        topo_of: list[int] = []
+        for i, node in enumerate(nodes):
+            tkey = _topology_key(node)
+            key = (tkey, _usage_key(node))
+            s = shape_index.get(key)
+            if s is None:
+                s = shape_index[key] = len(reps)
+                reps.append(i)
+                bits.append(0)
+                topo_of.append(topo_index.setdefault(tkey, len(topo_index)))
+            bits[s] |= 1 << i
+            shape_of.append(s)
+        ntopo = len(topo_index)
+        topo_bits = [0] * ntopo
+        topo_shapes: list[list[int]] = [[] for _ in range(ntopo)]
+        monotone = [True] * ntopo
+        for s, t in enumerate(topo_of):
+            topo_bits[t] |= bits[s]
+            topo_shapes[t].append(s)
+            monotone[t] = monotone[t] and _available_within_allocatable(nodes[reps[s]])
+        label_bits: dict[tuple[str, str], int] = {}
+        key_bits: dict[str, int] = {}
+        for i, node in enumerate(nodes):
+            for k, v in node.labels.items():
+                label_bits[(k, v)] = label_bits.get((k, v), 0) | (1 << i)
+                key_bits[k] = key_bits.get(k, 0) | (1 << i)
+        values: dict[str, list[tuple[str, int]]] = {}
+        for (k, v), b in label_bits.items():
+            values.setdefault(k, []).append((v, b))
+        return cls(
+            nodes=nodes,
+            packed=_pack([nodes[i] for i in reps]),
+            shape_of=tuple(shape_of),
+            shape_bits=tuple(bits),
+            shape_rep=tuple(reps),
+            topo_of=tuple(topo_of),
+            topo_bits=tuple(topo_bits),
+            topo_shapes=tuple(tuple(x) for x in topo_shapes),
+            topo_monotone=tuple(monotone),
+            all_bits=(1 << len(nodes)) - 1,
+            name_index={n.name: i for i, n in enumerate(nodes)},
+            label_bits=label_bits,
+            key_bits=key_bits,
+            values_of={k: tuple(v) for k, v in values.items()},
+        )
+
+    def __getstate__(self) -> tuple[Any, ...]:
+        # Compiled kernels are per process (and not picklable): rebuilt on first use.
+        return tuple(getattr(self, f) for f in _PICKLED_FIELDS)
+
+    def __setstate__(self, state: tuple[Any, ...]) -> None:
+        for name, value in zip(_PICKLED_FIELDS, state, strict=True):
+            object.__setattr__(self, name, value)
+        object.__setattr__(self, "_kernels", {})
+
+    def kernel(self, module: ModuleType) -> Any:
+        """The kernel of ``module`` (a feasibility implementation) over this snapshot,
+        built once per implementation."""
+        k = self._kernels.get(module.__name__)
+        if k is None:
+            k = self._kernels[module.__name__] = module.Kernel(self.packed)
+        return k
+
+
+_PICKLED_FIELDS = tuple(f for f in Snapshot.__dataclass_fields__ if f != "_kernels")
+
+
+def _zone_row(amounts: Mapping[str, int], ordered: Sequence[str]) -> list[int]:
+    """_zone_amount of every resource in ``ordered`` (0 when absent), in one pass."""
+    top = MAX_ZONE_AMOUNT
+    return [0 if v < 0 else (v if v <= top else top) for v in map(amounts.get, ordered, repeat(0))]
+
+
+def _pack(shapes: Sequence[NodeTopology]) -> Packed:
+    names = {"cpu"}
+    for node in shapes:
+        names.update(node.allocatable)
+        for z in node.zones:
+            names.update(z.capacity, z.allocatable, z.available)
+    ordered = ("cpu", *sorted(names - {"cpu"}))
+    nres = len(ordered)
+    info: list[int] = []
+    zones: list[int] = []
+    node_alloc: list[int] = []
+    unaligned: list[int] = []
+    dist: list[int] = []
+    states: list[int] = []
+    zone_count = 0
+    for node in shapes:
+        zs = sorted(node.zones, key=lambda z: z.id)
+        n = len(zs)
+        # Zones that report no CPU (or no memory) leave that provider unknown: it is not
+        # simulated rather than read as "zero CPUs" (no false rejection on partial NRTs).
+        cpu_known = any(z.capacity.get("cpu", 0) for z in zs)
+        mem_known = any(z.capacity.get("memory", 0) or z.allocatable.get("memory", 0) for z in zs)
+        info += [
+            n,
+            zone_count,
+            len(dist),
+            # the NUMA-count limit belongs to the node's kubelet: with its policy none the
+            # kubelet starts on any machine (topology_manager.go NewManager)
+            node.max_numa_nodes if node.tm_policy != "none" else 64,
+            int(node.prefer_closest),
+            int(node.cpu_manager_policy == "static" and cpu_known),
+            int(node.full_pcpus_only),
+            max(1, node.threads_per_core),
+            int(node.memory_manager_policy == "Static" and mem_known),
+        ]
+        for z in zs:
+            rows = (
+                _zone_row(z.capacity, ordered),
+                _zone_row(z.allocatable, ordered),
+                _zone_row(z.available, ordered),
+            )
+            for row in rows:  # ordered[0] is cpu: whole CPUs, the static policy's unit
+                row[0] //= 1000
+            zones.extend(chain.from_iterable(zip(*rows, strict=True)))
+        ids = [z.id for z in zs]
+        for i, zi in enumerate(zs):
+            row = list(map(zi.costs.get, ids, repeat(20)))
+            row[i] = zi.costs.get(zi.id, 10)  # to itself: 10 unless reported
+            dist.extend(row)
+        for pos in range(n):
+            raw = node.numa_states[pos] if pos < len(node.numa_states) else "idle"
+            states.append(_STATE_CODES.get(raw, 0))
+        zone_count += n
+        authoritative = node_allocatable_known(node)
+        present = {r for z in zs for m in (z.capacity, z.allocatable) for r, v in m.items() if v}
+        for r in ordered:
+            in_zones = r in present
+            alloc = node.allocatable.get(r) if authoritative else None
+            if alloc is None:
+                # absent: only a device the Node object does not list is known to be 0
+                known_zero = authoritative and not in_zones and resource_kind(r) == ref.RES_DEVICE
+                alloc = 0 if known_zero else -1
+            node_alloc.append(alloc)
+            alloc = min(alloc, MAX_REQUEST)
+            if in_zones:
+                unaligned.append(_zone_amount(node.unaligned_devices.get(r, 0)))
+            else:  # no topology at all: every device of it is unaligned
+                fallback = alloc if alloc >= 0 else UNLIMITED
+                unaligned.append(min(node.unaligned_devices.get(r, fallback), UNLIMITED))
+    return Packed(
+        n_res=nres,
+        n_shapes=len(shapes),
+        zone_count=zone_count,
+        res_names=ordered,
+        res_index={n: i for i, n in enumerate(ordered)},
+        res_kind=array("q", [resource_kind(r) for r in ordered]),
+        shape_info=array("q", info),
+        zones=array("q", zones),
+        node_alloc=array("q", node_alloc),
+        unaligned=array("q", unaligned),
+        dist=array("q", dist or [0]),
+        states=array("q", states or [0]),
+        idle_states=array("q", [0] * max(1, zone_count)),
+    )

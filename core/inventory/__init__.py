@@ -1,0 +1,1 @@
+"""Step 2: Kubernetes objects (Node, NRT, Volcano Numatopology, bound Pods) -> NodeTopology per node."""

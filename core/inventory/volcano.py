@@ -1,0 +1,224 @@
+"""Volcano ``Numatopology`` (``nodeinfo.volcano.sh/v1alpha1``) -> CPU-only NUMA zones and
+the node's policies (research/upstream-schedulers.md §2.2-2.3).
+
+- ``spec.numares.cpu.allocatable`` is a cpuset list ("2-15,18-31"), not a count: Volcano
+  parses it with ``cpuset.Parse`` (scheduler cache event_handlers.go). ``capacity`` is the
+  node's CPU count.
+- ``spec.cpuDetail`` maps "<cpu id>" -> {numa, socket, core} (omitempty: a missing field
+  is 0). It puts each CPU on its NUMA node; CPUs sharing (socket, core) are SMT siblings.
+- ``spec.resReserved.cpu``: Volcano's CPU hint provider reserves ceil(cpu) CPUs with
+  takeByTopology on the whole machine; on an idle machine that takes whole cores in
+  (socket, core) order, which is what we model. They are removed from allocatable.
+- Zone ``capacity`` counts every CPU of the NUMA node (kubelet's minimal-width rule),
+  ``allocatable`` the allocatable CPUs there; ``available`` is left to the inventory's
+  usage rule (bound pods' ``volcano.sh/topology-decision``).
+- ``spec.policies`` values are kept verbatim: Volcano compares the pod's policy with
+  ``TopologyManagerPolicy`` case-sensitively (numaaware.go).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from math import ceil
+from typing import Any, Final
+
+from core.errors import InvalidInput
+from core.inventory.cpuset import format_cpuset, parse_cpuset
+from core.inventory.nrt import (
+    CPU_MANAGER_POLICIES,
+    MAX_NUMA_ID,
+    Reporter,
+    Settings,
+    Units,
+    ZoneRecord,
+    is_map,
+)
+from core.model import POLICIES
+
+GROUP: Final = "nodeinfo.volcano.sh"
+VERSION: Final = "v1alpha1"
+POLICY_KEYS: Final = ("CPUManagerPolicy", "TopologyManagerPolicy")
+
+
+@dataclass(frozen=True, slots=True)
+class CpuInfo:
+    numa: int
+    socket: int
+    core: int
+
+
+@dataclass(slots=True)
+class VolcanoData:
+    name: str
+    zones: dict[int, ZoneRecord] | None  # None: no usable NUMA data
+    settings: Settings
+    topology_policy: str | None  # verbatim
+    cpu_manager_policy: str | None  # verbatim
+
+
+def _nonneg_int(value: object) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int) and value >= 0:
+        return value
+    if isinstance(value, str) and value.isdigit() and value.isascii():
+        return int(value)
+    return None
+
+
+def read_cpu_detail(detail: object, report: Reporter) -> dict[int, CpuInfo] | None:
+    if not is_map(detail) or not detail:
+        report.error("spec.cpuDetail", "missing or empty: CPUs cannot be placed on NUMA nodes")
+        return None
+    out: dict[int, CpuInfo] = {}
+    ok = True
+    for key, info in detail.items():
+        path = f"spec.cpuDetail[{key}]"
+        cpu = _nonneg_int(key)
+        if cpu is None:
+            report.error(path, f"key {key!r} is not a CPU id")
+            ok = False
+            continue
+        if info is None:
+            info = {}
+        if not is_map(info):
+            report.error(path, "must be {numa, socket, core}")
+            ok = False
+            continue
+        fields = {k: _nonneg_int(info.get(k, 0)) for k in ("numa", "socket", "core")}
+        bad = [k for k, v in fields.items() if v is None]
+        if bad:
+            report.error(f"{path}.{bad[0]}", f"{info.get(bad[0])!r} is not a non-negative integer")
+            ok = False
+            continue
+        if fields["numa"] > MAX_NUMA_ID:  # type: ignore[operator]
+            report.error(f"{path}.numa", f"NUMA id {fields['numa']} is larger than {MAX_NUMA_ID}")
+            ok = False
+            continue
+        out[cpu] = CpuInfo(fields["numa"], fields["socket"], fields["core"])  # type: ignore[arg-type]
+    return out if ok else None
+
+
+def threads_per_core(cpus: Mapping[int, CpuInfo]) -> int:
+    """SMT width: the most CPUs sharing one (socket, core)."""
+    cores: dict[tuple[int, int], int] = {}
+    for info in cpus.values():
+        key = (info.socket, info.core)
+        cores[key] = cores.get(key, 0) + 1
+    return max(cores.values(), default=1)
+
+
+def reserved_cpus(cpus: Mapping[int, CpuInfo], count: int) -> frozenset[int]:
+    """The CPUs takeByTopology reserves on an idle machine: whole cores first, in
+    (socket, core) order."""
+    order = sorted(cpus, key=lambda c: (cpus[c].socket, cpus[c].core, c))
+    return frozenset(order[:count])
+
+
+def _reserved_count(reserved: object, report: Reporter, units: Units) -> int:
+    if reserved is None:
+        return 0
+    if not is_map(reserved):
+        report.error("spec.resReserved", "must be a map of resource -> quantity")
+        return 0
+    count = 0
+    for resource, value in reserved.items():
+        try:
+            amount = units.convert(str(resource), value)
+        except InvalidInput as exc:
+            report.error(f"spec.resReserved[{resource}]", str(exc))
+            continue
+        if resource == "cpu":
+            count = ceil(amount / 1000)  # fractional CPUs cannot be reserved exclusively
+    return count
+
+
+def _read_policies(policies: object, report: Reporter) -> tuple[str | None, str | None]:
+    if policies is None:
+        return None, None
+    if not is_map(policies):
+        report.error("spec.policies", "must be a map")
+        return None, None
+    for key in policies:
+        if key not in POLICY_KEYS:
+            report.error(
+                f"spec.policies[{key}]", f"unknown key (allowed: {', '.join(POLICY_KEYS)})"
+            )
+    tm = policies.get("TopologyManagerPolicy")
+    cpu = policies.get("CPUManagerPolicy")
+    if tm is not None and tm not in POLICIES:
+        report.error(
+            "spec.policies[TopologyManagerPolicy]",
+            f"{tm!r} is not a kubelet policy (allowed: {', '.join(POLICIES)}); Volcano "
+            "compares it verbatim, so only pods with exactly this string match",
+        )
+    if cpu is not None and cpu not in CPU_MANAGER_POLICIES:
+        report.error(
+            "spec.policies[CPUManagerPolicy]",
+            f"{cpu!r} is not a CPU manager policy (allowed: {', '.join(CPU_MANAGER_POLICIES)})",
+        )
+    return (str(tm) if tm is not None else None, str(cpu) if cpu is not None else None)
+
+
+def _cpu_zones(
+    spec: Mapping[str, Any], cpus: Mapping[int, CpuInfo], report: Reporter, units: Units
+) -> dict[int, ZoneRecord] | None:
+    numares = spec.get("numares")
+    entry = numares.get("cpu") if is_map(numares) else None
+    if not is_map(entry):
+        report.error("spec.numares.cpu", "missing: no allocatable CPU set")
+        return None
+    try:
+        allocatable = parse_cpuset(entry.get("allocatable", ""))
+    except InvalidInput as exc:
+        report.error("spec.numares.cpu.allocatable", str(exc))
+        return None
+    unknown = allocatable - cpus.keys()
+    if unknown:
+        report.error(
+            "spec.numares.cpu.allocatable",
+            f"CPUs {format_cpuset(unknown)} are not in spec.cpuDetail",
+        )
+        return None
+    capacity = entry.get("capacity")
+    if capacity is not None and _nonneg_int(capacity) is None:
+        report.error("spec.numares.cpu.capacity", f"{capacity!r} is not a non-negative integer")
+        return None
+    reserved = reserved_cpus(cpus, _reserved_count(spec.get("resReserved"), report, units))
+    usable = allocatable - reserved
+    zones: dict[int, ZoneRecord] = {}
+    for cpu, info in cpus.items():
+        zone = zones.setdefault(info.numa, ZoneRecord({"cpu": 0}, {"cpu": 0}))
+        zone.capacity["cpu"] += 1000
+        if cpu in usable:
+            zone.allocatable["cpu"] += 1000
+    return zones
+
+
+def parse_numatopology(
+    obj: Mapping[str, Any], name: str, report: Reporter, units: Units
+) -> VolcanoData:
+    spec = obj.get("spec")
+    if not is_map(spec):
+        report.error("spec", "missing or not an object")
+        return VolcanoData(name, None, Settings(), None, None)
+    tm, cpu_policy = _read_policies(spec.get("policies"), report)
+    settings = Settings()
+    settings.tm_policy = tm if tm in POLICIES else None
+    settings.cpu_manager_policy = cpu_policy if cpu_policy in CPU_MANAGER_POLICIES else None
+    numares = spec.get("numares")
+    if is_map(numares):
+        for resource in numares:
+            if resource != "cpu":
+                report.error(
+                    f"spec.numares[{resource}]",
+                    "only cpu is placed on NUMA nodes by Volcano's Numatopology (cpuDetail); "
+                    "this entry is not used",
+                )
+    cpus = read_cpu_detail(spec.get("cpuDetail"), report)
+    zones = None
+    if cpus is not None:
+        settings.threads_per_core = threads_per_core(cpus)
+        zones = _cpu_zones(spec, cpus, report, units)
+    return VolcanoData(name, zones, settings, tm, cpu_policy)

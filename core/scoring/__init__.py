@@ -1,0 +1,1 @@
+"""Ranking of the nodes that fit, by each scheduler's own scoring (Volcano, Koordinator, HAMi)."""

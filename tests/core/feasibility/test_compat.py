@@ -1,0 +1,183 @@
+"""Per-scheduler compatibility (DESIGN 5): the Koordinator matrix (seed 000 and
+Test_mergeTopologyPolicy), Volcano's exact match (CCE tables, seed 001), kubelet-only."""
+
+from __future__ import annotations
+
+import pytest
+
+from core.feasibility.compat import affinity_requirement, compatible, simulation
+from core.model import NodeSelectorRequirement
+from tests.core.feasibility.test_kernel import container, cpu_node, pod
+
+POLICIES = ["single-numa-node", "restricted", "best-effort", "none"]
+
+# seed 000: rows pod policy, columns node policy (SingleNUMANode, Restricted, BestEffort, none)
+KOORD_MATRIX = {
+    "single-numa-node": [True, False, False, True],
+    "restricted": [False, True, False, True],
+    "best-effort": [False, False, True, True],
+    "none": [True, True, True, True],
+}
+
+
+@pytest.mark.parametrize("pod_policy", POLICIES)
+def test_koordinator_compatibility_matrix(pod_policy: str) -> None:
+    intent = pod(container(cpu=1), scheduler="koordinator", policy=pod_policy)
+    for node_policy, want in zip(POLICIES, KOORD_MATRIX[pod_policy], strict=True):
+        n = cpu_node([4], [4], koord_policy=node_policy, policy="none")
+        ok, why = compatible(intent, n)
+        assert ok is want, (pod_policy, node_policy)
+        assert (why == "") is want
+        if not want:
+            assert "does not match" in why
+
+
+def test_koordinator_merge_topology_policy() -> None:
+    # Test_mergeTopologyPolicy: (node Restricted, pod "") -> Restricted; (R, R) -> R;
+    # (Restricted, BestEffort) -> mismatch
+    n = cpu_node([4], [4], koord_policy="restricted", policy="none")
+    assert simulation(pod(container(cpu=1), scheduler="koordinator"), n).policy == "restricted"
+    same = pod(container(cpu=1), scheduler="koordinator", policy="restricted")
+    assert simulation(same, n).policy == "restricted"
+    other = pod(container(cpu=1), scheduler="koordinator", policy="best-effort")
+    assert compatible(other, n)[0] is False
+
+
+def test_koordinator_node_policy_falls_back_to_nrt() -> None:
+    n = cpu_node([4], [4], policy="single-numa-node")
+    intent = pod(container(cpu=1), scheduler="koordinator", policy="restricted")
+    assert compatible(intent, n)[0] is False
+    assert (
+        simulation(pod(container(cpu=1), scheduler="koordinator"), n).policy == "single-numa-node"
+    )
+
+
+def test_koordinator_exclusive_defaults_to_required_only_with_a_pod_policy() -> None:
+    n = cpu_node([4], [4], policy="none")
+    with_policy = pod(container(cpu=1), scheduler="koordinator", policy="restricted")
+    assert simulation(with_policy, n).exclusive is True
+    preferred = pod(
+        container(cpu=1), scheduler="koordinator", policy="restricted", exclusive="preferred"
+    )
+    assert simulation(preferred, n).exclusive is False
+    assert simulation(pod(container(cpu=1), scheduler="koordinator"), n).exclusive is False
+
+
+@pytest.mark.parametrize("pod_policy", ["best-effort", "restricted", "single-numa-node"])
+def test_volcano_exact_match(pod_policy: str) -> None:
+    # CCE table: each pod policy schedules only to nodes with the same policy; none is
+    # not a wildcard
+    intent = pod(container(cpu=2), scheduler="volcano", policy=pod_policy)
+    for node_policy in POLICIES:
+        n = cpu_node(
+            [16, 16], [16, 16], volcano_policy=node_policy, volcano_cpu_manager_policy="static"
+        )
+        assert compatible(intent, n)[0] is (node_policy == pod_policy)
+
+
+def test_volcano_is_case_sensitive_and_needs_static() -> None:
+    intent = pod(container(cpu=2), scheduler="volcano", policy="single-numa-node")
+    n = cpu_node([4], [4], volcano_policy="SingleNUMANode")
+    ok, why = compatible(intent, n)
+    assert not ok and "SingleNUMANode" in why
+    n = cpu_node([4], [4], volcano_policy="single-numa-node", volcano_cpu_manager_policy="none")
+    ok, why = compatible(intent, n)
+    assert not ok and "not static" in why
+
+
+def test_volcano_pod_without_policy() -> None:
+    intent = pod(container(cpu=2), scheduler="volcano")
+    static = cpu_node([4], [4], volcano_policy="restricted", volcano_cpu_manager_policy="static")
+    assert compatible(intent, static)[0]
+    sim = simulation(intent, static)
+    assert (sim.policy, sim.cpu_only, sim.skip) == ("restricted", True, "")
+    none_node = cpu_node([4], [4], volcano_policy="none", volcano_cpu_manager_policy="static")
+    assert simulation(intent, none_node).skip
+
+
+def test_volcano_checks_only_guaranteed_pods() -> None:
+    intent = pod(
+        container(cpu=2, exclusive=False), scheduler="volcano", policy="restricted", qos="Burstable"
+    )
+    n = cpu_node([4], [4], volcano_policy="restricted")
+    assert simulation(intent, n).skip == "Volcano checks only Guaranteed pods"
+
+
+@pytest.mark.parametrize("scheduler", ["default", "hami"])
+def test_kubelet_only_every_node_compatible(scheduler: str) -> None:
+    intent = pod(container(cpu=1), scheduler=scheduler, policy="single-numa-node")
+    for node_policy in POLICIES:
+        n = cpu_node([4], [4], policy=node_policy)
+        assert compatible(intent, n) == (True, "")
+        assert simulation(intent, n).policy == node_policy
+    assert affinity_requirement(intent, label_key="x", spelling="kubelet") is None
+
+
+def test_affinity_requirement_koordinator() -> None:
+    intent = pod(container(cpu=1), scheduler="koordinator", policy="single-numa-node")
+    req = affinity_requirement(
+        intent, label_key="node.koordinator.sh/numa-topology-policy", spelling="koordinator"
+    )
+    assert req == NodeSelectorRequirement(
+        "node.koordinator.sh/numa-topology-policy", "NotIn", ("BestEffort", "Restricted")
+    )
+    kube = affinity_requirement(intent, label_key="k", spelling="kubelet")
+    assert kube == NodeSelectorRequirement("k", "NotIn", ("best-effort", "restricted"))
+    assert (
+        affinity_requirement(
+            pod(container(cpu=1), scheduler="koordinator"), label_key="k", spelling="kubelet"
+        )
+        is None
+    )
+
+
+def test_affinity_requirement_selects_exactly_the_compatible_nodes() -> None:
+    from core.feasibility.evaluate import selection
+    from core.feasibility.snapshot import Snapshot
+    from core.model import NodeSelectorTerm
+
+    key = "node.koordinator.sh/numa-topology-policy"
+    spelled = {
+        "single-numa-node": "SingleNUMANode",
+        "restricted": "Restricted",
+        "best-effort": "BestEffort",
+    }
+    nodes = [
+        cpu_node(
+            [4],
+            [4],
+            name=f"n-{p}",
+            koord_policy=p,
+            labels={key: spelled[p]} if p in spelled else {},
+        )
+        for p in POLICIES
+    ]
+    snap = Snapshot.build(nodes)
+    for p in POLICIES[:3]:
+        intent = pod(container(cpu=1), scheduler="koordinator", policy=p)
+        req = affinity_requirement(intent, label_key=key, spelling="koordinator")
+        assert req is not None
+        scoped = pod(
+            container(cpu=1),
+            scheduler="koordinator",
+            policy=p,
+            required_terms=(NodeSelectorTerm(match_expressions=(req,)),),
+        )
+        selected = selection(scoped, snap)[2]
+        want = {n.name for n in nodes if compatible(intent, n)[0]}
+        assert {n.name for i, n in enumerate(nodes) if (selected >> i) & 1} == want
+
+
+def test_affinity_requirement_volcano() -> None:
+    intent = pod(container(cpu=1), scheduler="volcano", policy="restricted")
+    assert affinity_requirement(
+        intent, label_key="k", spelling="kubelet"
+    ) == NodeSelectorRequirement("k", "In", ("restricted",))
+    assert (
+        affinity_requirement(
+            pod(container(cpu=1), scheduler="volcano", policy="none"),
+            label_key="k",
+            spelling="kubelet",
+        )
+        is None
+    )

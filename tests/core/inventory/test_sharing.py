@@ -1,0 +1,53 @@
+"""build_inventory shares equal per-node data between nodes (issue 7, memory): nodes of
+one shape share their zones and resource maps, strings are shared, and sharing never
+merges values that only compare equal (True == 1)."""
+
+from __future__ import annotations
+
+from core.inventory.build import _Sharer, build_inventory
+from tests.core.inventory.test_build import node, nrt, two_zones
+
+
+def objects(names: list[str], cpu: tuple[str, str] = ("32", "31")) -> list[dict]:
+    out: list[dict] = []
+    for name in names:
+        out.append(
+            node(
+                name,
+                labels={"kubernetes.io/hostname": name, "pool": "a"},
+                allocatable={"cpu": "62", "memory": "250Gi"},
+                capacity={"cpu": "64", "memory": "256Gi"},
+            )
+        )
+        out.append(nrt(name, two_zones(cpu)))
+    return out
+
+
+def test_nodes_of_one_shape_share_zones_and_maps() -> None:
+    result = build_inventory(objects(["a-1", "a-2", "a-3"]))
+    a, b, c = result.nodes
+    assert not result.errors
+    assert a.zones is b.zones is c.zones and a.zones[0] is b.zones[0]
+    assert a.allocatable is b.allocatable and a.capacity is c.capacity
+    assert a.labels is not b.labels  # the hostname differs
+    key_a = next(k for k in a.labels if k == "kubernetes.io/hostname")
+    key_b = next(k for k in b.labels if k == "kubernetes.io/hostname")
+    assert key_a is key_b and a.labels["pool"] is b.labels["pool"]
+
+
+def test_sharing_changes_no_value() -> None:
+    shared = build_inventory(objects(["a-1", "a-2"]) + objects(["b-1"], ("16", "15")))
+    alone = [build_inventory(objects([n]) if n[0] == "a" else objects([n], ("16", "15")))
+             for n in ("a-1", "a-2", "b-1")]  # fmt: skip
+    assert shared.nodes == tuple(r.nodes[0] for r in alone)
+    assert shared.nodes[0].zones != shared.nodes[2].zones
+
+
+def test_equal_but_different_values_are_not_merged() -> None:
+    share = _Sharer()
+    ints = share.mapping({"a": 1})
+    bools = share.mapping({"a": True})
+    assert ints is not bools
+    assert type(bools["a"]) is bool and type(ints["a"]) is int
+    assert share.mapping({"a": 1}) is ints
+    assert share.mapping({"b": 1, "a": 2}) is not share.mapping({"a": 2, "b": 1})  # order kept

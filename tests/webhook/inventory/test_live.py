@@ -1,0 +1,453 @@
+"""LiveSource with the real kubernetes client against the list/watch test server."""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import kubernetes.client
+import pytest
+
+from tests.webhook.fake_apiserver import (
+    NODES,
+    NRTS,
+    NRTS_V1ALPHA1,
+    NUMATOPOLOGIES,
+    PODS,
+    FakeApiServer,
+    node,
+    nrt,
+    numatopology,
+    pod,
+    running_apiserver,
+)
+from webhook.inventory.kube import (
+    KubeConfigError,
+    api_client_from_kubeconfig,
+    api_client_in_cluster,
+    build_api_client,
+)
+from webhook.inventory.live import Backoff, LiveSource
+
+FAST = {
+    "watch_timeout": 1,
+    "backoff_initial": 0.05,
+    "backoff_max": 0.4,
+    "absent_retry": 0.3,
+    "debounce": 0.05,
+    "request_timeout": 5.0,
+}
+
+
+def wait_until(predicate: Callable[[], bool], timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not reached in time")
+        time.sleep(0.01)
+
+
+class Recorder:
+    """Collects on_change calls (from the notifier thread)."""
+
+    def __init__(self) -> None:
+        self.calls: list[list[dict[str, Any]]] = []
+        self._lock = threading.Lock()
+
+    def __call__(self, objects: list[dict[str, Any]]) -> None:
+        with self._lock:
+            self.calls.append(objects)
+
+    @property
+    def count(self) -> int:
+        with self._lock:
+            return len(self.calls)
+
+    def names(self) -> set[tuple[str, str]]:
+        with self._lock:
+            last = self.calls[-1] if self.calls else []
+        return {(o["kind"], o["metadata"]["name"]) for o in last}
+
+    def latest(self, kind: str, name: str) -> dict[str, Any]:
+        with self._lock:
+            last = self.calls[-1]
+        return next(o for o in last if o["kind"] == kind and o["metadata"]["name"] == name)
+
+
+def truth(server: FakeApiServer, *resources: Any) -> set[tuple[str, str]]:
+    return {
+        (o["kind"], o["metadata"]["name"])
+        for r in (resources or (NODES, NRTS, NUMATOPOLOGIES))
+        for o in server.objects(r)
+    }
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[FakeApiServer]:
+    with running_apiserver(tmp_path, token="t0ken") as srv:
+        yield srv
+
+
+@pytest.fixture
+def api(server: FakeApiServer, tmp_path: Path) -> Iterator[kubernetes.client.ApiClient]:
+    client = build_api_client(kubeconfig=server.write_kubeconfig(tmp_path / "kubeconfig"))
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def make_source(api) -> Iterator[Callable[..., tuple[LiveSource, Recorder]]]:
+    sources: list[LiveSource] = []
+
+    def make(**kwargs: Any) -> tuple[LiveSource, Recorder]:
+        recorder = Recorder()
+        source = LiveSource(api, recorder, **{**FAST, "rng": random.Random(7), **kwargs})
+        sources.append(source)
+        source.start()
+        return source, recorder
+
+    yield make
+    for source in sources:
+        source.stop()
+
+
+def seed(server: FakeApiServer) -> None:
+    for name in ("n1", "n2"):
+        server.apply(node(name))
+        server.apply(nrt(name))
+    server.apply(numatopology("n1"))
+
+
+def test_initial_sync_delivers_every_object_with_kind_and_api_version(server, make_source):
+    seed(server)
+    source, recorder = make_source()
+    wait_until(lambda: recorder.count >= 1)
+    assert source.synced and source.connected
+    assert recorder.names() == truth(server)
+    for obj in recorder.calls[-1]:
+        assert obj["apiVersion"] in (
+            "v1",
+            "topology.node.k8s.io/v1alpha2",
+            "nodeinfo.volcano.sh/v1alpha1",
+        )
+    nrt_obj = recorder.latest("NodeResourceTopology", "n1")
+    assert nrt_obj["apiVersion"] == "topology.node.k8s.io/v1alpha2"
+    assert nrt_obj["zones"][1]["resources"][0]["available"] == "30"  # raw: no field lost
+    assert recorder.latest("Node", "n2")["status"]["allocatable"]["cpu"] == "64"
+    assert source.last_sync is not None and source.last_sync <= time.monotonic()
+    assert source.errors == {}
+
+
+def test_no_notification_before_every_installed_type_listed(server, make_source):
+    seed(server)
+    server.hold_lists(NUMATOPOLOGIES)
+    source, recorder = make_source()
+    wait_until(
+        lambda: (
+            source.status()["nodes"]["listed"]
+            and source.status()["noderesourcetopologies"]["listed"]
+        )
+    )
+    server.apply(node("n3"))  # a change while numatopologies is still listing
+    time.sleep(0.3)
+    assert not source.synced
+    assert recorder.count == 0
+    server.release_lists(NUMATOPOLOGIES)
+    wait_until(lambda: recorder.count >= 1)
+    assert ("Node", "n3") in recorder.names()
+    assert ("Numatopology", "n1") in recorder.names()
+
+
+def test_add_modify_delete_propagate(server, make_source):
+    seed(server)
+    source, recorder = make_source()
+    wait_until(lambda: recorder.count >= 1)
+    server.apply(node("n3"))
+    wait_until(lambda: ("Node", "n3") in recorder.names())
+    server.apply(node("n1", labels={"node.koordinator.sh/numa-topology-policy": "SingleNUMANode"}))
+    wait_until(
+        lambda: (
+            recorder.latest("Node", "n1")["metadata"]["labels"]
+            == {"node.koordinator.sh/numa-topology-policy": "SingleNUMANode"}
+        )
+    )
+    server.delete(NRTS, "n2")
+    wait_until(lambda: ("NodeResourceTopology", "n2") not in recorder.names())
+    assert recorder.names() == truth(server)
+    assert source.events >= 3
+    assert source.relists == 0
+    assert source.resource_versions()["noderesourcetopologies"] == server.resource_version
+
+
+def test_bookmarks_advance_resource_version_without_notifying(server, make_source):
+    seed(server)
+    source, recorder = make_source(watch_timeout=5)
+    wait_until(lambda: recorder.count >= 1 and server.open_watches() == 3)
+    time.sleep(0.2)  # let the initial notification settle
+    before = recorder.count
+    bumped = server.advance(10)  # writes elsewhere in the cluster
+    server.send_bookmarks()
+    wait_until(lambda: set(source.resource_versions().values()) == {bumped})
+    assert source.bookmarks == 3
+    time.sleep(0.2)
+    assert recorder.count == before
+    # Thanks to the bookmark, a compaction up to now costs no relist: the next watch
+    # resumes from the bookmarked version, which is still in history.
+    server.compact()
+    watches = len(server.watch_requests(NODES))
+    server.down()
+    server.up()
+    wait_until(lambda: len(server.watch_requests(NODES)) > watches and source.connected)
+    server.apply(node("n9"))
+    wait_until(lambda: ("Node", "n9") in recorder.names())
+    assert source.relists == 0
+
+
+def test_410_relists_and_converges_to_the_truth(server, make_source):
+    seed(server)
+    source, recorder = make_source()
+    wait_until(lambda: recorder.count >= 1)
+    lists_before = len(server.list_requests(NODES))
+    server.down()
+    # While we are away: changes, then history compacted past our resourceVersion.
+    server.delete(NODES, "n2")
+    server.apply(node("n7"))
+    server.apply(nrt("n7"))
+    server.delete(NUMATOPOLOGIES, "n1")
+    server.compact()
+    server.up()
+    wait_until(lambda: recorder.names() == truth(server))
+    assert source.relists >= 3  # every type got a 410 and listed again
+    assert len(server.list_requests(NODES)) > lists_before
+    assert source.synced and source.connected
+    # And the watch goes on from the new list.
+    server.apply(node("n8"))
+    wait_until(lambda: ("Node", "n8") in recorder.names())
+
+
+def test_api_away_then_back(server, make_source):
+    seed(server)
+    source, recorder = make_source()
+    wait_until(lambda: recorder.count >= 1 and source.connected)
+    server.down()
+    wait_until(lambda: not any(s["connected"] for s in source.status().values()))
+    stalled = source.last_sync
+    assert stalled is not None
+    time.sleep(1.0)
+    assert source.last_sync == stalled  # staleness grows while the API is away
+    assert time.monotonic() - stalled >= 1.0
+    reconnects = source.reconnects
+    assert reconnects >= 3
+    assert "API unreachable" in source.errors["nodes"]
+    # Backoff: 1 s away at 0.05..0.4 s per attempt is far fewer tries than a spin.
+    assert reconnects <= 3 * 3 * 12
+    server.apply(node("while-away"))
+    server.up()
+    wait_until(lambda: source.connected and ("Node", "while-away") in recorder.names())
+    assert source.last_sync is not None and source.last_sync > stalled
+    assert source.errors == {}
+    assert recorder.names() == truth(server)
+
+
+def test_missing_crd_reported_once_and_does_not_block_the_others(server, make_source, caplog):
+    seed(server)
+    server.set_installed(NUMATOPOLOGIES, False)
+    caplog.set_level(logging.WARNING, logger="numagate.live")
+    source, recorder = make_source(absent_retry=0.1)
+    wait_until(lambda: recorder.count >= 1)
+    assert source.synced
+    assert recorder.names() == truth(server, NODES, NRTS)
+    time.sleep(0.5)  # several slow retries
+    assert len(server.list_requests(NUMATOPOLOGIES)) >= 3
+    warnings = [r for r in caplog.records if "numatopologies" in r.getMessage()]
+    assert len(warnings) == 1
+    assert "404" in source.errors["numatopologies"]
+    assert "CRD" in source.errors["numatopologies"]
+    # Installed later: picked up by the slow retry.
+    server.set_installed(NUMATOPOLOGIES, True)
+    wait_until(lambda: ("Numatopology", "n1") in recorder.names())
+    assert "numatopologies" not in source.errors
+
+
+def test_forbidden_resource_names_rbac_and_does_not_block(server, make_source):
+    seed(server)
+    server.set_forbidden(NRTS, True)
+    source, recorder = make_source()
+    wait_until(lambda: recorder.count >= 1)
+    assert recorder.names() == truth(server, NODES, NUMATOPOLOGIES)
+    assert "403" in source.errors["noderesourcetopologies"]
+    assert "service account" in source.errors["noderesourcetopologies"]
+    server.set_forbidden(NRTS, False)
+    wait_until(lambda: recorder.names() == truth(server))
+
+
+def test_crd_removed_while_watched_drops_its_objects(server, make_source):
+    seed(server)
+    source, recorder = make_source()
+    wait_until(lambda: ("Numatopology", "n1") in recorder.names())
+    server.set_installed(NUMATOPOLOGIES, False)
+    wait_until(lambda: ("Numatopology", "n1") not in recorder.names())
+    assert ("Node", "n1") in recorder.names()
+    assert source.synced
+
+
+def test_older_crd_version_is_read_when_newer_is_not_served(tmp_path):
+    with running_apiserver(tmp_path, resources=(NODES, NRTS_V1ALPHA1, NUMATOPOLOGIES)) as server:
+        server.apply(node("n1"))
+        server.apply({**nrt("n1"), "apiVersion": "topology.node.k8s.io/v1alpha1"})
+        api = api_client_from_kubeconfig(server.write_kubeconfig(tmp_path / "kc"))
+        recorder = Recorder()
+        source = LiveSource(api, recorder, **FAST)
+        source.start()
+        try:
+            wait_until(lambda: recorder.count >= 1)
+            assert recorder.latest("NodeResourceTopology", "n1")["apiVersion"] == (
+                "topology.node.k8s.io/v1alpha1"
+            )
+            assert source.status()["noderesourcetopologies"]["version"] == "v1alpha1"
+        finally:
+            source.stop()
+
+
+def test_bound_pods_are_optional(server, make_source):
+    seed(server)
+    server.apply(pod("bound", node_name="n1"))
+    server.apply(pod("pending"))
+    server.apply(pod("done", node_name="n1", phase="Succeeded"))
+    without, rec_without = make_source()
+    _, rec_with = make_source(include_pods=True)
+    wait_until(lambda: rec_without.count >= 1 and rec_with.count >= 1)
+    assert not any(kind == "Pod" for kind, _ in rec_without.names())
+    assert {n for kind, n in rec_with.names() if kind == "Pod"} == {"bound"}
+    server.apply(pod("bound", node_name="n1", phase="Failed"))
+    wait_until(lambda: ("Pod", "bound") not in rec_with.names())
+    assert len(server.list_requests(PODS)) == 1
+    assert server.list_requests(PODS)[0].query["fieldSelector"].startswith("spec.nodeName!=")
+    assert without.synced
+
+
+def test_burst_of_changes_is_debounced(server, make_source):
+    seed(server)
+    source, recorder = make_source(debounce=0.3)
+    wait_until(lambda: recorder.count >= 1)
+    before = recorder.count
+    started = time.monotonic()
+    for i in range(40):
+        server.apply(node(f"burst-{i}"))
+    wait_until(lambda: ("Node", "burst-39") in recorder.names())
+    elapsed = time.monotonic() - started
+    time.sleep(0.4)
+    # At most one delivery per debounce interval (plus the leading and trailing ones).
+    assert recorder.count - before <= elapsed / 0.3 + 2
+    assert recorder.count - before < 10
+    assert recorder.names() == truth(server)
+    assert source.events >= 40
+
+
+def test_failing_callback_is_reported_and_does_not_stop_delivery(server, api):
+    seed(server)
+    calls: list[int] = []
+
+    def flaky(objects: list[dict[str, Any]]) -> None:
+        calls.append(len(objects))
+        if len(calls) == 1:
+            raise RuntimeError("inventory rejected")
+
+    source = LiveSource(api, flaky, **FAST)
+    source.start()
+    try:
+        wait_until(lambda: len(calls) == 1)
+        wait_until(lambda: "on_change" in source.errors)
+        assert "inventory rejected" in source.errors["on_change"]
+        server.apply(node("n5"))
+        wait_until(lambda: len(calls) >= 2)
+        wait_until(lambda: "on_change" not in source.errors)
+        assert calls[-1] == len(truth(server))
+    finally:
+        source.stop()
+
+
+def test_stop_is_prompt_with_long_watches_open(server, make_source):
+    seed(server)
+    source, recorder = make_source(watch_timeout=60)
+    wait_until(lambda: recorder.count >= 1 and server.open_watches() == 3)
+    started = time.monotonic()
+    source.stop()
+    # Far below the 60..120 s watch the threads were blocked in.
+    assert time.monotonic() - started < 2.0
+    assert not [t for t in threading.enumerate() if t.name.startswith("numagate-")]
+    wait_until(lambda: server.open_watches() == 0, timeout=2)
+
+
+def test_stop_is_prompt_while_backing_off(server, make_source):
+    server.down()
+    source, _ = make_source(backoff_initial=5.0, backoff_max=30.0)
+    wait_until(lambda: source.reconnects >= 3)
+    started = time.monotonic()
+    source.stop()
+    assert time.monotonic() - started < 2.0  # not the 5 s backoff
+    assert not [t for t in threading.enumerate() if t.name.startswith("numagate-")]
+    assert not source.synced and source.last_sync is None
+
+
+def test_backoff_grows_with_jitter_and_is_capped():
+    backoff = Backoff(0.2, 3.0, rng=random.Random(1))
+    delays = [backoff.next() for _ in range(10)]
+    ceilings = [min(3.0, 0.2 * 2**n) for n in range(10)]
+    for delay, ceiling in zip(delays, ceilings, strict=True):
+        assert max(0.2, ceiling / 2) <= delay <= ceiling
+    assert len(set(delays)) == len(delays)  # jittered, not a fixed ladder
+    assert max(delays) <= 3.0
+    backoff.reset()
+    assert backoff.next() <= 0.2
+
+
+def test_constructor_rejects_bad_bounds(api):
+    with pytest.raises(ValueError, match=r"initial=1.0, maximum=0.5"):
+        LiveSource(api, lambda objects: None, backoff_initial=1.0, backoff_max=0.5)
+    with pytest.raises(ValueError, match="watch_timeout"):
+        LiveSource(api, lambda objects: None, watch_timeout=0)
+
+
+def test_kubeconfig_errors_are_clear(tmp_path, monkeypatch):
+    with pytest.raises(KubeConfigError, match="does not exist"):
+        build_api_client(kubeconfig=tmp_path / "missing")
+    garbage = tmp_path / "garbage.yaml"
+    garbage.write_text("- just\n- a list\n")
+    with pytest.raises(KubeConfigError, match=r"garbage\.yaml"):
+        build_api_client(kubeconfig=garbage)
+    empty = tmp_path / "empty.yaml"
+    empty.write_text("apiVersion: v1\nkind: Config\n")
+    with pytest.raises(KubeConfigError, match=r"empty\.yaml"):
+        build_api_client(kubeconfig=empty)
+    with pytest.raises(KubeConfigError, match="mutually exclusive"):
+        build_api_client(kubeconfig=empty, in_cluster=True)
+    with pytest.raises(KubeConfigError, match="--kubeconfig FILE or --in-cluster"):
+        build_api_client()
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    monkeypatch.delenv("KUBERNETES_SERVICE_PORT", raising=False)
+    with pytest.raises(KubeConfigError, match="KUBERNETES_SERVICE_HOST"):
+        api_client_in_cluster()
+
+
+def test_in_cluster_without_service_account_files(monkeypatch):
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "127.0.0.1")
+    monkeypatch.setenv("KUBERNETES_SERVICE_PORT", "6443")
+    if Path("/var/run/secrets/kubernetes.io/serviceaccount/token").exists():
+        pytest.fail("this test expects to run outside a pod")
+    with pytest.raises(KubeConfigError, match="service account token"):
+        api_client_in_cluster()
+
+
+def test_kubeconfig_context_and_token_reach_the_server(server, tmp_path):
+    client = api_client_from_kubeconfig(server.write_kubeconfig(tmp_path / "kc"), context="fake")
+    assert client.configuration.host == server.url
+    body = kubernetes.client.CoreV1Api(client).list_node(_preload_content=False)
+    assert body.status == 200  # the fake server answers 401 without the kubeconfig's token
+    with pytest.raises(KubeConfigError, match="nope"):
+        api_client_from_kubeconfig(tmp_path / "kc", context="nope")

@@ -1,0 +1,321 @@
+"""`numagate serve` as a real subprocess: first-run certificates and the ready-to-paste curl
+line, `--workers 2` listening on one port with SO_REUSEPORT, and SIGTERM: readiness false
+first, requests in flight finished, clean exit."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import orjson
+import pytest
+
+from certs.authority import CertPaths, generate
+from tests.paths import ROOT
+from tests.webhook.harness import NAMESPACE, SERVER_NAME, SERVICE, build_review
+from tests.webhook.review.test_pipeline import SMALL, koord_pod
+
+LISTEN = re.compile(r"listening on https://127\.0\.0\.1:(\d+)")
+
+
+class Server:
+    def __init__(self, proc: subprocess.Popen[str], port: int, lines: list[str]) -> None:
+        self.proc, self.port, self.lines = proc, port, lines
+
+
+def start(args: list[str], *, workers: int = 1, timeout: float = 30.0) -> Server:
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "webhook",
+            "serve",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            "0",
+            "--workers",
+            str(workers),
+            *args,
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    assert proc.stdout is not None
+    lines: list[str] = []
+    port = 0
+    serving = 0
+    deadline = time.monotonic() + timeout
+    while serving < workers:
+        line = proc.stdout.readline()
+        if not line:
+            raise AssertionError(f"server exited early ({proc.wait()}): {lines}")
+        lines.append(line.rstrip())
+        if m := LISTEN.search(line):
+            port = int(m[1])
+        serving += line.count("serving https://")
+        assert time.monotonic() < deadline, lines
+    return Server(proc, port, lines)
+
+
+def stop(server: Server) -> int:
+    if server.proc.poll() is None:
+        server.proc.send_signal(signal.SIGTERM)
+    return server.proc.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def certs(tmp_path_factory: pytest.TempPathFactory) -> CertPaths:
+    return generate(
+        tmp_path_factory.mktemp("certs"), service=SERVICE, namespace=NAMESPACE, ips=["127.0.0.1"]
+    )
+
+
+def write_config(tmp_path: Path, delay: float) -> Path:
+    path = tmp_path / "config.yaml"
+    path.write_text(f"shutdown: {{delaySeconds: {delay}, gracePeriodSeconds: 10}}\n")
+    return path
+
+
+def tls_socket(port: int, ca: Path, name: str = SERVER_NAME) -> ssl.SSLSocket:
+    ctx = ssl.create_default_context(cafile=str(ca))
+    raw = socket.create_connection(("127.0.0.1", port), timeout=10)
+    return ctx.wrap_socket(raw, server_hostname=name)
+
+
+def http(
+    port: int, ca: Path, method: str, path: str, body: bytes = b"", *, name: str = SERVER_NAME
+) -> tuple[int, bytes]:
+    with tls_socket(port, ca, name) as s:
+        head = f"{method} {path} HTTP/1.1\r\nHost: {SERVER_NAME}\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+        s.sendall(head.encode() + body)
+        return read_response(s)
+
+
+def read_response(s: ssl.SSLSocket) -> tuple[int, bytes]:
+    data = b""
+    while chunk := s.recv(65536):
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    return int(head.split()[1]), body
+
+
+def listening_sockets(pid: int, port: int) -> set[str]:
+    """Inodes of the LISTEN sockets on ``port`` that process ``pid`` holds."""
+    inodes = set()
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        if int(fields[1].split(":")[1], 16) == port and fields[3] == "0A":
+            inodes.add(fields[9])
+    held = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            target = os.readlink(fd)
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            held.add(target[8:-1])
+    return inodes & held
+
+
+def children(pid: int) -> list[int]:
+    out = []
+    for status in Path("/proc").glob("[0-9]*/status"):
+        try:
+            text = status.read_text()
+        except OSError:
+            continue
+        if re.search(rf"^PPid:\s+{pid}$", text, re.M):
+            out.append(int(status.parent.name))
+    return out
+
+
+def test_first_run_generates_certs_and_prints_a_working_curl_line(tmp_path: Path) -> None:
+    cert_dir = tmp_path / "certs"
+    server = start(["--cert-dir", str(cert_dir), "--config", str(write_config(tmp_path, 0))])
+    try:
+        text = "\n".join(server.lines)
+        assert f"CA certificate: {cert_dir / 'ca.crt'}" in text
+        curl = next(line for line in server.lines if "curl --cacert" in line)
+        sample = re.search(r"--data @(\S+)", curl)
+        assert sample and (ROOT / sample[1]).is_file()
+        assert f"https://127.0.0.1:{server.port}/mutate" in curl
+        # what the curl line does: the demo inventory mutates the sample pod
+        status, body = http(
+            server.port,
+            cert_dir / "ca.crt",
+            "POST",
+            "/mutate",
+            (ROOT / sample[1]).read_bytes(),
+            name="127.0.0.1",
+        )
+        response = orjson.loads(body)["response"]
+        assert status == 200 and response.get("patchType") == "JSONPatch", response
+    finally:
+        assert stop(server) == 0
+
+
+def test_two_workers_share_the_port_and_drain_on_sigterm(certs: CertPaths, tmp_path: Path) -> None:
+    config = write_config(tmp_path, 0.5)
+    server = start(
+        ["--cert-dir", str(certs.cert.parent), "--inventory", str(SMALL), "--config", str(config)],
+        workers=2,
+    )
+    try:
+        workers = children(server.proc.pid)
+        assert len(workers) >= 2
+        listeners = [listening_sockets(pid, server.port) for pid in workers]
+        held = [s for s in listeners if s]
+        assert len(held) == 2 and held[0] != held[1]  # two listening sockets, one port
+        for _ in range(6):
+            status, _ = http(server.port, certs.ca, "GET", "/readyz")
+            assert status == 200
+        # a request in flight: headers and half the body sent, then SIGTERM
+        body = orjson.dumps(build_review(koord_pod("12")))
+        slow = tls_socket(server.port, certs.ca)
+        head = f"POST /validate?timeout=10s HTTP/1.1\r\nHost: {SERVER_NAME}\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+        slow.sendall(head.encode() + body[: len(body) // 2])
+        time.sleep(0.2)
+        server.proc.send_signal(signal.SIGTERM)
+        time.sleep(0.3)
+        # during the delay: still listening, but not ready
+        status, text = http(server.port, certs.ca, "GET", "/readyz")
+        assert status == 503 and b"shutting down" in text
+        # then the listener closes while our body is still in transit ...
+        for _ in range(100):
+            try:
+                http(server.port, certs.ca, "GET", "/healthz")
+            except OSError:
+                break
+            time.sleep(0.05)
+        else:
+            raise AssertionError("the listener did not close")
+        # ... and the request is still answered
+        slow.sendall(body[len(body) // 2 :])
+        status, answer = read_response(slow)
+        slow.close()
+        assert status == 200
+        assert orjson.loads(answer)["response"]["allowed"] is False
+        assert server.proc.wait(timeout=30) == 0
+        with pytest.raises(OSError):
+            http(server.port, certs.ca, "GET", "/healthz")
+    finally:
+        stop(server)
+
+
+def test_bad_startup_inputs_are_usage_errors(tmp_path: Path) -> None:
+    bad = tmp_path / "c.yaml"
+    bad.write_text("modes: {feasibility: deny}\n")
+    for args, fragment in (
+        (["--config", str(bad)], "modes.feasibility"),
+        (["--inventory", str(tmp_path / "missing.yaml")], "no such file"),
+        (["--workers", "0"], "--workers"),
+    ):
+        out = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "webhook",
+                "serve",
+                "--port",
+                "0",
+                "--cert-dir",
+                str(tmp_path / "c"),
+                *args,
+            ],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert out.returncode == 2, out
+        assert fragment in out.stderr and "Traceback" not in out.stderr
+
+
+def _inventory_nodes(port: int, ca: Path) -> int:
+    status, body = http(port, ca, "GET", "/metrics")
+    assert status == 200
+    m = re.search(rb"^numagate_inventory_nodes (\d+)", body, re.M)
+    assert m, body[:300]
+    return int(m[1])
+
+
+def _all_workers_report(port: int, ca: Path, nodes: int, timeout: float) -> bool:
+    """Every new connection (SO_REUSEPORT spreads them over the workers) sees ``nodes``."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if all(_inventory_nodes(port, ca) == nodes for _ in range(12)):
+            return True
+        time.sleep(0.2)
+    return False
+
+
+def test_large_inventory_built_once_then_reloaded_in_every_worker(
+    certs: CertPaths, tmp_path: Path
+) -> None:
+    """A static file above 1 MiB is parsed once in a helper process and handed to both
+    workers; a change of the file is still picked up by every worker."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import gen
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    inventory = gen.write_inventory(tmp_path / "inventory.yaml", 500)
+    assert inventory.stat().st_size > 1 << 20
+    config = tmp_path / "config.yaml"
+    config.write_text("inventory: {reloadIntervalSeconds: 0.2}\nshutdown: {delaySeconds: 0}\n")
+    server = start(
+        ["--cert-dir", str(certs.cert.parent), "--inventory", str(inventory), "--config",
+         str(config)],
+        workers=2,
+        timeout=60,
+    )  # fmt: skip
+    try:
+        assert _all_workers_report(server.port, certs.ca, 500, 10)
+        status, body = http(
+            server.port, certs.ca, "POST", "/validate", orjson.dumps(build_review(koord_pod("2")))
+        )
+        assert status == 200 and orjson.loads(body)["response"]["allowed"] is True
+        gen.write_inventory(tmp_path / "smaller.yaml", 480).replace(inventory)
+        assert _all_workers_report(server.port, certs.ca, 480, 30)
+    finally:
+        assert stop(server) == 0
+
+
+async def test_workers_adopt_the_prebuilt_inventory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The parent's build is what a worker installs: the worker does not parse the file
+    again (here the file is broken by then, which a worker's own load would refuse)."""
+    from webhook import server as server_module
+    from webhook.config import ConfigHolder
+    from webhook.inventory.state import InventoryState
+
+    monkeypatch.setattr(server_module, "ISOLATE_ABOVE_BYTES", 0)
+    path = tmp_path / "inv.yaml"
+    path.write_text(SMALL.read_text())
+    opts = server_module.ServeOptions(
+        host="127.0.0.1", port=0, cert="", key="", inventory=str(path)
+    )
+    payload = server_module.prebuild_inventory(opts)
+    assert payload is not None
+    path.write_text("{{{ not yaml")
+    state = InventoryState()
+    sources = server_module.start_sources(opts, state, ConfigHolder(None), preloaded=payload)
+    try:
+        assert state.view is not None
+        assert [n.name for n in state.view.nodes] == ["busy-1", "restricted-1"]
+    finally:
+        for task in sources.tasks:
+            task.cancel()
+    monkeypatch.setattr(server_module, "ISOLATE_ABOVE_BYTES", 1 << 20)
+    assert server_module.prebuild_inventory(opts) is None  # small files: workers load them

@@ -1,0 +1,1 @@
+"""The numagate command line: one module per command."""

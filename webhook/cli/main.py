@@ -1,0 +1,199 @@
+"""The ``numagate`` command line (also installed as ``kubectl-numagate``), DESIGN 4.1.
+
+Each subcommand lives in its own module and is imported only when called, so
+``numagate lint`` does not pay for aiohttp or the kubernetes client.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+from collections.abc import Sequence
+
+EXIT_OK = 0
+EXIT_FINDINGS = 1
+EXIT_USAGE = 2
+
+DESCRIPTION = """\
+numagate: admission webhook and offline checker for NUMA- and GPU-topology scheduling
+policies (Koordinator, Volcano, HAMi, kubelet Topology Manager)."""
+
+
+def _add_inventory_config(p: argparse.ArgumentParser, *, inventory_required: bool) -> None:
+    p.add_argument(
+        "--inventory",
+        metavar="FILE",
+        required=inventory_required,
+        help="Kubernetes objects describing the cluster (Node, NodeResourceTopology, "
+        "Numatopology, Pod), YAML or JSON, one object, a List or a multi-document stream; "
+        "'-' reads standard input",
+    )
+    p.add_argument("--config", metavar="FILE", help="numagate configuration file (YAML or JSON)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="numagate", description=DESCRIPTION)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    serve = sub.add_parser(
+        "serve",
+        help="serve /mutate, /validate, /healthz, /readyz and /metrics over TLS",
+        description="Serve the admission webhook over TLS. With no inventory flag the embedded "
+        "demo inventory is served; with no certificates in --cert-dir a self-signed CA and "
+        "serving certificate are generated there (ca.crt, tls.crt, tls.key).",
+    )
+    src = serve.add_mutually_exclusive_group()
+    src.add_argument(
+        "--inventory", metavar="FILE", help="static inventory file, reloaded on change"
+    )
+    src.add_argument(
+        "--kubeconfig", metavar="FILE", help="watch a live cluster via this kubeconfig"
+    )
+    src.add_argument("--in-cluster", action="store_true", help="watch the cluster numagate runs in")
+    serve.add_argument("--config", metavar="FILE", help="configuration file, reloaded on change")
+    serve.add_argument(
+        "--cert-dir",
+        metavar="DIR",
+        default=".numagate/certs",
+        help="directory with tls.crt and tls.key (and ca.crt); default: %(default)s",
+    )
+    serve.add_argument(
+        "--client-ca", metavar="FILE", help="require client certificates signed by this CA"
+    )
+    serve.add_argument("--host", default="127.0.0.1", help="listen address; default: %(default)s")
+    serve.add_argument("--port", type=int, default=8443, help="listen port; default: %(default)s")
+    serve.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="worker processes sharing the port (each keeps its own /metrics: a scrape "
+        "reaches one of them; in a cluster, scale with replicas instead); default: %(default)s",
+    )
+    serve.add_argument(
+        "--log-level",
+        default="info",
+        choices=["debug", "info", "warning", "error"],
+        help="log level",
+    )
+
+    review = sub.add_parser(
+        "review",
+        help="run one AdmissionReview through the webhook code offline",
+        description="Run one AdmissionReview (admission.k8s.io/v1) through exactly the code the "
+        "endpoint runs and print the response AdmissionReview as JSON.",
+    )
+    _add_inventory_config(review, inventory_required=True)
+    review.add_argument(
+        "--webhook", required=True, choices=["mutate", "validate"], help="which endpoint"
+    )
+    review.add_argument(
+        "review", nargs="?", default="-", metavar="REVIEW.json", help="'-' or omitted: stdin"
+    )
+
+    explain = sub.add_parser(
+        "explain",
+        help="per-node verdicts, NUMA placement and ranking for a pod",
+        description="Show, for the first pod spec in MANIFEST (a Pod or a workload), the verdict "
+        "of every node, the NUMA nodes it would get, the ranking and the admission decision.",
+    )
+    _add_inventory_config(explain, inventory_required=True)
+    explain.add_argument(
+        "-o", "--output", choices=["table", "json"], default="table", help="output format"
+    )
+    explain.add_argument(
+        "--all", action="store_true", help="list every node, even on large clusters"
+    )
+    explain.add_argument(
+        "manifest", metavar="MANIFEST", help="file with the Pod or workload; '-' for stdin"
+    )
+
+    lint = sub.add_parser(
+        "lint",
+        help="check NUMA/GPU scheduling annotations in manifests",
+        description="Check every object in FILEs (multi-document YAML or JSON, List accepted, "
+        "'-' for stdin). With --inventory the feasibility checks run too. Exit status: 0 no "
+        "errors, 1 errors found, 2 usage error or unreadable input.",
+    )
+    _add_inventory_config(lint, inventory_required=False)
+    lint.add_argument(
+        "-o", "--output", choices=["text", "json"], default="text", help="output format"
+    )
+    lint.add_argument("files", nargs="+", metavar="FILE", help="manifest files; '-' for stdin")
+
+    certs = sub.add_parser("certs", help="generate certificates or inject the CA bundle")
+    csub = certs.add_subparsers(dest="certs_command", metavar="ACTION", required=True)
+    gen = csub.add_parser(
+        "generate",
+        help="write ca.crt, ca.key, tls.crt, tls.key",
+        description="Write a CA and a serving certificate for the webhook Service. An existing CA "
+        "in --out is reused and only the serving certificate is renewed.",
+    )
+    gen.add_argument("--service", required=True, help="Service name of the webhook")
+    gen.add_argument("--namespace", required=True, help="namespace of the Service")
+    gen.add_argument("--out", required=True, metavar="DIR", help="output directory")
+    gen.add_argument(
+        "--days", type=int, default=365, help="serving certificate lifetime; default: %(default)s"
+    )
+    gen.add_argument(
+        "--ip", action="append", default=[], metavar="IP", help="extra IP SAN (repeatable)"
+    )
+    gen.add_argument(
+        "--secret",
+        metavar="NAMESPACE/NAME",
+        help="keep the certificates in the cluster: Secret NAME (tls.crt, tls.key, ca.crt) and "
+        "NAME-ca (ca.crt, ca.key); a CA found there is reused",
+    )
+    gen.add_argument(
+        "--kubeconfig",
+        metavar="FILE",
+        help="for --secret (default: in-cluster, then ~/.kube/config)",
+    )
+    inj = csub.add_parser(
+        "inject",
+        help="patch caBundle into the webhook configurations",
+        description="Patch the CA bundle into the cluster's Mutating and Validating webhook "
+        "configurations using the kubernetes client (kubeconfig or in-cluster).",
+    )
+    inj.add_argument("--ca-file", required=True, metavar="F", help="PEM CA bundle")
+    inj.add_argument(
+        "--mutating", required=True, metavar="NAME", help="MutatingWebhookConfiguration name"
+    )
+    inj.add_argument(
+        "--validating", required=True, metavar="NAME", help="ValidatingWebhookConfiguration name"
+    )
+    inj.add_argument(
+        "--kubeconfig", metavar="FILE", help="kubeconfig (default: in-cluster, then ~/.kube/config)"
+    )
+    return parser
+
+
+# subcommand -> module with ``run(args) -> int``
+COMMANDS = {
+    "serve": "webhook.cli.serve",
+    "review": "webhook.cli.review",
+    "explain": "webhook.cli.explain",
+    "lint": "webhook.cli.lint",
+    "certs": "webhook.cli.certs",
+}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    module = importlib.import_module(COMMANDS[args.command])
+    try:
+        code: int = module.run(args)
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        # `numagate explain ... | head`: the reader left; exit quietly like other CLI tools.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 141
+    return code
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

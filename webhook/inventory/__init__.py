@@ -1,0 +1,1 @@
+"""The inventory the request path reads: static files, live list/watch, the kube client."""

@@ -1,0 +1,343 @@
+"""The inventory the request path reads, and the sources that feed it.
+
+The request path only ever reads ``InventoryState.view``: one attribute holding an
+immutable :class:`InventoryView`. Sources build a new view (parse, ``build_inventory``,
+``Snapshot.build``) off the request path, in a thread, and swap it in with one
+assignment, which is atomic under the GIL. A source that fails keeps the last good view.
+
+Large static files are parsed in a short-lived helper process (:func:`build_file_isolated`):
+the YAML parse of a 10,000-node file allocates ~250 MiB of short-lived dicts, and a process
+that did it keeps most of those pages after freeing them (glibc heap fragmentation). The
+helper sends back the pickled view, which holds only what the request path needs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import dataclasses
+import gc
+import hashlib
+import multiprocessing
+import os
+import pickle
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from core.errors import CoreError
+from core.feasibility.snapshot import Snapshot
+from core.inventory.build import build_inventory
+from core.model import NodeTopology
+from webhook.inventory.loader import LoadError, parse_objects, read_text
+from webhook.logs import get_logger
+from webhook.metrics import WebhookMetrics
+
+log = get_logger("inventory")
+DEMO_RESOURCE = "data/demo-inventory.yaml"
+# Files above this size are parsed in a helper process (see the module docstring); small
+# ones in-process, where a process start (~0.5 s of imports) would cost more than it saves.
+ISOLATE_ABOVE_BYTES = 1 << 20
+# A file modified this recently may be modified again within the same timestamp tick
+# (Linux file times come from a coarse clock), so its stat signature is not trusted yet
+# (git's "racy git" rule): its content is re-read and hashed on the next check.
+RACY_SECONDS = 2.0
+Signature = tuple[int, int, int]  # (st_mtime_ns, st_size, st_ino)
+# InventoryView.memo key of the slowest recent feasibility evaluation (seconds of CPU),
+# kept by webhook.review.pipeline to decide whether the kernel may run on the event loop.
+EVALUATION_COST = "evaluation-cost"
+
+
+@dataclass(frozen=True, slots=True)
+class InventoryView:
+    """One immutable inventory: the nodes, the packed snapshot, the build errors.
+
+    ``memo`` holds per-view results the request path derives from the nodes (e.g. the
+    names of the nodes compatible with a scheduler and policy): computed once per view,
+    dropped with it. It is not part of the view's value.
+    """
+
+    nodes: tuple[NodeTopology, ...]
+    snapshot: Snapshot
+    errors: tuple[str, ...]
+    source: str
+    built_at: float  # time.monotonic() when it was built
+    memo: dict[Any, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    def has_label(self, key: str) -> bool:
+        # The snapshot indexes label keys once per inventory: a set lookup per review
+        # instead of a scan of every node.
+        return key in self.snapshot.key_bits
+
+    def __getstate__(self) -> tuple[Any, ...]:
+        # The memo is per process (and may hold compiled-kernel state): never pickled.
+        return (self.nodes, self.snapshot, self.errors, self.source, self.built_at)
+
+    def __setstate__(self, state: tuple[Any, ...]) -> None:
+        for name, value in zip(
+            ("nodes", "snapshot", "errors", "source", "built_at"), state, strict=True
+        ):
+            object.__setattr__(self, name, value)
+        object.__setattr__(self, "memo", {})
+
+
+def build_view(objects: Iterable[Mapping[str, Any]], *, source: str, now: float) -> InventoryView:
+    """Build a view from raw Kubernetes objects (CPU work: call it off the request path)."""
+    result = build_inventory(list(objects))
+    nodes = tuple(result.nodes)
+    return InventoryView(nodes, Snapshot.build(nodes), tuple(result.errors), source, now)
+
+
+class InventoryState:
+    """Holds the current view and knows how fresh it is.
+
+    ``last_sync`` returns the monotonic time of the last successful synchronization
+    (None before the first). Only live sources are ever stale: a static file is the
+    truth by definition.
+    """
+
+    def __init__(
+        self,
+        *,
+        metrics: WebhookMetrics | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        freeze_gc: bool = False,
+    ) -> None:
+        self.view: InventoryView | None = None
+        self.clock = clock
+        self.freeze_gc = freeze_gc
+        self.metrics = metrics
+        self.live = False
+        self.last_sync: Callable[[], float | None] = lambda: (
+            self.view.built_at if self.view else None
+        )
+        self.synced: Callable[[], bool] = lambda: self.view is not None
+        if metrics is not None:
+            metrics.inventory_age.set_function(self.age)
+
+    def install(self, view: InventoryView) -> None:
+        """Swap in a new view (one assignment: readers see the old or the new, never a mix)."""
+        _carry_cost(self.view, view)
+        self.view = view
+        if self.freeze_gc:
+            # The view is long-lived and acyclic (reference counting frees it when it is
+            # replaced): moving it out of the collected generations keeps full collections,
+            # which would otherwise traverse ~10^5 objects per 10,000 nodes, off the
+            # request path's p99. Only the server sets this: it owns its process.
+            gc.freeze()
+        if self.metrics is not None:
+            self.metrics.inventory_nodes.set(len(view.nodes))
+            self.metrics.inventory_errors.set(len(view.errors))
+        for error in view.errors[:20]:
+            log.warning("inventory object skipped", extra={"error": error, "source": view.source})
+
+    def load_objects(self, objects: Iterable[Mapping[str, Any]], *, source: str) -> InventoryView:
+        view = build_view(objects, source=source, now=self.clock())
+        self.install(view)
+        return view
+
+    def record_failure(self, message: str) -> None:
+        if self.metrics is not None:
+            self.metrics.inventory_load_failures.inc()
+        log.error(
+            "inventory load failed; keeping the last good inventory", extra={"error": message}
+        )
+
+    def age(self) -> float | None:
+        last = self.last_sync()
+        return None if last is None else max(0.0, self.clock() - last)
+
+    def is_stale(self, threshold: float) -> bool:
+        """A live inventory not synchronized for ``threshold`` seconds (never denies then)."""
+        if not self.live:
+            return False
+        age = self.age()
+        return age is None or age > threshold
+
+    @property
+    def ready(self) -> bool:
+        return self.view is not None and self.synced()
+
+
+def _carry_cost(old: InventoryView | None, new: InventoryView) -> None:
+    """A live cluster replaces its view every few seconds: the new view of a similar size
+    starts from the old one's evaluation cost instead of calibrating again in a thread."""
+    if old is None or EVALUATION_COST not in old.memo:
+        return
+    if len(new.nodes) <= 2 * len(old.nodes):
+        new.memo.setdefault(EVALUATION_COST, old.memo[EVALUATION_COST])
+
+
+def demo_objects() -> list[dict[str, Any]]:
+    """The embedded demo cluster (webhook/data/demo-inventory.yaml)."""
+    text = resources.files("webhook").joinpath(DEMO_RESOURCE).read_text(encoding="utf-8")
+    return [o.obj for o in parse_objects(text, "demo-inventory.yaml")]
+
+
+def load_demo(state: InventoryState) -> InventoryView:
+    return state.load_objects(demo_objects(), source="demo")
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def file_signature(path: str) -> Signature | None:
+    """(mtime, size, inode) of ``path`` (following symlinks, as a ConfigMap volume's
+    ``..data`` swap needs), or None when it cannot be stat'ed."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_mtime_ns, st.st_size, st.st_ino)
+
+
+def _trusted(sig: Signature | None) -> Signature | None:
+    if sig is None or time.time() - sig[0] / 1e9 < RACY_SECONDS:
+        return None
+    return sig
+
+
+@dataclass(frozen=True, slots=True)
+class FileBuild:
+    """A static file turned into a view, with what the source needs to notice changes."""
+
+    view: InventoryView
+    digest: str
+    signature: Signature | None  # taken before the read: a later change is noticed
+
+
+def build_file(path: str, *, now: float) -> FileBuild:
+    """Read, parse and build ``path`` in this process (LoadError for unreadable or
+    unparsable files)."""
+    signature = file_signature(path)
+    text = read_text(path)
+    objects = [o.obj for o in parse_objects(text, path)]
+    view = build_view(objects, source=f"file:{path}", now=now)
+    return FileBuild(view, _digest(text), signature)
+
+
+def _build_file_pickled(path: str) -> bytes:
+    # Runs in the helper process.
+    return pickle.dumps(build_file(path, now=time.monotonic()), protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def build_file_pickled_isolated(path: str) -> bytes:
+    """:func:`build_file` in a short-lived helper process; the pickled :class:`FileBuild`.
+
+    "spawn", not fork: the caller may be a multi-threaded server process. Errors
+    (LoadError, CoreError) come back as the same exception.
+    """
+    ctx = multiprocessing.get_context("spawn")
+    with concurrent.futures.ProcessPoolExecutor(max_workers=1, mp_context=ctx) as pool:
+        return pool.submit(_build_file_pickled, path).result()
+
+
+def build_file_isolated(path: str, *, now: float) -> FileBuild:
+    built: FileBuild = pickle.loads(build_file_pickled_isolated(path))
+    # Stamped with the receiving process's clock (the age metric and staleness use it).
+    return dataclasses.replace(built, view=dataclasses.replace(built.view, built_at=now))
+
+
+class StaticFileSource:
+    """An inventory file, re-read when it changes; garbage keeps the last good.
+
+    ``check`` stats the file first and reads and hashes it only when (mtime, size, inode)
+    changed: a 20 MB inventory is not re-read every few seconds in every worker.
+    """
+
+    def __init__(
+        self,
+        path: str | Path,
+        state: InventoryState,
+        *,
+        interval: float = 5.0,
+        isolate_above: int = ISOLATE_ABOVE_BYTES,
+    ) -> None:
+        self.path = str(path)
+        self.state = state
+        self.interval = interval
+        self.isolate_above = isolate_above
+        self._digest: str | None = None
+        self._signature: Signature | None = None
+        self.last_error: str | None = None
+        self.reads = 0  # how many times the content was read and hashed
+
+    def _remember(self, digest: str | None, signature: Signature | None) -> None:
+        self._digest, self._signature = digest, _trusted(signature)
+
+    def adopt(self, built: FileBuild) -> InventoryView:
+        """Install a view built elsewhere (the server's parent builds it once for all
+        workers) as if this source had loaded it."""
+        view = dataclasses.replace(built.view, built_at=self.state.clock())
+        self.state.install(view)
+        self._remember(built.digest, built.signature)
+        return view
+
+    def load(self) -> InventoryView:
+        """First load: errors propagate (a bad file at startup is a usage error)."""
+        sig = file_signature(self.path)
+        now = self.state.clock()
+        self.reads += 1
+        if sig is not None and sig[1] > self.isolate_above:
+            built = build_file_isolated(self.path, now=now)
+        else:
+            built = build_file(self.path, now=now)
+        self.state.install(built.view)
+        self._remember(built.digest, built.signature)
+        return built.view
+
+    def check(self) -> bool | None:
+        """Reload if the content changed: True reloaded, False kept last good, None unchanged."""
+        sig = file_signature(self.path)
+        if sig is not None and sig == self._signature:
+            return None
+        try:
+            text = read_text(self.path)
+        except LoadError as exc:
+            return self._fail(str(exc))
+        self.reads += 1
+        digest = _digest(text)
+        unchanged = digest == self._digest
+        # Remembered before parsing: a broken file is reported once, not on every poll.
+        self._remember(digest, sig)
+        if unchanged:
+            return None
+        if not text.strip():
+            # `>`-redirects and most editors truncate before writing: an empty read is a
+            # file being written, not a wish to forget every node. Keep the last good.
+            return self._fail(
+                f"{self.path}: file is empty (being written?); an empty inventory needs 'kind: List' with no items"
+            )
+        try:
+            view = self._build(text, large=sig is not None and sig[1] > self.isolate_above)
+        except (LoadError, CoreError, ValueError, TypeError) as exc:
+            return self._fail(f"{self.path}: {exc}")
+        self.state.install(view)
+        self.last_error = None
+        log.info("inventory reloaded", extra={"file": self.path})
+        return True
+
+    def _build(self, text: str, *, large: bool) -> InventoryView:
+        now = self.state.clock()
+        if large:
+            # The helper reads the file again; if it changed meanwhile, its stat differs
+            # from the signature remembered above and the next check reloads.
+            return build_file_isolated(self.path, now=now).view
+        objects = [o.obj for o in parse_objects(text, self.path)]
+        return build_view(objects, source=f"file:{self.path}", now=now)
+
+    def _fail(self, message: str) -> bool:
+        if message != self.last_error:
+            self.state.record_failure(message)
+        self.last_error = message
+        return False
+
+    async def run(self) -> None:
+        """Poll forever; the stat (and, on change, the read and build) run in a thread."""
+        while True:
+            await asyncio.sleep(self.interval)
+            await asyncio.to_thread(self.check)

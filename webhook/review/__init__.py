@@ -1,0 +1,1 @@
+"""The admission review: wire format in, handlers (mutate, validate), Outcome out, errors -> HTTP, decision cache."""

@@ -1,0 +1,672 @@
+"""What the webhook decides: one function, :func:`answer`, from request bytes to the HTTP
+answer. The aiohttp endpoints and ``numagate review`` both call it, so the CLI shows
+exactly what the server would send.
+
+mutate (Pods, CREATE): normalized annotations, mirrored into the dialect of the pod's
+scheduler (core.intent.read), and the node affinity that selects exactly the compatible nodes
+(core.feasibility.compat, DESIGN 5). validate (Pods and workload templates, CREATE and UPDATE of the
+template): annotation errors, impossible pods, pods with no room now, each under its own
+enforcement mode (enforce / warn / dryrun, as Gatekeeper's enforcementAction).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import dataclasses
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from core.errors import CoreError
+from core.feasibility.compat import affinity_requirement, compatible
+from core.feasibility.evaluate import Evaluation, decide, evaluate
+from core.intent.read import read_intent
+from core.intent.workloads import PodTemplate, pod_templates, structure_findings
+from core.model import NodeSelectorRequirement, PodIntent, is_map
+from core.mutation.patch import (
+    PatchOp,
+    affinity_ops,
+    annotation_ops,
+    apply_ops,
+    node_name_ops,
+    preferred_ops,
+)
+from core.mutation.scarce import scarce_affinity
+from webhook.config import Config
+from webhook.inventory.state import EVALUATION_COST, InventoryState, InventoryView
+from webhook.logs import get_logger
+from webhook.metrics import WebhookMetrics
+from webhook.review.decision_cache import DecisionCache, Entry, raw_key, review_key, split_body
+from webhook.review.errors import (
+    JSON,
+    HttpAnswer,
+    RequestError,
+    WebhookName,
+    answer_for_error,
+    review_answer,
+)
+from webhook.review.wire import (
+    AdmissionRequest,
+    Outcome,
+    allowed,
+    denied,
+    finalize,
+    parse_review,
+    patched,
+)
+
+log = get_logger("admission")
+# Static (mirror) pods are created by the kubelet from files; mutating them is futile
+# (Kubernetes webhook good-practices page).
+MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
+_REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
+_PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
+MEMO_LIMIT = 256  # entries per inventory view
+# The kernel runs on the event loop (no thread hop: ~0.15 ms of CPU per review and a
+# malloc arena per pool thread) when the slowest evaluation seen on this inventory, times
+# INLINE_SAFETY, fits both the time left before the deadline and INLINE_BUDGET_SECONDS
+# (an inline evaluation holds up every other request of the worker). Otherwise it runs in
+# a thread under the deadline, as for the first evaluation of a new inventory (which
+# calibrates the estimate). A full 10,000-node scan takes ~1 ms in the compiled kernel.
+INLINE_SAFETY = 4.0
+INLINE_BUDGET_SECONDS = 0.02
+# The estimate decays towards recent costs, so one slow outlier (preemption on a loaded
+# machine) does not keep an inventory on the thread path for good.
+COST_DECAY = 0.95
+
+
+@dataclass
+class Runtime:
+    """What a request needs besides the request: configuration, inventory, metrics."""
+
+    config: Callable[[], Config]
+    inventory: InventoryState
+    metrics: WebhookMetrics = field(default_factory=WebhookMetrics)
+    clock: Callable[[], float] = time.monotonic
+    decisions: DecisionCache = field(default_factory=DecisionCache)
+
+
+@dataclass
+class _Checks:
+    """Failed checks of one review, before the enforcement modes are applied."""
+
+    failures: list[tuple[str, str]] = field(default_factory=list)  # (check, message)
+    warnings: list[str] = field(default_factory=list)
+    volatile: bool = False  # see Outcome.volatile
+
+    def fail(self, check: str, message: str) -> None:
+        self.failures.append((check, message))
+
+
+# ----------------------------------------------------------------------------- scoping
+
+
+def _labels(obj: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    meta = obj.get("metadata") if is_map(obj) else None
+    labels = meta.get("labels") if is_map(meta) else None
+    return labels if is_map(labels) else {}
+
+
+def exclusion_reason(request: AdmissionRequest, config: Config) -> str | None:
+    """Why this request is out of scope (namespace excluded or opt-out label), or None."""
+    if request.namespace and config.is_excluded_namespace(request.namespace):
+        return f"namespace {request.namespace} is excluded"
+    for obj in (request.object, request.old_object):
+        if str(_labels(obj).get(config.ignore_label, "")).lower() == "true":
+            return f"label {config.ignore_label}=true"
+    return None
+
+
+def _is_pod(request: AdmissionRequest) -> bool:
+    return request.kind.group == "" and request.kind.kind == "Pod" and not request.sub_resource
+
+
+def _template_key(t: PodTemplate) -> bytes:
+    annotations = t.metadata.get("annotations")
+    return orjson.dumps(
+        [t.path, annotations, t.spec, dict(t.extra_annotations)],
+        option=orjson.OPT_SORT_KEYS,
+        default=dict,
+    )
+
+
+def changed_templates(request: AdmissionRequest) -> list[PodTemplate]:
+    """Templates to check: all on CREATE, on UPDATE only those whose pod spec or
+    annotations changed (scaling a Deployment must not re-run the checks)."""
+    assert request.object is not None
+    templates = pod_templates(request.object)
+    if request.operation != "UPDATE" or request.old_object is None:
+        return templates
+    before = {_template_key(t) for t in pod_templates(request.old_object)}
+    return [t for t in templates if _template_key(t) not in before]
+
+
+# ----------------------------------------------------------------------------- mutate
+
+
+def _label_key(intent: PodIntent, config: Config) -> str:
+    keys = config.affinity.label_keys
+    return {
+        "koordinator": keys.koordinator,
+        "volcano": keys.volcano,
+        "hami": keys.hami,
+    }.get(intent.scheduler, keys.default)
+
+
+def compatible_names(intent: PodIntent, view: InventoryView) -> tuple[str, ...]:
+    """Names of the nodes whose policies are compatible with the pod's, in view order.
+
+    Memoized per view and per (scheduler, policy): core.feasibility.compat.compatible reads no other
+    field of the intent (a test checks that the memo agrees with a direct computation
+    for intents differing in every other field).
+    """
+    key = ("compatible", intent.scheduler, intent.policy)
+    names = view.memo.get(key)
+    if names is None:
+        names = tuple(n.name for n in view.nodes if compatible(intent, n)[0])
+        if len(view.memo) < MEMO_LIMIT:  # policy strings come from pods: stay bounded
+            view.memo[key] = names
+    return names
+
+
+def _node_name_affinity(
+    intent: PodIntent,
+    spec: Mapping[str, Any],
+    view: InventoryView | None,
+    config: Config,
+    *,
+    stale: bool,
+) -> tuple[list[PatchOp], list[str]]:
+    if view is None or stale:
+        return [], ["node affinity not injected: the inventory is not loaded or is stale"]
+    names = compatible_names(intent, view)
+    if len(names) == len(view.nodes):
+        return [], []  # every node is compatible: nothing to restrict
+    if not names:
+        return [], []  # no compatible node: validation explains and decides
+    cap = config.affinity.max_node_names
+    if len(names) > cap:
+        return [], [
+            f"node affinity not injected: {len(names)} compatible nodes exceed "
+            f"affinity.maxNodeNames={cap}"
+        ]
+    return node_name_ops(spec, list(names)), []
+
+
+def affinity_patch(
+    intent: PodIntent,
+    spec: Mapping[str, Any],
+    view: InventoryView | None,
+    config: Config,
+    *,
+    stale: bool = False,
+) -> tuple[list[PatchOp], list[str]]:
+    """Operations that restrict the pod to nodes with a compatible policy, and warnings."""
+    mode = config.affinity.mode
+    if mode == "off" or spec.get("nodeName"):
+        return [], []
+    key = _label_key(intent, config)
+    if mode == "auto":
+        mode = "label" if view is not None and view.has_label(key) else "node-names"
+    if mode == "node-names":
+        return _node_name_affinity(intent, spec, view, config, stale=stale)
+    spelling = "koordinator" if intent.scheduler == "koordinator" else "kubelet"
+    requirement = affinity_requirement(intent, label_key=key, spelling=spelling)
+    if requirement is None:
+        return [], []
+    return affinity_ops(spec, requirement), []
+
+
+def scarce_patch(intent: PodIntent, spec: Mapping[str, Any], config: Config) -> list[PatchOp]:
+    """Optional anti-affinity away from nodes with scarce resources the pod does not use."""
+    settings = config.scarce
+    if not settings.enabled:
+        return []
+    fragment = scarce_affinity(
+        intent,
+        settings.resources,
+        required=settings.required,
+        label_keys=settings.label_keys,
+        weight=settings.weight,
+    )
+    if fragment is None:
+        return []
+    node_affinity = fragment["nodeAffinity"]
+    if _PREFERRED in node_affinity:
+        return preferred_ops(spec, node_affinity[_PREFERRED][0])
+    ops: list[PatchOp] = []
+    work: dict[str, Any] = {"spec": copy.deepcopy(dict(spec))}
+    for term in node_affinity[_REQUIRED]["nodeSelectorTerms"]:
+        for expr in term["matchExpressions"]:
+            requirement = NodeSelectorRequirement(
+                expr["key"], expr["operator"], tuple(expr.get("values", ()))
+            )
+            step = affinity_ops(work["spec"], requirement)
+            apply_ops(work, step)
+            ops += step
+    return ops
+
+
+def mutate(request: AdmissionRequest, runtime: Runtime, config: Config) -> Outcome:
+    """The mutating webhook: Pods on CREATE only; everything else passes unchanged.
+
+    A pod the core cannot read is admitted unchanged with a warning: the validating
+    webhook denies it with the reason (a broken mutation must never block creation).
+    """
+    try:
+        return _mutate(request, runtime, config)
+    except CoreError as exc:
+        return allowed(warnings=[f"pod not mutated: {exc}"])
+
+
+def _mutate(request: AdmissionRequest, runtime: Runtime, config: Config) -> Outcome:
+    obj = request.object
+    if request.operation != "CREATE" or not _is_pod(request) or not isinstance(obj, dict):
+        return allowed()
+    if exclusion_reason(request, config) is not None:
+        return allowed()
+    meta = obj.get("metadata")
+    meta_is_map = is_map(meta)
+    annotations = meta.get("annotations") if meta_is_map else None
+    if is_map(annotations) and MIRROR_ANNOTATION in annotations:
+        return allowed()
+    spec = obj.get("spec")
+    if not is_map(spec) or not (meta_is_map or meta is None):
+        return allowed()  # malformed: JSON pointers into it would not apply; validate denies
+    templates = pod_templates(obj)
+    if not templates:
+        return allowed()
+    result = read_intent(templates[0])
+    ops: list[PatchOp] = []
+    if config.mutation.normalize_annotations and result.changed:
+        ops += annotation_ops(meta if meta_is_map else None, result.annotations)
+    if any(f.severity == "error" for f in result.findings):
+        return patched(ops)  # no affinity from a broken intent; validation denies it
+    warnings = [f.message for f in result.findings if f.severity == "warning"]
+    spec_ops: list[PatchOp] = []
+    volatile = False
+    if config.mutation.inject_affinity:
+        stale = runtime.inventory.is_stale(config.inventory.stale_after_seconds)
+        view = runtime.inventory.view
+        volatile = stale or view is None
+        spec_ops, more_warnings = affinity_patch(result.intent, spec, view, config, stale=stale)
+        warnings += more_warnings
+    if config.scarce.enabled:
+        # The second stage must see the first one's result (both may create /spec/affinity).
+        work: dict[str, Any] = {"spec": copy.deepcopy(dict(spec))}
+        apply_ops(work, spec_ops)
+        spec_ops = spec_ops + scarce_patch(result.intent, work["spec"], config)
+    outcome = patched(ops + spec_ops, warnings=warnings)
+    return dataclasses.replace(outcome, volatile=True) if volatile else outcome
+
+
+# ----------------------------------------------------------------------------- validate
+
+
+def _at(template: PodTemplate, message: str) -> str:
+    return f"{template.path}: {message}" if template.path else message
+
+
+def _finding_message(path: str, message: str, code: str) -> str:
+    return f"{path}: {message} (rule {code})" if path else f"{message} (rule {code})"
+
+
+def _inline(cost: float | None, count: int, remaining: float, config: Config, nodes: int) -> bool:
+    """Whether to evaluate on the event loop (see INLINE_SAFETY)."""
+    limit = config.timeouts.inline_nodes
+    if nodes <= limit:
+        return True
+    if limit == 0 or cost is None:  # 0: every evaluation in a thread, under the deadline
+        return False
+    return cost * count * INLINE_SAFETY <= min(remaining, INLINE_BUDGET_SECONDS)
+
+
+async def _evaluate_all(
+    intents: Sequence[PodIntent],
+    view: InventoryView,
+    *,
+    runtime: Runtime,
+    config: Config,
+    deadline: float,
+) -> list[Evaluation] | None:
+    """Evaluate every intent before ``deadline``; None when there is not enough time.
+
+    Inline when the evaluation is known to be short (see INLINE_SAFETY), else in a thread
+    so that the deadline can be enforced while the kernel runs.
+    """
+    snapshot = view.snapshot
+    costs: list[float] = []
+
+    def work() -> list[Evaluation]:
+        # CPU time of this thread: waiting for the GIL is not the kernel's cost.
+        t0 = time.thread_time()
+        out = [evaluate(i, snapshot, full=False) for i in intents]
+        costs.append((time.thread_time() - t0) / max(1, len(intents)))
+        return out
+
+    start = runtime.clock()
+    remaining = deadline - start
+    if remaining <= 0:
+        return None
+    cost = view.memo.get(EVALUATION_COST)
+    if _inline(cost, len(intents), remaining, config, len(snapshot.nodes)):
+        results = work()
+    else:
+        try:
+            results = await asyncio.wait_for(asyncio.to_thread(work), remaining)
+        except TimeoutError:
+            return None
+    if costs:
+        decayed = 0.0 if cost is None else cost * COST_DECAY
+        view.memo[EVALUATION_COST] = max(costs[0], decayed)
+    runtime.metrics.feasibility.observe(runtime.clock() - start)
+    return results
+
+
+def _classify(
+    checks: _Checks, template: PodTemplate, evaluation: Evaluation, *, stale: bool
+) -> None:
+    decision = decide(evaluation, stale=stale)
+    counts = evaluation.counts
+    if not decision.allowed:
+        checks.fail("feasibility", _at(template, decision.message))
+        checks.warnings += decision.warnings
+    elif not stale and counts.get("fits", 0) == 0 and counts.get("no-room-now", 0) > 0:
+        for text in decision.warnings or (decision.message,):
+            checks.fail("noRoomNow", _at(template, text))
+    else:
+        checks.warnings += [_at(template, w) for w in decision.warnings]
+
+
+async def _feasibility(
+    checks: _Checks,
+    pairs: Sequence[tuple[PodTemplate, PodIntent]],
+    *,
+    runtime: Runtime,
+    config: Config,
+    deadline: float,
+) -> None:
+    view = runtime.inventory.view
+    if view is None:
+        checks.volatile = True
+        checks.warnings.append("feasibility not checked: no inventory loaded yet")
+        return
+    stale = runtime.inventory.is_stale(config.inventory.stale_after_seconds)
+    checks.volatile = checks.volatile or stale
+    results = await _evaluate_all(
+        [i for _, i in pairs], view, runtime=runtime, config=config, deadline=deadline
+    )
+    if results is None:
+        checks.volatile = True
+        runtime.metrics.timeouts.inc()
+        checks.warnings.append(
+            "feasibility not checked: the admission deadline (?timeout=) was too near"
+        )
+        return
+    for (template, _), evaluation in zip(pairs, results, strict=True):
+        _classify(checks, template, evaluation, stale=stale)
+
+
+def _apply_modes(checks: _Checks, config: Config) -> Outcome:
+    denials: list[str] = []
+    warnings = list(checks.warnings)
+    modes = {
+        "annotations": config.modes.annotations,
+        "feasibility": config.modes.feasibility,
+        "noRoomNow": config.modes.no_room_now,
+    }
+    violations: list[tuple[str, str, str]] = []
+    for check, message in checks.failures:
+        mode = modes[check]
+        violations.append((check, mode, message))
+        if mode == "enforce":
+            denials.append(message)
+        elif mode == "warn":
+            warnings.append(message)
+    if denials:
+        outcome = denied("; ".join(denials), warnings=warnings)
+    else:
+        outcome = allowed(warnings=warnings)
+    if violations or checks.volatile:
+        outcome = dataclasses.replace(
+            outcome, violations=tuple(violations), volatile=checks.volatile
+        )
+    return outcome
+
+
+def _record_violations(
+    request: AdmissionRequest, outcome: Outcome, metrics: WebhookMetrics
+) -> None:
+    """Count every failed check; log the dryrun ones (they leave no other trace)."""
+    for check, mode, message in outcome.violations:
+        metrics.violations.inc(check=check, mode=mode)
+        if mode == "dryrun":
+            log.info(
+                "dryrun violation",
+                extra={"uid": request.uid, "check": check, "violation": message},
+            )
+
+
+async def validate(
+    request: AdmissionRequest, runtime: Runtime, config: Config, *, deadline: float
+) -> Outcome:
+    """The validating webhook for Pods and the pod templates of workloads."""
+    if request.operation not in ("CREATE", "UPDATE") or not isinstance(request.object, dict):
+        return allowed()
+    if request.sub_resource or exclusion_reason(request, config) is not None:
+        return allowed()
+    if request.operation == "UPDATE" and _is_pod(request):
+        # A pod's placement is decided at CREATE; its spec is immutable apart from a few
+        # fields, and schedulers write status annotations on running pods (Koordinator's
+        # resource-status): re-checking them could block the scheduler itself.
+        return allowed()
+    malformed = [f for f in structure_findings(request.object) if f.severity == "error"]
+    if malformed:
+        message = "; ".join(_finding_message(f.path, f.message, f.code) for f in malformed)
+        return denied(message, code=400, reason="BadRequest")
+    try:
+        templates = changed_templates(request)
+    except CoreError as exc:
+        return denied(str(exc), code=400, reason="BadRequest")
+    checks = _Checks()
+    pairs: list[tuple[PodTemplate, PodIntent]] = []
+    for template in templates:
+        try:
+            result = read_intent(template)
+        except CoreError as exc:
+            return denied(_at(template, str(exc)), code=400, reason="BadRequest")
+        errors = [f for f in result.findings if f.severity == "error"]
+        for f in errors:
+            checks.fail("annotations", _finding_message(f.path, f.message, f.code))
+        checks.warnings += [f.message for f in result.findings if f.severity == "warning"]
+        if not errors:
+            pairs.append((template, result.intent))
+    if pairs:
+        try:
+            await _feasibility(checks, pairs, runtime=runtime, config=config, deadline=deadline)
+        except CoreError as exc:  # e.g. an affinity operator the API would have rejected
+            return denied(str(exc), code=400, reason="BadRequest")
+    return _apply_modes(checks, config)
+
+
+# ----------------------------------------------------------------------------- entry
+
+
+async def decide_review(
+    request: AdmissionRequest,
+    *,
+    webhook: WebhookName,
+    runtime: Runtime,
+    deadline: float,
+    config: Config | None = None,
+) -> Outcome:
+    config = runtime.config() if config is None else config
+    if webhook == "mutate":
+        return mutate(request, runtime, config)
+    return await validate(request, runtime, config, deadline=deadline)
+
+
+def _log_answer(
+    request: AdmissionRequest, webhook: str, outcome: Outcome, elapsed: float, *, cached: bool
+) -> None:
+    # Denials, error answers and answers with warnings at info, keyed by uid; routine
+    # admissions (allowed, possibly patched, nothing to say) at debug: they are counted
+    # in numagate_admission_requests_total, and at thousands of reviews per second a JSON
+    # line each (~13-19 us) is a noticeable share of a review's CPU. An allowed answer
+    # reused from the decision cache repeats warnings logged at info, with the first
+    # review's uid, when the answer was decided: at debug too (a denial always at info).
+    warned = bool(outcome.warnings) and not cached
+    notable = not outcome.allowed or outcome.code != 200 or warned
+    level = logging.INFO if notable else logging.DEBUG
+    if not log.isEnabledFor(level):
+        return
+    log.log(
+        level,
+        "admission",
+        extra={
+            "uid": request.uid,
+            "webhook": webhook,
+            "operation": request.operation,
+            "kind": request.kind.kind,
+            "namespace": request.namespace,
+            "objectName": request.name,
+            "dryRun": request.dry_run,
+            "allowed": outcome.allowed,
+            "code": outcome.code,
+            "denyMessage": outcome.message,
+            "patchOps": len(outcome.patch),
+            "warnings": len(outcome.warnings),
+            "cached": cached,
+            "durationMs": round(elapsed * 1000, 3),
+        },
+    )
+
+
+def _cache_usable(runtime: Runtime, config: Config, view: InventoryView | None) -> bool:
+    """Whether the decision cache may be used now: turned on, an inventory loaded and not
+    stale (a stale inventory's answers warn and never deny)."""
+    if not config.decision_cache.entries or view is None:
+        return False
+    return not runtime.inventory.is_stale(config.inventory.stale_after_seconds)
+
+
+async def _decide_parsed(
+    request: AdmissionRequest,
+    *,
+    webhook: WebhookName,
+    runtime: Runtime,
+    config: Config,
+    view: InventoryView | None,
+    use_cache: bool,
+    deadline: float,
+) -> tuple[Outcome, HttpAnswer, Entry | None, str]:
+    """The answer for a parsed review, from the decision cache or decided now: (outcome,
+    answer, the cache entry that holds it or None, the cache result for the metric).
+    ``view`` is the inventory the decision reads (captured once per review)."""
+    key = review_key(request, webhook) if use_cache else None
+    if key is None:
+        found = "uncacheable"
+        entry = None
+    else:
+        entry = runtime.decisions.get(key, view, config)
+        found = "miss" if entry is None else "hit"
+    if entry is not None:
+        outcome = entry.outcome
+        result = HttpAnswer(200, JSON, entry.body(request.uid), outcome.allowed, outcome.code)
+        return outcome, result, entry, found
+    outcome = await decide_review(
+        request, webhook=webhook, runtime=runtime, deadline=deadline, config=config
+    )
+    review = finalize(outcome, request.uid, mutating=webhook == "mutate")
+    result = review_answer(review, allowed_=outcome.allowed, code=outcome.code)
+    if key is not None and not outcome.volatile:
+        parts = split_body(result.body, request.uid)
+        if parts is not None:
+            entry = Entry(outcome, *parts)
+            runtime.decisions.put(key, entry, view, config, config.decision_cache.entries)
+    return outcome, result, entry, found
+
+
+def _uid_or_none(raw: bytes) -> str | None:
+    try:
+        return parse_review(raw).uid
+    except Exception:  # the answer to a bad body is the error being reported already
+        return None
+
+
+async def answer(
+    raw: bytes,
+    *,
+    webhook: WebhookName,
+    runtime: Runtime,
+    timeout: float | None = None,
+    start: float | None = None,
+) -> HttpAnswer:
+    """Request body -> HTTP answer. ``timeout`` is the apiserver's ``?timeout=`` in seconds."""
+    start = runtime.clock() if start is None else start
+    metrics = runtime.metrics
+    metrics.in_flight.inc(webhook=webhook)
+    uid: str | None = None
+    operation = "unknown"
+    try:
+        config = runtime.config()
+        view = runtime.inventory.view
+        usable = _cache_usable(runtime, config, view)
+        use_cache = usable and runtime.decisions.wants_key()
+        raw_k = raw_key(raw, webhook) if use_cache else None
+        known = None if raw_k is None else runtime.decisions.get_raw(raw_k, view, config)
+        if raw_k is not None and known is not None:
+            # a replica's body: answered without parsing it (see webhook.review.decision_cache)
+            request = known.request._replace(uid=raw_k.uid)
+            uid, operation = request.uid, request.operation
+            outcome = known.entry.outcome
+            result = HttpAnswer(200, JSON, known.entry.body(uid), outcome.allowed, outcome.code)
+            found = "hit"
+        else:
+            request = parse_review(raw)
+            uid, operation = request.uid, request.operation
+            budget = timeout if timeout is not None else config.timeouts.default_seconds
+            deadline = start + budget - config.timeouts.margin_seconds
+            outcome, result, entry, found = await _decide_parsed(
+                request,
+                webhook=webhook,
+                runtime=runtime,
+                config=config,
+                view=view,
+                use_cache=use_cache,
+                deadline=deadline,
+            )
+            if raw_k is not None and entry is not None:
+                limit = config.decision_cache.entries
+                runtime.decisions.learn_raw(raw_k, request, entry, view, config, limit)
+            if usable and not use_cache:
+                found = "resting"
+        if found in ("hit", "miss"):
+            runtime.decisions.looked_up(found == "hit")
+        metrics.decision_cache.inc(result=found)
+        _record_violations(request, outcome, metrics)
+        _log_answer(request, webhook, outcome, runtime.clock() - start, cached=found == "hit")
+    except RequestError as exc:
+        log.warning("bad admission request", extra={"webhook": webhook, "error": str(exc)})
+        result = answer_for_error(exc, webhook=webhook, uid=uid)
+    except Exception as exc:
+        metrics.errors.inc(webhook=webhook)
+        if uid is None:  # failed before the review was parsed: mutate still fails open
+            uid = _uid_or_none(raw)
+        log.exception("internal error", extra={"uid": uid, "webhook": webhook})
+        result = answer_for_error(exc, webhook=webhook, uid=uid)
+    finally:
+        metrics.in_flight.dec(webhook=webhook)
+    metrics.requests.inc(
+        webhook=webhook,
+        operation=operation,
+        allowed=str(result.allowed).lower() if result.allowed is not None else "",
+        code=str(result.code),
+    )
+    metrics.duration.observe(runtime.clock() - start, webhook=webhook)
+    return result
