@@ -6,7 +6,7 @@ Every pod template of every object goes through exactly the reading the webhook 
 each template's intent also goes through the feasibility check (``core.feasibility.evaluate``): a
 denial becomes an ``impossible`` error, "no node has room now" a ``no-room-now`` warning,
 and any other caveat of the decision (empty inventory, nodes without NUMA data) an info
-``not-checked``. Finding codes of the intent are documented in ``core.intent.read``.
+``not-checked``. Finding codes of the intent are documented in ``core.intent.findings``.
 """
 
 from __future__ import annotations

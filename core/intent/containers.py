@@ -1,0 +1,223 @@
+"""Container resources, the pod's QoS class and requests, per-container demands, and the
+exclusive-CPU checks of a NUMA policy."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from core.errors import InvalidInput
+from core.intent import dialects as d
+from core.intent.findings import Ctx
+from core.intent.hami import hami_ranges
+from core.model import (
+    ContainerDemand,
+    is_map,
+)
+from core.quantity import format_quantity, is_whole_cpu, to_core_units
+
+QoS = Literal["Guaranteed", "Burstable", "BestEffort"]
+QOS_RESOURCES = ("cpu", "memory")
+_HAMI_PERCENT = frozenset(d.HAMI_PERCENT_RESOURCES)
+
+
+@dataclass(frozen=True, slots=True)
+class RawContainer:
+    name: str
+    kind: Literal["init", "sidecar", "app"]
+    path: str  # relative to the object
+    requests: dict[str, int]
+    limits: dict[str, int]
+    requests_given: bool  # requests map non-empty as written (Volcano's rule)
+    written_requests: dict[str, int]  # before defaulting from limits
+
+
+def _quantities(res: Any, field_name: str, cpath: str, ctx: Ctx, names: set[str]) -> dict[str, int]:
+    """Core units of ``resources.<field_name>``; every resource name seen goes to ``names``
+    (even when its value is bad: scheduler detection looks at names as written)."""
+    out: dict[str, int] = {}
+    if res is None:
+        return out
+    if not (type(res) is dict or isinstance(res, Mapping)):
+        path = f"{cpath}.resources.{field_name}"
+        ctx.add(path, "error", "invalid-value", f"{field_name} must be a map, got {res!r}")
+        return out
+    for name, value in res.items():
+        rname = name if type(name) is str else str(name)
+        names.add(rname)
+        try:
+            out[rname] = to_core_units(rname, value)
+        except InvalidInput as exc:
+            path = f"{cpath}.resources.{field_name}[{rname}]"
+            ctx.add(path, "error", "invalid-quantity", f"{rname}: {exc}")
+    return out
+
+
+def scan_containers(spec: Mapping[str, Any], ctx: Ctx) -> tuple[list[RawContainer], set[str]]:
+    """One walk over the containers: their quantities and every resource name they ask for
+    (as written, even if its value is bad). The HAMi range checks walk them again only
+    when a HAMi percentage resource was named; their findings come after the others."""
+    out: list[RawContainer] = []
+    names: set[str] = set()
+    for list_name in ("initContainers", "containers"):
+        items = spec.get(list_name)
+        if items is None:
+            continue
+        if not isinstance(items, list):
+            ctx.add(
+                ctx.path(f"spec.{list_name}"),
+                "error",
+                "invalid-value",
+                f"spec.{list_name} must be a list",
+            )
+            continue
+        init = list_name == "initContainers"
+        for i, c in enumerate(items):
+            cpath = ctx.path(f"spec.{list_name}[{i}]")
+            if not (type(c) is dict or isinstance(c, Mapping)):
+                ctx.add(cpath, "error", "invalid-value", f"container {i} is not an object")
+                continue
+            kind: Literal["init", "sidecar", "app"] = "app"
+            if init:
+                # A restartable init container is a sidecar (KEP-753).
+                kind = "sidecar" if c.get("restartPolicy") == "Always" else "init"
+            res = c.get("resources")
+            if not (type(res) is dict or isinstance(res, Mapping)):
+                res = {}
+            raw_requests = res.get("requests")
+            requests = _quantities(raw_requests, "requests", cpath, ctx, names)
+            limits = _quantities(res.get("limits"), "limits", cpath, ctx, names)
+            given = is_map(raw_requests) and bool(raw_requests)
+            # API defaulting: a request left unset takes the limit's value.
+            merged = {**limits, **requests} if limits else dict(requests)
+            name = c.get("name", _NO_NAME)
+            if name is _NO_NAME:
+                name = f"#{i}"
+            elif type(name) is not str:
+                name = str(name)
+            out.append(RawContainer(name, kind, cpath, merged, limits, given, requests))
+    if not _HAMI_PERCENT.isdisjoint(names):
+        hami_ranges(spec, ctx)
+    return out, names
+
+
+_NO_NAME = object()
+
+
+def pod_qos(containers: list[RawContainer]) -> QoS:
+    """Kubernetes QoS class (pkg/apis/core/helper/qos GetPodQOS), init containers included,
+    over cpu and memory only."""
+    requests: dict[str, int] = {}
+    limits: dict[str, int] = {}
+    guaranteed = True
+    for c in containers:
+        creq, clim = c.requests, c.limits
+        for r in QOS_RESOURCES:
+            v = creq.get(r, 0)
+            if v > 0:
+                requests[r] = requests.get(r, 0) + v
+            v = clim.get(r, 0)
+            if v > 0:
+                limits[r] = limits.get(r, 0) + v
+            else:
+                guaranteed = False
+    if not requests and not limits:
+        return "BestEffort"
+    if guaranteed and requests == limits:
+        return "Guaranteed"
+    return "Burstable"
+
+
+def pod_requests(containers: list[RawContainer] | tuple[ContainerDemand, ...]) -> dict[str, int]:
+    """Effective pod-level requests, per resource, the kubelet way (podGuaranteedCPUs,
+    getPodRequestedResources, resourcehelper.PodRequests): max(largest regular init
+    container plus the sidecars started before it, sum(app) + sum(sidecars))."""
+    total: dict[str, int] = {}
+    sidecars: dict[str, int] = {}
+    init_peak: dict[str, int] = {}
+    for c in containers:
+        if c.kind == "app":
+            for r, v in c.requests.items():
+                total[r] = total.get(r, 0) + v
+        elif c.kind == "sidecar":
+            for r, v in c.requests.items():
+                total[r] = total.get(r, 0) + v
+                sidecars[r] = sidecars.get(r, 0) + v
+            for r, v in sidecars.items():
+                init_peak[r] = max(init_peak.get(r, 0), v)
+        else:
+            for r in set(c.requests) | set(sidecars):
+                v = c.requests.get(r, 0) + sidecars.get(r, 0)
+                init_peak[r] = max(init_peak.get(r, 0), v)
+    for r, v in init_peak.items():
+        total[r] = max(total.get(r, 0), v)
+    return total
+
+
+def demands(containers: list[RawContainer], qos: QoS) -> tuple[ContainerDemand, ...]:
+    # The raw containers are private to one read_intent call: their maps are handed over
+    # without copying.
+    guaranteed = qos == "Guaranteed"
+    out = []
+    for c in containers:
+        cpu = c.requests.get("cpu", 0)
+        exclusive = cpu // 1000 if guaranteed and is_whole_cpu(cpu) else 0
+        out.append(ContainerDemand(c.name, c.kind, c.requests, c.limits, exclusive))
+    return tuple(out)
+
+
+def _volcano_cpu(c: RawContainer) -> tuple[int, str]:
+    """Volcano's Job webhook rule (admit_job.go validateTaskTopoPolicy): the CPU request,
+    or the limit when the requests map is empty."""
+    if c.requests_given:
+        return c.written_requests.get("cpu", 0), "requests"
+    return c.limits.get("cpu", 0), "limits"
+
+
+def check_exclusive_cpus(
+    policy: str,
+    policy_path: str,
+    containers: list[RawContainer],
+    qos: QoS,
+    strict: bool,
+    ctx: Ctx,
+) -> None:
+    what = f"NUMA policy {policy!r}"
+    if strict:
+        # Volcano's Job webhook denies a task whose containers lack integer CPUs.
+        for c in containers:
+            cpu, section = _volcano_cpu(c)
+            if not is_whole_cpu(cpu):
+                shown = format_quantity("cpu", cpu) if cpu else "0 (unset)"
+                ctx.add(
+                    f"{c.path}.resources.{section}[cpu]",
+                    "error",
+                    "fractional-cpu",
+                    f"container {c.name!r} CPU {section} is {shown}; with topologyPolicy "
+                    f"{policy!r} Volcano requires every container and init container to "
+                    "request a positive integer number of CPUs (e.g. 1, 2)",
+                )
+    if qos != "Guaranteed":
+        ctx.add(
+            policy_path,
+            "warning",
+            "not-guaranteed",
+            f"{what} has no effect on CPU placement: the pod's QoS class is {qos}, and only "
+            "Guaranteed pods (requests == limits for cpu and memory in every container) get "
+            "exclusive CPUs and CPU topology hints",
+        )
+        return
+    if strict:
+        return
+    for c in containers:
+        cpu = c.requests.get("cpu", 0)
+        if not is_whole_cpu(cpu):
+            ctx.add(
+                f"{c.path}.resources.requests[cpu]",
+                "warning",
+                "fractional-cpu",
+                f"container {c.name!r} requests {format_quantity('cpu', cpu)} CPU; with "
+                f"{what} only integer CPU requests get exclusive CPUs (kubelet "
+                "guaranteedCPUs), so this container is not NUMA-aligned",
+            )

@@ -1,0 +1,121 @@
+"""The HAMi annotations (node and GPU policies, NUMA bind) and percentage resources."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from core.errors import InvalidInput
+from core.intent import dialects as d
+from core.intent.findings import Ctx, change_code
+from core.model import (
+    is_map,
+)
+from core.quantity import to_core_units
+
+
+def hami_values(annotations: dict[str, str], ctx: Ctx) -> tuple[str | None, tuple[str, ...]]:
+    """(node policy, GPU policy chain) in HAMi's spelling; respellings are written back."""
+    node_policy = _node_policy(annotations, ctx) if d.HAMI_NODE_POLICY in annotations else None
+    gpu_policy = _gpu_policy(annotations, ctx) if d.HAMI_GPU_POLICY in annotations else ()
+    if d.HAMI_NUMA_BIND in annotations:
+        _numa_bind(annotations, ctx)
+    return node_policy, gpu_policy
+
+
+def _node_policy(annotations: dict[str, str], ctx: Ctx) -> str | None:
+    raw = annotations[d.HAMI_NODE_POLICY]
+    m = d.match_hami_node_policy(raw)
+    if m.value is None:
+        ctx.add(
+            ctx.ann(d.HAMI_NODE_POLICY),
+            "error",
+            "unknown-value",
+            f"HAMi node policy {d.describe_unknown(m, d.HAMI_NODE_POLICIES)} (HAMi "
+            "silently treats it as binpack, #2767)",
+        )
+        return None
+    if m.changed:
+        annotations[d.HAMI_NODE_POLICY] = m.value
+        ctx.add(
+            ctx.ann(d.HAMI_NODE_POLICY),
+            "warning",
+            change_code(m),
+            f"HAMi node policy {d.describe_change(m, 'HAMi')} (#2767, #2854)",
+        )
+    return m.value
+
+
+def _gpu_policy(annotations: dict[str, str], ctx: Ctx) -> tuple[str, ...]:
+    raw = annotations[d.HAMI_GPU_POLICY]
+    c = d.match_hami_gpu_policy(raw)
+    if c.value is None:
+        bad = c.unknown[0]
+        text = d.describe_unknown(bad, d.HAMI_GPU_POLICIES)
+        ctx.add(
+            ctx.ann(d.HAMI_GPU_POLICY),
+            "error",
+            "unknown-value",
+            f"HAMi GPU policy {raw!r}: token {text}; a chain is comma-separated, e.g. "
+            "binpack,numa (HAMi silently treats unknown values as spread, #2767)",
+        )
+        return ()
+    if c.changed:
+        annotations[d.HAMI_GPU_POLICY] = c.value
+        ctx.add(
+            ctx.ann(d.HAMI_GPU_POLICY),
+            "warning",
+            "respelled",
+            f"HAMi GPU policy {raw!r} is not HAMi's spelling (HAMi compares exactly, "
+            f"#2767, #2854); rewritten as {c.value!r}",
+        )
+    return c.tokens
+
+
+def _numa_bind(annotations: dict[str, str], ctx: Ctx) -> None:
+    raw = annotations[d.HAMI_NUMA_BIND]
+    m = d.match_numa_bind(raw)
+    path = ctx.ann(d.HAMI_NUMA_BIND)
+    if m.value is None:
+        ctx.add(
+            path,
+            "error",
+            "unknown-value",
+            f"{d.HAMI_NUMA_BIND} {d.describe_unknown(m, ('true', 'false'))} (HAMi reads it "
+            "with Go's strconv.ParseBool and silently treats anything else as false)",
+        )
+    elif m.changed:
+        annotations[d.HAMI_NUMA_BIND] = m.value
+        ctx.add(path, "warning", "respelled", f"{d.HAMI_NUMA_BIND} {d.describe_change(m, 'HAMi')}")
+
+
+def hami_ranges(spec: Mapping[str, Any], ctx: Ctx) -> None:
+    """HAMi percentage resources must be 0-100 (its webhook rejects others, research §3.2)."""
+    for list_name in ("initContainers", "containers"):
+        items = spec.get(list_name)
+        if not isinstance(items, list):
+            continue
+        for i, c in enumerate(items):
+            res = c.get("resources") if is_map(c) else None
+            if not is_map(res):
+                continue
+            for section in ("limits", "requests"):
+                values = res.get(section)
+                if not is_map(values):
+                    continue
+                for name in d.HAMI_PERCENT_RESOURCES:
+                    if name not in values:
+                        continue
+                    try:
+                        v = to_core_units(name, values[name])
+                    except InvalidInput:
+                        continue  # reported as invalid-quantity already
+                    if v > 100:
+                        path = ctx.path(f"spec.{list_name}[{i}].resources.{section}[{name}]")
+                        ctx.add(
+                            path,
+                            "error",
+                            "out-of-range",
+                            f"{name} is {values[name]!r}; HAMi allows 0-100 (a percentage of "
+                            "one GPU)",
+                        )

@@ -1,0 +1,184 @@
+"""The Koordinator annotations: ``numa-topology-spec`` (policy, exclusivity) and
+``resource-spec`` (CPU bind policy), and the NUMA fields misplaced in the latter."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from core.intent import dialects as d
+from core.intent.annotations import (
+    JsonDoc,
+    canonical_fields,
+    load_json,
+    normalize_field,
+)
+from core.intent.findings import Ctx
+
+_EXCLUSIVE_NOTE = " (only the exact 'Required' enables exclusivity in koord-scheduler)"
+
+
+def _koord_numa_fields(doc: JsonDoc, ctx: Ctx) -> tuple[str | None, str | None, bool]:
+    """(policy in kubelet spelling, exclusive value, exclusive field present)."""
+    if doc.doc is None:
+        return None, None, False
+    canonical_fields(doc, d.NUMA_SPEC_FIELDS, ctx)
+    policy = normalize_field(
+        doc, d.F_NUMA_POLICY, d.match_koord_policy, d.KOORD_POLICIES, ctx, code="unknown-policy"
+    )
+    exclusive = normalize_field(
+        doc,
+        d.F_NUMA_EXCLUSIVE,
+        d.match_koord_exclusive,
+        d.KOORD_EXCLUSIVE,
+        ctx,
+        note=_EXCLUSIVE_NOTE,
+    )
+    kubelet = d.kubelet_from_koord(policy) if policy is not None else None
+    return kubelet, exclusive, d.F_NUMA_EXCLUSIVE in doc.doc
+
+
+def _koord_values(doc: JsonDoc) -> tuple[str | None, str | None]:
+    """(policy in kubelet spelling, exclusive) of a normalized numa-topology-spec; None for
+    absent or unknown values (already reported)."""
+    if doc.doc is None:
+        return None, None
+    policy = doc.doc.get(d.F_NUMA_POLICY)
+    exclusive = doc.doc.get(d.F_NUMA_EXCLUSIVE)
+    return (
+        d.kubelet_from_koord(policy) if policy in d.KOORD_POLICIES else None,
+        exclusive if exclusive in d.KOORD_EXCLUSIVE else None,
+    )
+
+
+def _bind_field(doc: JsonDoc, name: str, ctx: Ctx) -> str | None:
+    assert doc.doc is not None
+    value = doc.doc.get(name)
+    if isinstance(value, str) and value.strip() in d.KOORD_NODE_ONLY_BIND:
+        pod_value = d.KOORD_NODE_ONLY_BIND[value.strip()]
+        doc.doc[name] = pod_value
+        doc.dirty = True
+        ctx.add(
+            ctx.ann(doc.key),
+            "warning",
+            "node-only-value",
+            f"{doc.key} field {name}: {value!r} is a node label value "
+            f"(node.koordinator.sh/cpu-bind-policy), not a pod bind policy (koordinator "
+            f"#1890); rewritten as {pod_value!r} (allowed: {d.allowed_list(d.KOORD_BIND_POLICIES)})",
+        )
+        return pod_value
+    return normalize_field(doc, name, d.match_koord_bind, d.KOORD_BIND_POLICIES, ctx)
+
+
+def _resource_spec_fields(doc: JsonDoc, ctx: Ctx) -> str | None:
+    """Normalize the CPU bind fields; return the bind policy (required, else preferred)."""
+    if doc.doc is None:
+        return None
+    canonical_fields(doc, d.RESOURCE_SPEC_FIELDS + d.NUMA_SPEC_FIELDS, ctx)
+    required = _bind_field(doc, d.F_REQUIRED_BIND, ctx)
+    preferred = _bind_field(doc, d.F_PREFERRED_BIND, ctx)
+    normalize_field(
+        doc, d.F_CPU_EXCLUSIVE, d.match_koord_cpu_exclusive, d.KOORD_CPU_EXCLUSIVE_POLICIES, ctx
+    )
+    return required or preferred
+
+
+def _spell_misplaced(resource: JsonDoc, ctx: Ctx) -> None:
+    """Spell the NUMA fields found in resource-spec before they are moved."""
+    if resource.doc is None:
+        return
+    canonical_fields(resource, d.RESOURCE_SPEC_FIELDS + d.NUMA_SPEC_FIELDS, ctx)
+    for f in d.NUMA_SPEC_FIELDS:
+        if f in resource.doc:
+            policy = f == d.F_NUMA_POLICY
+            normalize_field(
+                resource,
+                f,
+                d.match_koord_policy if policy else d.match_koord_exclusive,
+                d.KOORD_POLICIES if policy else d.KOORD_EXCLUSIVE,
+                ctx,
+                code="unknown-policy" if policy else "unknown-value",
+            )
+
+
+def _has_numa_variants(resource: JsonDoc) -> bool:
+    if resource.doc is None:
+        return False
+    wanted = {f.lower() for f in d.NUMA_SPEC_FIELDS}
+    return any(k.lower() in wanted and k not in d.NUMA_SPEC_FIELDS for k in resource.doc)
+
+
+def _move_misplaced(
+    resource: JsonDoc, numa: JsonDoc, numa_broken: bool, annotations: dict[str, str], ctx: Ctx
+) -> None:
+    """Move numaTopologyPolicy / singleNUMANodeExclusive from resource-spec (the proposal's
+    placement, which the shipped koord-scheduler never reads) into numa-topology-spec."""
+    if resource.doc is None:
+        return
+    misplaced = [f for f in d.NUMA_SPEC_FIELDS if f in resource.doc]
+    if not misplaced:
+        return
+    rpath = ctx.ann(resource.key)
+    if numa_broken:
+        ctx.add(
+            rpath,
+            "warning",
+            "misplaced-field",
+            f"{', '.join(misplaced)} in {resource.key} is ignored by koord-scheduler (it reads "
+            f"{d.KOORD_NUMA_SPEC}); not moved because {d.KOORD_NUMA_SPEC} is not valid JSON",
+        )
+        return
+    target = numa.doc if numa.doc is not None else {}
+    clashes = [f for f in misplaced if f in target and target[f] != resource.doc[f]]
+    if clashes:
+        f = clashes[0]
+        ctx.add(
+            rpath,
+            "error",
+            "conflicting-policies",
+            f"{resource.key} field {f} is {resource.doc[f]!r} but {d.KOORD_NUMA_SPEC} says "
+            f"{target[f]!r}; koord-scheduler reads only {d.KOORD_NUMA_SPEC}. Remove one",
+        )
+        return
+    for f in misplaced:
+        target[f] = resource.doc.pop(f)
+    resource.dirty = True
+    numa.doc = target
+    numa.dirty = True
+    ctx.add(
+        rpath,
+        "warning",
+        "misplaced-field",
+        f"{', '.join(misplaced)} in {resource.key} is ignored by koord-scheduler (the "
+        f"proposal's placement; the scheduler reads {d.KOORD_NUMA_SPEC}); moved to "
+        f"{d.KOORD_NUMA_SPEC}, other {resource.key} fields kept",
+    )
+
+
+@dataclass(slots=True)
+class Koord:
+    numa: JsonDoc
+    resource: JsonDoc
+    bind: str | None
+    policy: str | None  # kubelet spelling
+    exclusive: str | None
+
+
+def read_koordinator(annotations: dict[str, str], ctx: Ctx) -> Koord:
+    """Parse, respell and move the Koordinator JSON annotations; write them back."""
+    numa = load_json(d.KOORD_NUMA_SPEC, annotations, ctx)
+    numa_broken = d.KOORD_NUMA_SPEC in annotations and numa.doc is None
+    resource = load_json(d.KOORD_RESOURCE_SPEC, annotations, ctx)
+    _koord_numa_fields(numa, ctx)  # spelled first, so moved fields compare like for like
+    bind: str | None = None
+    # A case variant left behind when its canonical twin moved is renamed and moved on the
+    # next round, so the result is a fixed point (idempotent).
+    for _ in range(len(d.NUMA_SPEC_FIELDS) + 1):
+        _spell_misplaced(resource, ctx)
+        bind = _resource_spec_fields(resource, ctx)
+        _move_misplaced(resource, numa, numa_broken, annotations, ctx)
+        if not _has_numa_variants(resource):
+            break
+    policy, exclusive = _koord_values(numa)
+    numa.write(annotations)
+    resource.write(annotations)
+    return Koord(numa, resource, bind, policy, exclusive)

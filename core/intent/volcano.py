@@ -1,0 +1,74 @@
+"""The Volcano policy: the pod annotation and a Volcano Job task's ``topologyPolicy``."""
+
+from __future__ import annotations
+
+from core.intent import dialects as d
+from core.intent.findings import Ctx, change_code
+from core.intent.workloads import PodTemplate
+
+
+def _volcano_value(raw: str, path: str, ctx: Ctx) -> tuple[str | None, str]:
+    """(policy, normalized text) for a Volcano policy value."""
+    m = d.match_volcano_policy(raw)
+    if m.value is None:
+        ctx.add(
+            path,
+            "error",
+            "unknown-policy",
+            f"Volcano NUMA policy {d.describe_unknown(m, d.VOLCANO_POLICIES)}",
+        )
+        return None, raw
+    if m.changed:
+        ctx.add(
+            path,
+            "warning",
+            change_code(m),
+            f"Volcano NUMA policy {d.describe_change(m, 'Volcano')}",
+        )
+    return m.value, m.value
+
+
+def _task_policy(raw: str, path: str, ctx: Ctx) -> str | None:
+    """A Volcano Job task's ``topologyPolicy``: the CRD enum (none, best-effort, restricted,
+    single-numa-node) rejects any other spelling, so a respelling is an error here, with
+    the value it should be; numagate does not rewrite Job fields."""
+    m = d.match_volcano_policy(raw)
+    if m.how == "exact":
+        return m.value
+    suggestion = m.value if m.value is not None else m.suggestion
+    unknown = d.ValueMatch(raw, None, "unknown", suggestion)
+    ctx.add(
+        path,
+        "error",
+        "unknown-policy",
+        f"topologyPolicy {d.describe_unknown(unknown, d.VOLCANO_POLICIES)} (the Volcano Job "
+        "CRD enum rejects it)",
+    )
+    return m.value
+
+
+def read_volcano(
+    template: PodTemplate, annotations: dict[str, str], ctx: Ctx
+) -> tuple[str | None, str, str | None]:
+    """(policy, path it came from, the Job task's raw topologyPolicy or None). A Job task's
+    field wins over the template's annotation: the job controller overwrites it."""
+    policy: str | None = None
+    path = ctx.ann(d.VOLCANO_NUMA_POLICY)
+    in_template = d.VOLCANO_NUMA_POLICY in annotations
+    if in_template:
+        policy, text = _volcano_value(annotations[d.VOLCANO_NUMA_POLICY], path, ctx)
+        annotations[d.VOLCANO_NUMA_POLICY] = text
+    extra = template.extra_annotations.get(d.VOLCANO_NUMA_POLICY)
+    if extra is None:
+        return policy, path, None
+    task_path = template.extra_paths.get(d.VOLCANO_NUMA_POLICY, path)
+    task_policy = _task_policy(extra, task_path, ctx)
+    if in_template and None not in (task_policy, policy) and task_policy != policy:
+        ctx.add(
+            path,
+            "error",
+            "conflicting-policies",
+            f"{d.VOLCANO_NUMA_POLICY} is {policy!r} but the task's topologyPolicy is "
+            f"{task_policy!r}; the Volcano job controller overwrites the annotation. Remove one",
+        )
+    return task_policy, task_path, extra
