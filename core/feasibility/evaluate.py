@@ -13,6 +13,23 @@ from types import ModuleType
 from core.errors import InvalidInput
 from core.feasibility import compat
 from core.feasibility import kernel as _selected_impl
+from core.feasibility.codes import (
+    F_CPU_ONLY,
+    F_EMPTY,
+    F_EXCLUSIVE,
+    F_POD_SCOPE,
+    R_CPU_SHORT,
+    R_DEVICE_SHORT,
+    R_EXCLUSIVE,
+    R_MEMORY_SHORT,
+    R_NODE_SHORT,
+    R_NOT_PREFERRED,
+    R_SINGLE_NO_HINT,
+    R_SMT,
+    R_TOO_LARGE,
+    R_TOO_MANY_NUMA,
+    KernelResult,
+)
 from core.feasibility.snapshot import POLICY_CODES, Demand, Snapshot
 from core.model import (
     POLICY_NONE,
@@ -26,18 +43,6 @@ from core.model import (
 )
 from core.quantity import format_quantity
 
-# Reason codes shared by both kernels (core/feasibility/_kernel_py.py).
-R_TOO_MANY_NUMA = 1
-R_NODE_SHORT = 2
-R_NOT_PREFERRED = 3
-R_SINGLE_NO_HINT = 4
-R_CPU_SHORT = 5
-R_SMT = 6
-R_DEVICE_SHORT = 7
-R_MEMORY_SHORT = 8
-R_EXCLUSIVE = 9
-R_TOO_LARGE = 10
-F_EMPTY, F_POD_SCOPE, F_EXCLUSIVE, F_CPU_ONLY = 1, 2, 4, 8
 MAX_WARNING = 119
 _NEAR_MISS_ORDER = ("no-room-now", "never-fits", "policy-mismatch")
 
@@ -166,7 +171,7 @@ def _per_numa(node: NodeTopology, resource: str, *, empty: bool) -> tuple[str, s
 
 
 def render_reason(
-    result: tuple[int, ...],
+    result: KernelResult,
     *,
     policy: str,
     intent: PodIntent,
@@ -176,7 +181,7 @@ def render_reason(
     empty: bool,
 ) -> str:
     """A short human string for a kernel reason code."""
-    _, _, _, code, unit, res, a, b = result
+    code, unit, res, a, b = result.reason, result.unit, result.resource, result.need, result.limit
     rname = names[res] if 0 <= res < len(names) else ""
     who = _unit_name(intent, unit)
     if code == R_TOO_MANY_NUMA:
@@ -263,13 +268,15 @@ class _Evaluator:
             | (F_CPU_ONLY if sim.cpu_only else 0)
         )
         empty = self.kernel.check(self.demand, s0, code, flags | F_EMPTY)
-        if empty[3] == R_TOO_LARGE:
+        if empty.reason == R_TOO_LARGE:
             return _ShapeVerdict(
-                "unknown-topology", reason=f"{empty[6]} NUMA nodes: left to kubelet"
+                "unknown-topology", reason=f"{empty.need} NUMA nodes: left to kubelet"
             )
-        if not empty[0] and snap.topo_monotone[t]:
+        if not empty.admitted and snap.topo_monotone[t]:
             return _ShapeVerdict("never-fits", reason=self._reason(empty, sim.policy, node, True))
-        self.runs[t] = (sim.policy, code, flags) if empty[0] else (sim.policy, code, -1 - flags)
+        self.runs[t] = (
+            (sim.policy, code, flags) if empty.admitted else (sim.policy, code, -1 - flags)
+        )
         return None
 
     def shape(self, s: int) -> _ShapeVerdict:
@@ -280,14 +287,14 @@ class _Evaluator:
         empty_fails = flags < 0
         flags = -1 - flags if empty_fails else flags
         now = self.kernel.check(self.demand, s, code, flags)
-        if now[0]:
-            return _ShapeVerdict("fits", self._ids(node, now[1]), bool(now[2]))
+        if now.admitted:
+            return _ShapeVerdict("fits", self._ids(node, now.mask), bool(now.preferred))
         if empty_fails:  # usage above allocatable in the inventory: judge it as reported
             empty = self.kernel.check(self.demand, s, code, flags | F_EMPTY)
             return _ShapeVerdict("never-fits", reason=self._reason(empty, policy, node, True))
         return _ShapeVerdict("no-room-now", reason=self._reason(now, policy, node, False))
 
-    def _reason(self, result: tuple[int, ...], policy: str, node: NodeTopology, empty: bool) -> str:
+    def _reason(self, result: KernelResult, policy: str, node: NodeTopology, empty: bool) -> str:
         return render_reason(
             result,
             policy=policy,
