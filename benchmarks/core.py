@@ -22,8 +22,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from core.feasibility import _kernel_py as ref  # noqa: E402
-from core.feasibility.evaluate import decide, evaluate  # noqa: E402
+from core.feasibility.decision import decide  # noqa: E402
 from core.feasibility.snapshot import Snapshot  # noqa: E402
+from core.feasibility.verdicts import evaluate  # noqa: E402
 from core.model import ContainerDemand, NodeTopology, NumaZone, PodIntent  # noqa: E402
 
 GI = 2**30

@@ -160,11 +160,33 @@ class NodeVerdict:
     reason: str = ""
 
 
+Outcome = Literal["fits", "no-room-now", "impossible", "unchecked"]
+Unchecked = Literal[
+    "",
+    "empty-inventory",
+    "stale-inventory",
+    "no-inventory",
+    "deadline",
+    "no-numa-data",
+    "not-selected",
+]
+
+
 @dataclass(frozen=True, slots=True)
 class Decision:
-    """The cluster-level answer for one pod (DESIGN 4.3)."""
+    """The cluster-level answer for one pod (DESIGN 4.3), made once by
+    core.feasibility.decision and read as is by the webhook and lint: ``outcome`` is what
+    was decided, ``unchecked`` why nothing was (empty or stale inventory, the deadline,
+    no NUMA data, nothing selected), ``message`` the denial (impossible only),
+    ``warnings`` what to tell the user, ``counts`` the nodes per verdict."""
 
-    allowed: bool
+    outcome: Outcome
     message: str = ""
     warnings: tuple[str, ...] = ()
-    patch: tuple[Mapping[str, object], ...] = ()
+    counts: Mapping[str, int] = field(default_factory=dict)
+    unchecked: Unchecked = ""
+
+    @property
+    def allowed(self) -> bool:
+        """Only an impossible pod is denied: never on missing data or a busy cluster."""
+        return self.outcome != "impossible"

@@ -32,7 +32,7 @@ import soak  # noqa: E402
 
 from certs.authority import ensure_serving_certs  # noqa: E402
 from certs.watcher import build_server_context  # noqa: E402
-from core.feasibility.evaluate import evaluate  # noqa: E402
+from core.feasibility.verdicts import evaluate  # noqa: E402
 from core.intent.read import read_intent  # noqa: E402
 from core.intent.workloads import pod_templates  # noqa: E402
 from core.inventory.build import build_inventory  # noqa: E402

@@ -1,13 +1,71 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
-"""Compiled NUMA feasibility kernel: the same names, signatures, results and exceptions as
-core/feasibility/_kernel_py.py (the readable reference; read it for the kubelet rules). Masks are
-uint64 over NUMA positions, quantities int64, all state in C arrays: no Python objects in
-the inner loops."""
+"""Compiled NUMA feasibility kernel: the same helpers under the same names, cut at the same
+seams, with the same results and exceptions as core/feasibility/_kernel_py.py (the readable
+reference; read it for the kubelet rule behind each helper). Masks are uint64 over NUMA
+positions, quantities int64, all state in C arrays: no Python objects in the inner loops.
+The codes come from codes.pxd (the values of core/feasibility/codes.py)."""
 
-from libc.stdlib cimport calloc, free, malloc
-from libc.string cimport memcpy, memset
+from libc.stdlib cimport calloc, malloc
+from libc.stdlib cimport free as c_free
+from libc.string cimport memset
+
+from core.feasibility.codes cimport (
+    F_CPU_ONLY as C_F_CPU_ONLY,
+    F_EMPTY as C_F_EMPTY,
+    F_EXCLUSIVE as C_F_EXCLUSIVE,
+    F_POD_SCOPE as C_F_POD_SCOPE,
+    L_DONTCARE,
+    L_HINTS,
+    L_IMPOSSIBLE,
+    MAX_ENUM_NUMA as C_MAX_ENUM_NUMA,
+    P_BEST_EFFORT,
+    P_NONE,
+    P_RESTRICTED,
+    P_SINGLE,
+    R_CPU_SHORT,
+    R_DEVICE_SHORT,
+    R_EXCLUSIVE,
+    R_MEMORY_SHORT,
+    R_NODE_SHORT,
+    R_NOT_PREFERRED,
+    R_OK,
+    R_SINGLE_NO_HINT,
+    R_SMT,
+    R_TOO_LARGE,
+    R_TOO_MANY_NUMA,
+    RES_CPU as C_RES_CPU,
+    RES_DEVICE as C_RES_DEVICE,
+    RES_IGNORED as C_RES_IGNORED,
+    RES_MEMORY as C_RES_MEMORY,
+    SF_CPU_STATIC,
+    SF_DIST_OFF,
+    SF_FULL_PCPUS,
+    SF_MAX_NUMA,
+    SF_MEM_STATIC,
+    SF_N,
+    SF_PREFER_CLOSEST,
+    SF_THREADS,
+    SF_ZONE_OFF,
+    SHAPE_FIELDS,
+    U_APP,
+    U_INIT,
+    U_SIDECAR,
+)
 
 from core.errors import InvalidInput
+from core.feasibility.codes import (
+    F_CPU_ONLY,
+    F_EMPTY,
+    F_EXCLUSIVE,
+    F_POD_SCOPE,
+    KERNEL_VERSION,
+    MAX_ENUM_NUMA,
+    RES_CPU,
+    RES_DEVICE,
+    RES_IGNORED,
+    RES_MEMORY,
+    KernelResult,
+)
 
 __all__ = [
     "F_CPU_ONLY",
@@ -21,68 +79,41 @@ __all__ = [
     "RES_IGNORED",
     "RES_MEMORY",
     "Kernel",
-    "Result",
+    "KernelResult",
     "best_nonpreferred_count",
     "check_exclusive",
     "merge_hints",
 ]
 
-KERNEL_VERSION = 2
-Result = tuple
+# The values this module was compiled with (codes.pxd), for the test that compares them
+# with core/feasibility/codes.py.
+PXD_CODES = {
+    "P_NONE": P_NONE, "P_BEST_EFFORT": P_BEST_EFFORT, "P_RESTRICTED": P_RESTRICTED,
+    "P_SINGLE": P_SINGLE,
+    "RES_CPU": C_RES_CPU, "RES_MEMORY": C_RES_MEMORY, "RES_DEVICE": C_RES_DEVICE,
+    "RES_IGNORED": C_RES_IGNORED,
+    "F_EMPTY": C_F_EMPTY, "F_POD_SCOPE": C_F_POD_SCOPE, "F_EXCLUSIVE": C_F_EXCLUSIVE,
+    "F_CPU_ONLY": C_F_CPU_ONLY,
+    "SF_N": SF_N, "SF_ZONE_OFF": SF_ZONE_OFF, "SF_DIST_OFF": SF_DIST_OFF,
+    "SF_MAX_NUMA": SF_MAX_NUMA, "SF_PREFER_CLOSEST": SF_PREFER_CLOSEST,
+    "SF_CPU_STATIC": SF_CPU_STATIC, "SF_FULL_PCPUS": SF_FULL_PCPUS, "SF_THREADS": SF_THREADS,
+    "SF_MEM_STATIC": SF_MEM_STATIC, "SHAPE_FIELDS": SHAPE_FIELDS,
+    "U_INIT": U_INIT, "U_SIDECAR": U_SIDECAR, "U_APP": U_APP,
+    "L_DONTCARE": L_DONTCARE, "L_IMPOSSIBLE": L_IMPOSSIBLE, "L_HINTS": L_HINTS,
+    "R_OK": R_OK, "R_TOO_MANY_NUMA": R_TOO_MANY_NUMA, "R_NODE_SHORT": R_NODE_SHORT,
+    "R_NOT_PREFERRED": R_NOT_PREFERRED, "R_SINGLE_NO_HINT": R_SINGLE_NO_HINT,
+    "R_CPU_SHORT": R_CPU_SHORT, "R_SMT": R_SMT, "R_DEVICE_SHORT": R_DEVICE_SHORT,
+    "R_MEMORY_SHORT": R_MEMORY_SHORT, "R_EXCLUSIVE": R_EXCLUSIVE, "R_TOO_LARGE": R_TOO_LARGE,
+    "MAX_ENUM_NUMA": C_MAX_ENUM_NUMA,
+}
 
 ctypedef long long i64
 ctypedef unsigned long long u64
 
-DEF P_NONE = 0
-DEF P_RESTRICTED = 2
-DEF P_SINGLE = 3
-DEF C_RES_CPU = 0
-DEF C_RES_MEMORY = 1
-DEF C_RES_DEVICE = 2
-DEF C_RES_IGNORED = 3
-DEF C_F_EMPTY = 1
-DEF C_F_POD_SCOPE = 2
-DEF C_F_EXCLUSIVE = 4
-DEF C_F_CPU_ONLY = 8
-DEF SF_N = 0
-DEF SF_ZONE_OFF = 1
-DEF SF_DIST_OFF = 2
-DEF SF_MAX_NUMA = 3
-DEF SF_PREFER_CLOSEST = 4
-DEF SF_CPU_STATIC = 5
-DEF SF_FULL_PCPUS = 6
-DEF SF_THREADS = 7
-DEF SF_MEM_STATIC = 8
-DEF SHAPE_FIELDS = 9
-DEF U_INIT = 0
-DEF R_OK = 0
-DEF R_TOO_MANY_NUMA = 1
-DEF R_NODE_SHORT = 2
-DEF R_NOT_PREFERRED = 3
-DEF R_SINGLE_NO_HINT = 4
-DEF R_CPU_SHORT = 5
-DEF R_SMT = 6
-DEF R_DEVICE_SHORT = 7
-DEF R_MEMORY_SHORT = 8
-DEF R_EXCLUSIVE = 9
-DEF R_TOO_LARGE = 10
-DEF L_DONTCARE = 0
-DEF L_IMPOSSIBLE = 1
-DEF L_HINTS = 2
-DEF C_MAX_ENUM = 12
-
-RES_CPU = C_RES_CPU
-RES_MEMORY = C_RES_MEMORY
-RES_DEVICE = C_RES_DEVICE
-RES_IGNORED = C_RES_IGNORED
-F_EMPTY = C_F_EMPTY
-F_POD_SCOPE = C_F_POD_SCOPE
-F_EXCLUSIVE = C_F_EXCLUSIVE
-F_CPU_ONLY = C_F_CPU_ONLY
-MAX_ENUM_NUMA = C_MAX_ENUM
+_tuple_new = tuple.__new__  # KernelResult without the NamedTuple's Python-level __new__
 
 
-cdef struct HList:
+cdef struct _HintList:
     int kind
     int resource
     int count
@@ -91,38 +122,75 @@ cdef struct HList:
     char* prefs
 
 
-cdef struct State:
+cdef struct _State:
     int n
     int nres
-    i64* cap      # n * nres
-    i64* total    # n * nres
-    i64* fr       # n * nres (free)
-    i64* reuse    # n * nres
+    i64* cap        # n * nres
+    i64* total      # n * nres
+    i64* free       # n * nres
+    i64* reuse      # n * nres
     i64* unaligned  # nres
-    u64* cells    # n
-    i64* assigns  # n
+    u64* cells      # n
+    i64* assigns    # n
 
 
-cdef struct Out:
-    int ok
+cdef struct _Merged:
+    u64 mask  # 0 = nil
+    int preferred
+    int rejected_by_exclusive
+
+
+cdef struct _KernelResult:  # codes.KernelResult
+    int admitted
     u64 mask
-    int pref
-    int code
+    int preferred
+    int reason
     int unit
-    int res
-    i64 a
-    i64 b
+    int resource
+    i64 need
+    i64 limit
 
 
-cdef inline int popc(u64 m) noexcept nogil:
-    return __builtin_popcountll(m)
+cdef struct _Packed:  # core.feasibility.snapshot.Packed, as pointers
+    const i64* shape_info
+    const i64* zones
+    const i64* node_alloc
+    const i64* unaligned
+    const i64* dist
+    const i64* states
+    const i64* idle_states
+    const i64* res_kind
+    int n_res
+    int n_shapes
+
+
+cdef struct _Demand:  # core.feasibility.snapshot.Demand, as pointers
+    const i64* unit_kind
+    const i64* unit_cpu
+    const i64* unit_res
+    int n_units
+    int guaranteed
+
+
+cdef struct _Scratch:  # per-call buffers: the reference's lists and sets
+    _HintList* lists  # 2 * nl: the providers' lists, then single-numa-node's filtered ones
+    int nl
+    unsigned char* marks  # 3 * 2^n
+    i64* got  # n
+    i64* buf
+    u64* pool
+    char* prefs
 
 
 cdef extern from *:
     int __builtin_popcountll(unsigned long long) nogil
 
 
-cdef inline i64 msum(const i64* rows, int nres, u64 mask, int r) noexcept nogil:
+cdef inline int _popcount(u64 m) noexcept nogil:
+    return __builtin_popcountll(m)
+
+
+cdef inline i64 _sum(const i64* rows, int nres, u64 mask, int r) noexcept nogil:
     cdef i64 t = 0
     cdef int z = 0
     while mask:
@@ -133,7 +201,7 @@ cdef inline i64 msum(const i64* rows, int nres, u64 mask, int r) noexcept nogil:
     return t
 
 
-cdef inline i64 outside(const i64* rows, int n, int nres, u64 mask, int r) noexcept nogil:
+cdef inline i64 _outside(const i64* rows, int n, int nres, u64 mask, int r) noexcept nogil:
     cdef i64 t = 0
     cdef int z
     for z in range(n):
@@ -142,37 +210,41 @@ cdef inline i64 outside(const i64* rows, int n, int nres, u64 mask, int r) noexc
     return t
 
 
-cdef inline i64 total_free(State* st, int r) noexcept nogil:
-    cdef i64 t = 0
-    cdef int z
-    for z in range(st.n):
-        t += st.fr[z * st.nres + r] + st.reuse[z * st.nres + r]
-    return t
-
-
-cdef inline void set_out(Out* o, int ok, u64 mask, int pref, int code, int unit, int res,
-                         i64 a, i64 b) noexcept nogil:
-    o.ok = ok
+cdef inline void _ok(_KernelResult* o, u64 mask, int preferred, int unit) noexcept nogil:
+    o.admitted = 1
     o.mask = mask
-    o.pref = pref
-    o.code = code
+    o.preferred = preferred
+    o.reason = R_OK
     o.unit = unit
-    o.res = res
-    o.a = a
-    o.b = b
+    o.resource = -1
+    o.need = 0
+    o.limit = 0
 
 
-cdef void finish(HList* hl, int min_width) noexcept nogil:
+cdef inline void _fail(_KernelResult* o, int reason, int unit, int resource, i64 need,
+                       i64 limit) noexcept nogil:
+    o.admitted = 0
+    o.mask = 0
+    o.preferred = 0
+    o.reason = reason
+    o.unit = unit
+    o.resource = resource
+    o.need = need
+    o.limit = limit
+
+
+cdef void _finish(_HintList* hl, int min_width) noexcept nogil:
     cdef int i
     for i in range(hl.count):
-        hl.prefs[i] = popc(hl.masks[i]) == min_width
+        hl.prefs[i] = _popcount(hl.masks[i]) == min_width
     hl.min_width = min_width
     if hl.count == 0:
         hl.kind = L_IMPOSSIBLE
 
 
-cdef void cpu_hints(State* st, i64 request, HList* hl) noexcept nogil:
-    # cpumanager policy_static.go generateCPUTopologyHints
+# --- hint providers (device, CPU, memory: container_manager_linux.go order) -----------------
+
+cdef void cpu_hints(_State* st, i64 request, _HintList* hl) noexcept nogil:
     cdef int n = st.n, nres = st.nres, w
     cdef int min_width = n
     cdef u64 mask, full = (1ULL << n) - 1
@@ -180,23 +252,21 @@ cdef void cpu_hints(State* st, i64 request, HList* hl) noexcept nogil:
     hl.resource = 0
     hl.count = 0
     for mask in range(1, full + 1):
-        w = popc(mask)
-        if msum(st.cap, nres, mask, 0) >= request and w < min_width:
+        w = _popcount(mask)
+        if _sum(st.cap, nres, mask, 0) >= request and w < min_width:
             min_width = w
-        if outside(st.reuse, n, nres, mask, 0) > 0:
+        if _outside(st.reuse, n, nres, mask, 0) > 0:
             continue
-        if msum(st.reuse, nres, mask, 0) + msum(st.fr, nres, mask, 0) < request:
+        if _sum(st.reuse, nres, mask, 0) + _sum(st.free, nres, mask, 0) < request:
             continue
         hl.masks[hl.count] = mask
         hl.count += 1
-    finish(hl, min_width)
+    _finish(hl, min_width)
 
 
-cdef void device_hints(State* st, int r, i64 request, HList* hl) noexcept nogil:
-    # devicemanager topology_hints.go
+cdef void device_hints(_State* st, int r, i64 request, _HintList* hl) noexcept nogil:
     cdef int n = st.n, nres = st.nres, z, w
     cdef int has_topo = 0
-    cdef i64 ftotal
     cdef int min_width = n
     cdef u64 mask, full = (1ULL << n) - 1
     hl.resource = r
@@ -208,50 +278,70 @@ cdef void device_hints(State* st, int r, i64 request, HList* hl) noexcept nogil:
     if not has_topo:
         hl.kind = L_DONTCARE
         return
-    ftotal = total_free(st, r) + st.unaligned[r]
-    if ftotal < request:
+    if _total_free(st, r) + st.unaligned[r] < request:
         hl.kind = L_IMPOSSIBLE
         return
     hl.kind = L_HINTS
     for mask in range(1, full + 1):
-        w = popc(mask)
-        if msum(st.cap, nres, mask, r) >= request and w < min_width:
+        w = _popcount(mask)
+        if _sum(st.cap, nres, mask, r) >= request and w < min_width:
             min_width = w
-        if outside(st.reuse, n, nres, mask, r) > 0:
+        if _outside(st.reuse, n, nres, mask, r) > 0:
             continue
-        if msum(st.reuse, nres, mask, r) + msum(st.fr, nres, mask, r) < request:
+        if _sum(st.reuse, nres, mask, r) + _sum(st.free, nres, mask, r) < request:
             continue
         hl.masks[hl.count] = mask
         hl.count += 1
-    finish(hl, min_width)
+    _finish(hl, min_width)
 
 
-cdef int memory_mask_ok(State* st, u64 mask) noexcept nogil:
-    cdef int width = popc(mask), z
+cdef int _memory_mask_ok(_State* st, u64 mask) noexcept nogil:
+    cdef int width = _popcount(mask), z
     cdef u64 cells
     for z in range(st.n):
         if not ((mask >> z) & 1):
             continue
         cells = st.cells[z]
         if width == 1:
-            if cells and popc(cells) > 1:
+            if cells and _popcount(cells) > 1:
                 return 0
-        elif st.assigns[z] > 0 and (popc(cells) == 1 or cells != mask):
+        elif st.assigns[z] > 0 and (_popcount(cells) == 1 or cells != mask):
             return 0
     return 1
 
 
-cdef void memory_hints(State* st, const i64* req, const i64* kinds, HList* hl) noexcept nogil:
-    # memorymanager policy_static.go calculateHints (the empty-map quirk: don't care)
-    cdef int n = st.n, nres = st.nres, t, w, skip, first = -1
+cdef int _first_memory_type(const i64* req, const i64* kinds, int nres) noexcept nogil:
+    cdef int t
+    for t in range(nres):
+        if kinds[t] == C_RES_MEMORY and req[t] > 0:
+            return t
+    return -1
+
+
+cdef int _memory_short(_State* st, const i64* req, const i64* kinds, u64 mask,
+                       const i64* rows) noexcept nogil:
+    """The first memory type of the request that ``rows`` (total, or free + reusable when
+    NULL) over ``mask`` cannot hold, or -1."""
+    cdef int t, nres = st.nres
+    cdef i64 have
+    for t in range(nres):
+        if kinds[t] == C_RES_MEMORY and req[t] > 0:
+            if rows != NULL:
+                have = _sum(rows, nres, mask, t)
+            else:
+                have = _sum(st.free, nres, mask, t) + _sum(st.reuse, nres, mask, t)
+            if have < req[t]:
+                return t
+    return -1
+
+
+cdef void memory_hints(_State* st, const i64* req, const i64* kinds, _HintList* hl) noexcept nogil:
+    cdef int n = st.n, t, w, first
     cdef int min_width = n
     cdef u64 mask, full = (1ULL << n) - 1
     hl.count = 0
     hl.min_width = 0
-    for t in range(nres):
-        if kinds[t] == C_RES_MEMORY and req[t] > 0:
-            first = t
-            break
+    first = _first_memory_type(req, kinds, st.nres)
     if first < 0:
         hl.kind = L_DONTCARE
         hl.resource = -1
@@ -259,37 +349,27 @@ cdef void memory_hints(State* st, const i64* req, const i64* kinds, HList* hl) n
     hl.kind = L_HINTS
     hl.resource = first
     for mask in range(1, full + 1):
-        skip = 0
-        for t in range(nres):
-            if kinds[t] == C_RES_MEMORY and req[t] > 0 and msum(st.total, nres, mask, t) < req[t]:
-                skip = 1
-                break
-        if skip:
-            continue
-        w = popc(mask)
+        if _memory_short(st, req, kinds, mask, st.total) >= 0:
+            continue  # capacity rule: allocatable over the mask
+        w = _popcount(mask)
         if w < min_width:
             min_width = w
-        if not memory_mask_ok(st, mask):
+        if not _memory_mask_ok(st, mask):
             continue
-        for t in range(nres):
-            if kinds[t] == C_RES_MEMORY and req[t] > 0:
-                if msum(st.fr, nres, mask, t) + msum(st.reuse, nres, mask, t) < req[t]:
-                    skip = 1
-                    break
-        if skip:
+        if _memory_short(st, req, kinds, mask, NULL) >= 0:
             continue
         hl.masks[hl.count] = mask
         hl.count += 1
     for t in range(hl.count):
-        hl.prefs[t] = popc(hl.masks[t]) == min_width
+        hl.prefs[t] = _popcount(hl.masks[t]) == min_width
     hl.min_width = min_width
     if hl.count == 0:
         hl.kind = L_DONTCARE
 
 
-# --- merge -----------------------------------------------------------------------------------
+# --- merge (topologymanager policy.go) ------------------------------------------------------
 
-cdef inline i64 dist_sum(u64 mask, const i64* dist, int n) noexcept nogil:
+cdef inline i64 _dist_sum(u64 mask, const i64* dist, int n) noexcept nogil:
     cdef i64 t = 0
     cdef int i, j
     for i in range(n):
@@ -300,15 +380,14 @@ cdef inline i64 dist_sum(u64 mask, const i64* dist, int n) noexcept nogil:
     return t
 
 
-cdef inline int fit_cmp(u64 a, u64 b, int closest, const i64* dist, int n) noexcept nogil:
-    # -1 when a is the fitter hint: narrowest (count, then numeric value), or closest
-    cdef int ca = popc(a), cb = popc(b)
+cdef inline int _fitter_cmp(u64 a, u64 b, int closest, const i64* dist, int n) noexcept nogil:
+    cdef int ca = _popcount(a), cb = _popcount(b)
     cdef i64 da, db
     if ca != cb:
         return -1 if ca < cb else 1
     if closest:
-        da = dist_sum(a, dist, n)
-        db = dist_sum(b, dist, n)
+        da = _dist_sum(a, dist, n)
+        db = _dist_sum(b, dist, n)
         if da != db:
             return -1 if da < db else 1
     if a == b:
@@ -316,8 +395,8 @@ cdef inline int fit_cmp(u64 a, u64 b, int closest, const i64* dist, int n) noexc
     return -1 if a < b else 1
 
 
-cdef inline int group_of(u64 m, int bnp) noexcept nogil:
-    cdef int w = popc(m)
+cdef inline int _nonpreferred_group(u64 m, int bnp) noexcept nogil:
+    cdef int w = _popcount(m)
     if w == bnp:
         return 0
     if w < bnp:
@@ -325,27 +404,17 @@ cdef inline int group_of(u64 m, int bnp) noexcept nogil:
     return 2
 
 
-cdef inline int nonpref_cmp(u64 a, u64 b, int bnp, int closest, const i64* dist, int n) noexcept nogil:
-    cdef int ga = group_of(a, bnp), gb = group_of(b, bnp)
+cdef inline int _nonpreferred_cmp(u64 a, u64 b, int bnp, int closest, const i64* dist,
+                                  int n) noexcept nogil:
+    cdef int ga = _nonpreferred_group(a, bnp), gb = _nonpreferred_group(b, bnp)
     if ga != gb:
         return -1 if ga < gb else 1
-    if ga == 1 and popc(a) != popc(b):
-        return -1 if popc(a) > popc(b) else 1
-    return fit_cmp(a, b, closest, dist, n)
+    if ga == 1 and _popcount(a) != _popcount(b):
+        return -1 if _popcount(a) > _popcount(b) else 1
+    return _fitter_cmp(a, b, closest, dist, n)
 
 
-cdef inline int exclusive_ok(u64 mask, const i64* states, int n) noexcept nogil:
-    cdef int w = popc(mask), z
-    for z in range(n):
-        if (mask >> z) & 1:
-            if w > 1 and states[z] == 2:
-                return 0
-            if w == 1 and states[z] == 1:
-                return 0
-    return 1
-
-
-cdef void filter_single(HList* src, HList* dst) noexcept nogil:
+cdef void _filter_single_numa(_HintList* src, _HintList* dst) noexcept nogil:
     cdef int i
     dst.resource = src.resource
     dst.min_width = src.min_width
@@ -355,7 +424,7 @@ cdef void filter_single(HList* src, HList* dst) noexcept nogil:
         return
     dst.kind = L_HINTS
     for i in range(src.count):
-        if src.prefs[i] and popc(src.masks[i]) == 1:
+        if src.prefs[i] and _popcount(src.masks[i]) == 1:
             dst.masks[dst.count] = src.masks[i]
             dst.prefs[dst.count] = 1
             dst.count += 1
@@ -363,47 +432,42 @@ cdef void filter_single(HList* src, HList* dst) noexcept nogil:
         dst.kind = L_IMPOSSIBLE
 
 
-cdef int merge(HList* lists, int nl, int policy, int n, int closest, const i64* dist,
-               int exclusive, const i64* states, unsigned char* mark, unsigned char* cur,
-               unsigned char* nxt, u64* out_mask) noexcept nogil:
-    """Returns 1 preferred, 0 non-preferred, -1 rejected by exclusivity; out_mask 0 = nil."""
-    cdef u64 full = (1ULL << n) - 1
-    cdef u64 size = full + 1
-    cdef u64 m, a, x, best = 0
-    cdef int i, j, nh = 0, have = 0, bnp = 0, w, mn, before
-    cdef unsigned char* tmp
-    if policy == P_SINGLE:
-        for i in range(nl):
-            if lists[i].kind == L_IMPOSSIBLE:
-                out_mask[0] = 0
+cdef inline int _exclusive_ok(u64 mask, const i64* states, int n) noexcept nogil:
+    cdef int w = _popcount(mask), z
+    for z in range(n):
+        if (mask >> z) & 1:
+            if w > 1 and states[z] == 2:
                 return 0
-        closest = 0
-    # preferred candidates: masks every hint list offers as preferred
+            if w == 1 and states[z] == 1:
+                return 0
+    return 1
+
+
+cdef int _preferred_candidates(_HintList* lists, int nl, unsigned char* mark,
+                               u64 size) noexcept nogil:
+    """Marks, per mask, how many hint lists offer it as preferred. Returns how many lists
+    have hints (a mask is a candidate when all of them mark it; 0: only the full mask),
+    or -1 when a list is impossible (no candidate)."""
+    cdef int i, j, nh = 0
     memset(mark, 0, size)
     for i in range(nl):
         if lists[i].kind == L_IMPOSSIBLE:
-            nh = -1
-            break
+            return -1
         if lists[i].kind != L_HINTS:
             continue
         nh += 1
         for j in range(lists[i].count):
             if lists[i].prefs[j]:
                 mark[lists[i].masks[j]] += 1
-    if nh == 0:
-        if not exclusive or exclusive_ok(full, states, n):
-            best = full
-            have = 1
-    elif nh > 0:
-        for m in range(1, size):
-            if mark[m] == nh and (not exclusive or exclusive_ok(m, states, n)):
-                if not have or fit_cmp(m, best, closest, dist, n) < 0:
-                    best = m
-                    have = 1
-    if have:
-        out_mask[0] = 0 if (policy == P_SINGLE and best == full) else best
-        return 1
-    # every AND of one hint per list (nil acts as all nodes)
+    return nh
+
+
+cdef unsigned char* _achievable_masks(_HintList* lists, int nl, u64 full, unsigned char* cur,
+                                      unsigned char* nxt) noexcept nogil:
+    """Every AND of one hint per list (nil acts as all nodes), as a set over 2^n masks."""
+    cdef u64 a, x, size = full + 1
+    cdef int i, j
+    cdef unsigned char* tmp
     memset(cur, 0, size)
     cur[full] = 1
     for i in range(nl):
@@ -420,37 +484,78 @@ cdef int merge(HList* lists, int nl, int policy, int n, int closest, const i64* 
         tmp = cur
         cur = nxt
         nxt = tmp
+    return cur
+
+
+cdef int _best_nonpreferred_count(_HintList* lists, int nl) noexcept nogil:
+    cdef int i, j, w, mn, best = 0
     for i in range(nl):
         if lists[i].kind == L_HINTS and lists[i].count:
             mn = 64
             for j in range(lists[i].count):
-                w = popc(lists[i].masks[j])
+                w = _popcount(lists[i].masks[j])
                 if w < mn:
                     mn = w
-            if mn > bnp:
-                bnp = mn
-    before = 0
+            if mn > best:
+                best = mn
+    return best
+
+
+cdef void merge(_HintList* lists, int nl, int policy, int n, int closest, const i64* dist,
+                int exclusive, const i64* states, _Scratch* sc, _Merged* out) noexcept nogil:
+    cdef u64 full = (1ULL << n) - 1, size = full + 1, m, best = 0
+    cdef int i, nh, have = 0, bnp, before = 0
+    cdef unsigned char* cands
+    out.rejected_by_exclusive = 0
+    if policy == P_SINGLE:
+        for i in range(nl):
+            _filter_single_numa(&lists[i], &sc.lists[sc.nl + i])
+        lists = sc.lists + sc.nl
+        for i in range(nl):
+            if lists[i].kind == L_IMPOSSIBLE:
+                out.mask = 0  # no permutation: {nil, false}
+                out.preferred = 0
+                return
+        closest = 0  # prefer-closest-numa-nodes is ignored by this policy
+    nh = _preferred_candidates(lists, nl, sc.marks, size)
+    if nh == 0:  # no list has hints: {all nodes} (0 on a node without NUMA data)
+        if not exclusive or _exclusive_ok(full, states, n):
+            best = full
+            have = 1
+    elif nh > 0:
+        for m in range(1, size):
+            if sc.marks[m] == nh and (not exclusive or _exclusive_ok(m, states, n)):
+                if not have or _fitter_cmp(m, best, closest, dist, n) < 0:
+                    best = m
+                    have = 1
+    if have:
+        out.mask = 0 if (policy == P_SINGLE and best == full) else best
+        out.preferred = 1
+        return
+    cands = _achievable_masks(lists, nl, full, sc.marks + size, sc.marks + 2 * size)
+    bnp = _best_nonpreferred_count(lists, nl)
     for m in range(1, size):
-        if not cur[m]:
+        if not cands[m]:
             continue
         before = 1
-        if exclusive and not exclusive_ok(m, states, n):
+        if exclusive and not _exclusive_ok(m, states, n):
             continue
-        if not have or nonpref_cmp(m, best, bnp, closest, dist, n) < 0:
+        if not have or _nonpreferred_cmp(m, best, bnp, closest, dist, n) < 0:
             best = m
             have = 1
+    out.preferred = 0
     if exclusive and before and not have:
-        out_mask[0] = full
-        return -1
+        out.mask = full
+        out.rejected_by_exclusive = 1
+        return
     if not have:
-        best = full
-    out_mask[0] = 0 if (policy == P_SINGLE and best == full) else best
-    return 0
+        best = full  # no permutation produced a mask: {all nodes, false}
+    out.mask = 0 if (policy == P_SINGLE and best == full) else best
 
 
-# --- allocation ----------------------------------------------------------------------------
+# --- allocation (providers' Allocate) -------------------------------------------------------
 
-cdef i64 take(State* st, int r, u64 mask, i64 amount, i64* got) noexcept nogil:
+cdef i64 _take(_State* st, int r, u64 mask, i64 amount, i64* got) noexcept nogil:
     cdef int z, k
     cdef i64 t
     for z in range(st.n):
@@ -463,32 +568,40 @@ cdef i64 take(State* st, int r, u64 mask, i64 amount, i64* got) noexcept nogil:
         st.reuse[k] -= t
         amount -= t
         got[z] += t
-        t = st.fr[k] if st.fr[k] < amount else amount
-        st.fr[k] -= t
+        t = st.free[k] if st.free[k] < amount else amount
+        st.free[k] -= t
         amount -= t
         got[z] += t
     return amount
 
 
-cdef void allocate_spill(State* st, int r, u64 mask, i64 amount, i64* got) noexcept nogil:
+cdef void allocate_spill(_State* st, int r, u64 mask, i64 amount, i64* got) noexcept nogil:
     cdef u64 full = (1ULL << st.n) - 1
     cdef u64 inside = mask if mask else full
     cdef i64 left
     memset(got, 0, st.n * sizeof(i64))
-    left = take(st, r, inside, amount, got)
-    left = take(st, r, full & ~inside, left, got)
+    left = _take(st, r, inside, amount, got)
+    left = _take(st, r, full & ~inside, left, got)
     if left:
         st.unaligned[r] -= left
 
 
-cdef inline void remember(State* st, int r, i64* got, i64 kind) noexcept nogil:
+cdef inline void _remember_reusable(_State* st, int r, i64* got, i64 kind) noexcept nogil:
     cdef int z
     if kind == U_INIT:
         for z in range(st.n):
             st.reuse[z * st.nres + r] += got[z]
 
 
-cdef int best_mem(HList* hl, u64 within, u64* out, int* pref) noexcept nogil:
+cdef inline i64 _total_free(_State* st, int r) noexcept nogil:
+    cdef i64 t = 0
+    cdef int z
+    for z in range(st.n):
+        t += st.free[z * st.nres + r] + st.reuse[z * st.nres + r]
+    return t
+
+
+cdef int _best_memory_hint(_HintList* hl, u64 within, u64* out, int* pref) noexcept nogil:
     cdef int i, have = 0, bp = 0, p
     cdef u64 b = 0, m
     for i in range(hl.count):
@@ -497,7 +610,8 @@ cdef int best_mem(HList* hl, u64 within, u64* out, int* pref) noexcept nogil:
             continue
         p = hl.prefs[i]
         if (not have or (p and not bp) or
-                (p == bp and (popc(m) < popc(b) or (popc(m) == popc(b) and m < b)))):
+                (p == bp and (_popcount(m) < _popcount(b) or
+                              (_popcount(m) == _popcount(b) and m < b)))):
             b = m
             bp = p
             have = 1
@@ -506,44 +620,40 @@ cdef int best_mem(HList* hl, u64 within, u64* out, int* pref) noexcept nogil:
     return have
 
 
-cdef int allocate_memory(State* st, const i64* req, const i64* kinds, u64 mask, int preferred,
-                         i64 kind, HList* hl, i64* got, Out* o, int unit) noexcept nogil:
-    cdef int nres = st.nres, t, first = -1, z, bp
+cdef int allocate_memory(_State* st, const i64* req, const i64* kinds, u64 mask, int preferred,
+                         i64 kind, int unit, _HintList* hl, i64* got,
+                         _KernelResult* o) noexcept nogil:
+    cdef int nres = st.nres, t, first, z, bp
     cdef u64 bm
-    cdef i64 have
-    for t in range(nres):
-        if kinds[t] == C_RES_MEMORY and req[t] > 0:
-            first = t
-            break
+    first = _first_memory_type(req, kinds, nres)
     if first < 0:
         return 1
     memory_hints(st, req, kinds, hl)
     if mask == 0:
-        if hl.kind != L_HINTS or not best_mem(hl, 0, &bm, &bp) or (not bp and preferred):
-            set_out(o, 0, 0, 0, R_MEMORY_SHORT, unit, first, req[first], total_free(st, first))
+        if hl.kind != L_HINTS or not _best_memory_hint(hl, 0, &bm, &bp) or (not bp and preferred):
+            _fail(o, R_MEMORY_SHORT, unit, first, req[first], _total_free(st, first))
             return 0
         mask = bm
         preferred = bp
-    for t in range(nres):
-        if kinds[t] == C_RES_MEMORY and req[t] > 0:
-            have = msum(st.fr, nres, mask, t) + msum(st.reuse, nres, mask, t)
-            if have < req[t]:
-                if hl.kind != L_HINTS or not best_mem(hl, mask, &bm, &bp) or (not bp and preferred):
-                    set_out(o, 0, 0, 0, R_MEMORY_SHORT, unit, t, req[t], have)
-                    return 0
-                mask = bm
-                break
-    if popc(mask) > 1:
+    t = _memory_short(st, req, kinds, mask, NULL)
+    if t >= 0:
+        # "extend" the topology manager hint to a wider one that contains it
+        if hl.kind != L_HINTS or not _best_memory_hint(hl, mask, &bm, &bp) or (not bp and preferred):
+            _fail(o, R_MEMORY_SHORT, unit, t, req[t],
+                  _sum(st.free, nres, mask, t) + _sum(st.reuse, nres, mask, t))
+            return 0
+        mask = bm
+    if _popcount(mask) > 1:
         for z in range(st.n):
             if (mask >> z) & 1 and st.assigns[z] > 0:
-                if popc(st.cells[z]) == 1 or st.cells[z] != mask:
-                    set_out(o, 0, 0, 0, R_MEMORY_SHORT, unit, first, req[first], 0)
+                if _popcount(st.cells[z]) == 1 or st.cells[z] != mask:
+                    _fail(o, R_MEMORY_SHORT, unit, first, req[first], 0)  # issue #138495
                     return 0
     for t in range(nres):
         if kinds[t] == C_RES_MEMORY and req[t] > 0:
             memset(got, 0, st.n * sizeof(i64))
-            take(st, t, mask, req[t], got)
-            remember(st, t, got, kind)
+            _take(st, t, mask, req[t], got)
+            _remember_reusable(st, t, got, kind)
     for z in range(st.n):
         if (mask >> z) & 1:
             st.cells[z] = mask
@@ -553,244 +663,293 @@ cdef int allocate_memory(State* st, const i64* req, const i64* kinds, u64 mask, 
 
 # --- the kernel ----------------------------------------------------------------------------
 
+cdef inline const i64* _ptr(const i64[::1] view):
+    return &view[0] if view.shape[0] else NULL
+
+
 cdef class Kernel:
     """The feasibility kernel over one packed snapshot (core.feasibility.snapshot.Packed)."""
 
     cdef object packed
-    cdef const i64[::1] info
-    cdef const i64[::1] zones
-    cdef const i64[::1] node_alloc
-    cdef const i64[::1] unaligned
-    cdef const i64[::1] dist
-    cdef const i64[::1] states
-    cdef const i64[::1] idle
-    cdef const i64[::1] kinds
-    cdef int nres
-    cdef int nshapes
+    cdef object _views  # keeps the buffers behind ``p`` alive
+    cdef _Packed p
 
     def __init__(self, packed):
         if packed.n_res < 1:
             raise InvalidInput("packed snapshot: n_res must be at least 1 (cpu)")
         self.packed = packed
-        self.info = packed.shape_info
-        self.zones = packed.zones
-        self.node_alloc = packed.node_alloc
-        self.unaligned = packed.unaligned
-        self.dist = packed.dist
-        self.states = packed.states
-        self.idle = packed.idle_states
-        self.kinds = packed.res_kind
-        self.nres = packed.n_res
-        self.nshapes = packed.n_shapes
+        views = (packed.shape_info, packed.zones, packed.node_alloc, packed.unaligned,
+                 packed.dist, packed.states, packed.idle_states, packed.res_kind)
+        self._views = views
+        self.p.shape_info = _ptr(views[0])
+        self.p.zones = _ptr(views[1])
+        self.p.node_alloc = _ptr(views[2])
+        self.p.unaligned = _ptr(views[3])
+        self.p.dist = _ptr(views[4])
+        self.p.states = _ptr(views[5])
+        self.p.idle_states = _ptr(views[6])
+        self.p.res_kind = _ptr(views[7])
+        self.p.n_res = packed.n_res
+        self.p.n_shapes = packed.n_shapes
 
     def check(self, demand, int shape, int policy, int flags):
         """Admit the pod (``demand``) on node shape ``shape`` under topology manager policy
-        ``policy`` (0 none .. 3 single-numa-node)."""
-        if not 0 <= shape < self.nshapes:
-            raise InvalidInput(f"shape {shape} is out of range 0..{self.nshapes - 1}")
+        ``policy`` (0 none .. 3 single-numa-node): a KernelResult."""
+        if not 0 <= shape < self.p.n_shapes:
+            raise InvalidInput(f"shape {shape} is out of range 0..{self.p.n_shapes - 1}")
         if not 0 <= policy <= 3:
             raise InvalidInput(f"policy code {policy} is not one of 0, 1, 2, 3")
-        cdef const i64[::1] ukind = demand.unit_kind
-        cdef const i64[::1] ucpu = demand.unit_cpu
-        cdef const i64[::1] ures = demand.unit_res
-        cdef int nunits = demand.n_units
-        cdef int guaranteed = demand.guaranteed
-        cdef Out o
+        cdef const i64[::1] unit_kind = demand.unit_kind
+        cdef const i64[::1] unit_cpu = demand.unit_cpu
+        cdef const i64[::1] unit_res = demand.unit_res
+        cdef _Demand d
+        cdef _KernelResult o
+        d.unit_kind = &unit_kind[0]
+        d.unit_cpu = &unit_cpu[0]
+        d.unit_res = &unit_res[0]
+        d.n_units = demand.n_units
+        d.guaranteed = demand.guaranteed
         with nogil:
-            self._check(&ukind[0], &ucpu[0], &ures[0], nunits, guaranteed, shape, policy,
-                        flags, &o)
-        return (o.ok, o.mask, o.pref, o.code, o.unit, o.res, o.a, o.b)
+            _check(&self.p, &d, shape, policy, flags, &o)
+        return _tuple_new(KernelResult, (o.admitted, o.mask, o.preferred, o.reason, o.unit,
+                                         o.resource, o.need, o.limit))
 
-    cdef void _check(self, const i64* ukind, const i64* ucpu, const i64* ures, int nunits,
-                     int guaranteed, int shape, int policy, int flags, Out* o) noexcept nogil:
-        cdef int base = shape * SHAPE_FIELDS
-        cdef int n = <int>self.info[base + SF_N]
-        cdef int nres = self.nres
-        cdef int pod = nunits - 1, r, z, u, u0, u1
-        cdef i64 need, have
-        cdef State st
-        cdef int zoff = <int>self.info[base + SF_ZONE_OFF]
-        cdef int col = 1 if flags & C_F_EMPTY else 2
-        cdef u64 union_mask = 0
-        cdef int all_pref = 1
-        cdef HList* lists = NULL
-        cdef u64* pool = NULL
-        cdef char* prefs = NULL
-        cdef unsigned char* marks = NULL
-        cdef i64* buf = NULL
-        cdef int nl = nres + 2, i
-        cdef u64 size
-        if policy != P_NONE and n > self.info[base + SF_MAX_NUMA]:
-            set_out(o, 0, 0, 0, R_TOO_MANY_NUMA, -1, -1, n, self.info[base + SF_MAX_NUMA])
-            return
-        if n > C_MAX_ENUM:
-            set_out(o, 0, 0, 0, R_TOO_LARGE, -1, -1, n, C_MAX_ENUM)
-            return
+
+cdef void _check(_Packed* p, _Demand* d, int shape, int policy, int flags,
+                 _KernelResult* o) noexcept nogil:
+    """Kernel.check below the argument checks (the reference's ``check``)."""
+    cdef int base = shape * SHAPE_FIELDS
+    cdef int n = <int>p.shape_info[base + SF_N]
+    cdef _State st
+    cdef _Scratch sc
+    if policy != P_NONE and n > p.shape_info[base + SF_MAX_NUMA]:
+        # topology_manager.go NewManager: the kubelet refuses this policy
+        _fail(o, R_TOO_MANY_NUMA, -1, -1, n, p.shape_info[base + SF_MAX_NUMA])
+        return
+    if n > C_MAX_ENUM_NUMA:
+        _fail(o, R_TOO_LARGE, -1, -1, n, C_MAX_ENUM_NUMA)
+        return
+    if _node_level_short(p, shape, d, o):
+        return
+    if not _scratch_alloc(&sc, n, p.n_res):
+        _fail(o, R_TOO_LARGE, -1, -1, n, C_MAX_ENUM_NUMA)
+    else:
+        _state_init(&st, p, shape, flags & C_F_EMPTY, sc.buf)
+        _admit_units(p, shape, &st, d, policy, flags, &sc, o)
+    _scratch_free(&sc)
+
+
+cdef int _scratch_alloc(_Scratch* sc, int n, int nres) noexcept nogil:
+    """Buffers for one call; 0 when memory is short."""
+    cdef u64 size = 1ULL << n
+    cdef int i
+    sc.nl = nres + 2  # devices, CPU, memory
+    sc.buf = <i64*>calloc(5 * n * nres + nres + 3 * n, sizeof(i64))
+    sc.lists = <_HintList*>malloc(2 * sc.nl * sizeof(_HintList))
+    sc.pool = <u64*>malloc(2 * sc.nl * size * sizeof(u64))
+    sc.prefs = <char*>malloc(2 * sc.nl * size)
+    sc.marks = <unsigned char*>malloc(3 * size)
+    if sc.buf == NULL or sc.lists == NULL or sc.pool == NULL or sc.prefs == NULL or sc.marks == NULL:
+        return 0
+    sc.got = sc.buf + 4 * n * nres + nres + 2 * n
+    for i in range(2 * sc.nl):
+        sc.lists[i].masks = sc.pool + i * size
+        sc.lists[i].prefs = sc.prefs + i * size
+    return 1
+
+
+cdef void _scratch_free(_Scratch* sc) noexcept nogil:
+    c_free(sc.buf)
+    c_free(sc.lists)
+    c_free(sc.pool)
+    c_free(sc.prefs)
+    c_free(sc.marks)
+
+
+cdef void _state_init(_State* st, _Packed* p, int shape, int empty, i64* buf) noexcept nogil:
+    """The reference's ``_State(packed, shape, empty)``, in ``buf``."""
+    cdef int base = shape * SHAPE_FIELDS
+    cdef int n = <int>p.shape_info[base + SF_N], nres = p.n_res, z, r, k
+    cdef int zoff = <int>p.shape_info[base + SF_ZONE_OFF]
+    cdef int col = 1 if empty else 2  # "empty": available := allocatable (DESIGN 4.3)
+    st.n = n
+    st.nres = nres
+    st.cap = buf
+    st.total = buf + n * nres
+    st.free = buf + 2 * n * nres
+    st.reuse = buf + 3 * n * nres
+    st.unaligned = buf + 4 * n * nres
+    st.cells = <u64*>(buf + 4 * n * nres + nres)
+    st.assigns = buf + 4 * n * nres + nres + n
+    for z in range(n):
         for r in range(nres):
-            need = ures[pod * nres + r]
-            have = self.node_alloc[shape * nres + r]
-            if need > 0 and have >= 0 and need > have and self.kinds[r] != C_RES_IGNORED:
-                set_out(o, 0, 0, 0, R_NODE_SHORT, pod, r, need, have)
-                return
-        size = 1ULL << n
-        buf = <i64*>calloc(5 * n * nres + nres + 2 * n + n, sizeof(i64))
-        lists = <HList*>malloc(2 * nl * sizeof(HList))
-        pool = <u64*>malloc(2 * nl * size * sizeof(u64))
-        prefs = <char*>malloc(2 * nl * size)
-        marks = <unsigned char*>malloc(3 * size)
-        if buf == NULL or lists == NULL or pool == NULL or prefs == NULL or marks == NULL:
-            set_out(o, 0, 0, 0, R_TOO_LARGE, -1, -1, n, C_MAX_ENUM)
-        else:
-            st.n = n
-            st.nres = nres
-            st.cap = buf
-            st.total = buf + n * nres
-            st.fr = buf + 2 * n * nres
-            st.reuse = buf + 3 * n * nres
-            st.unaligned = buf + 4 * n * nres
-            st.cells = <u64*>(buf + 4 * n * nres + nres)
-            st.assigns = buf + 4 * n * nres + nres + n
-            for z in range(n):
-                for r in range(nres):
-                    st.cap[z * nres + r] = self.zones[((zoff + z) * nres + r) * 3]
-                    st.total[z * nres + r] = self.zones[((zoff + z) * nres + r) * 3 + 1]
-                    st.fr[z * nres + r] = self.zones[((zoff + z) * nres + r) * 3 + col]
-            for r in range(nres):
-                st.unaligned[r] = self.unaligned[shape * nres + r]
-            for i in range(2 * nl):
-                lists[i].masks = pool + i * size
-                lists[i].prefs = prefs + i * size
-            if flags & C_F_POD_SCOPE:
-                u0 = pod
-                u1 = pod + 1
-            else:
-                u0 = 0
-                u1 = pod
-            set_out(o, 1, 0, 0, R_OK, -1, -1, 0, 0)
-            for u in range(u0, u1):
-                self._unit(&st, base, zoff, ukind, ucpu, ures, guaranteed, u, policy, flags,
-                           lists, nl, marks, buf + 4 * n * nres + nres + 2 * n, o)
-                if not o.ok:
-                    break
-                union_mask |= o.mask
-                all_pref &= o.pref
-            if o.ok:
-                if policy == P_NONE:
-                    set_out(o, 1, 0, 0, R_OK, -1, -1, 0, 0)
-                else:
-                    set_out(o, 1, union_mask, all_pref, R_OK, -1, -1, 0, 0)
-        free(buf)
-        free(lists)
-        free(pool)
-        free(prefs)
-        free(marks)
-
-    cdef void _unit(self, State* st, int base, int zoff, const i64* ukind, const i64* ucpu,
-                    const i64* ures, int guaranteed, int u, int policy, int flags, HList* lists,
-                    int nl, unsigned char* marks, i64* got, Out* o) noexcept nogil:
-        cdef int nres = st.nres, n = st.n, r, cnt = 0, i, informative = 0, res
-        cdef const i64* req = ures + u * nres
-        cdef const i64* kinds = &self.kinds[0]
-        cdef int cpu_only = flags & C_F_CPU_ONLY
-        cdef int cpu_static = <int>self.info[base + SF_CPU_STATIC]
-        cdef int mem_static = <int>self.info[base + SF_MEM_STATIC]
-        cdef i64 excl = ucpu[u] if cpu_static else 0
-        cdef i64 threads, fr
-        cdef u64 mask = 0, full = (1ULL << n) - 1
-        cdef int preferred = 0, exclusive
-        cdef const i64* states
-        cdef HList* use
-        # cheap bounds: SMT alignment and totals
-        if excl > 0:
-            threads = self.info[base + SF_THREADS]
-            if self.info[base + SF_FULL_PCPUS] and threads > 1 and excl % threads:
-                set_out(o, 0, 0, 0, R_SMT, u, 0, excl, threads)
-                return
-            fr = total_free(st, 0)
-            if fr < excl:
-                set_out(o, 0, 0, 0, R_CPU_SHORT, u, 0, excl, fr)
-                return
-        if not cpu_only:
-            for r in range(nres):
-                if req[r] > 0 and kinds[r] == C_RES_DEVICE:
-                    fr = total_free(st, r) + st.unaligned[r]
-                    if fr < req[r]:
-                        set_out(o, 0, 0, 0, R_DEVICE_SHORT, u, r, req[r], fr)
-                        return
-        # hint providers in order: devices, CPU, memory (filterProvidersHints)
-        if not cpu_only:
-            for r in range(nres):
-                if kinds[r] == C_RES_DEVICE and req[r] > 0:
-                    device_hints(st, r, req[r], &lists[cnt])
-                    cnt += 1
-        if cpu_static and ucpu[u] > 0:
-            cpu_hints(st, ucpu[u], &lists[cnt])
-            cnt += 1
-        if not cpu_only and mem_static and guaranteed:
-            memory_hints(st, req, kinds, &lists[cnt])
-            cnt += 1
-        if policy != P_NONE:
-            use = lists
-            if policy == P_SINGLE:
-                for i in range(cnt):
-                    filter_single(&lists[i], &lists[nl + i])
-                use = lists + nl
-            states = &self.idle[0] if flags & C_F_EMPTY else &self.states[zoff]
-            exclusive = (flags & C_F_EXCLUSIVE) and policy >= P_RESTRICTED
-            res = merge(use, cnt, policy, n, <int>self.info[base + SF_PREFER_CLOSEST],
-                        &self.dist[<int>self.info[base + SF_DIST_OFF]], exclusive, states,
-                        marks, marks + (full + 1), marks + 2 * (full + 1), &mask)
-            if res < 0:
-                set_out(o, 0, 0, 0, R_EXCLUSIVE, u, -1, 0, 0)
-                return
-            if policy >= P_RESTRICTED and res == 0:
-                self._not_preferred(lists, cnt, policy, u, n, o)
-                return
-            preferred = res
-        # Allocate on every provider in order (device, CPU, memory)
-        if not cpu_only:
-            for r in range(nres):
-                if kinds[r] == C_RES_DEVICE and req[r] > 0:
-                    allocate_spill(st, r, mask, req[r], got)
-                    remember(st, r, got, ukind[u])
-        if excl > 0:
-            allocate_spill(st, 0, mask, excl, got)
-            remember(st, 0, got, ukind[u])
-        if not cpu_only and mem_static and guaranteed:
-            if not allocate_memory(st, req, kinds, mask, preferred, ukind[u], &lists[2 * nl - 1],
-                                   got, o, u):
-                return
-        for i in range(cnt):
-            if lists[i].kind != L_DONTCARE:
-                informative = 1
-        set_out(o, 1, mask if informative else 0, preferred, R_OK, u, -1, 0, 0)
-
-    cdef void _not_preferred(self, HList* lists, int cnt, int policy, int u, int n,
-                             Out* o) noexcept nogil:
-        cdef int i, j, mn, w, any_pref
-        for i in range(cnt):
-            if lists[i].kind == L_IMPOSSIBLE:
-                set_out(o, 0, 0, 0, R_NOT_PREFERRED, u, lists[i].resource,
-                        lists[i].min_width if lists[i].min_width else n, 0)
-                return
-            if lists[i].kind != L_HINTS:
-                continue
-            mn = 64
-            any_pref = 0
-            for j in range(lists[i].count):
-                if lists[i].prefs[j]:
-                    any_pref = 1
-                    w = popc(lists[i].masks[j])
-                    if w < mn:
-                        mn = w
-            if not any_pref or (policy == P_SINGLE and mn > 1):
-                set_out(o, 0, 0, 0, R_SINGLE_NO_HINT if policy == P_SINGLE else R_NOT_PREFERRED,
-                        u, lists[i].resource, lists[i].min_width, 0)
-                return
-        set_out(o, 0, 0, 0, R_NOT_PREFERRED, u, -1, 0, 0)
+            k = ((zoff + z) * nres + r) * 3
+            st.cap[z * nres + r] = p.zones[k]
+            st.total[z * nres + r] = p.zones[k + 1]
+            st.free[z * nres + r] = p.zones[k + col]
+    for r in range(nres):
+        st.unaligned[r] = p.unaligned[shape * nres + r]
 
 
-# --- public merge entry point ----------------------------------------------------------------
+cdef int _node_level_short(_Packed* p, int shape, _Demand* d, _KernelResult* o) noexcept nogil:
+    cdef int nres = p.n_res, pod = d.n_units - 1, r
+    cdef i64 need, have
+    for r in range(nres):
+        need = d.unit_res[pod * nres + r]
+        have = p.node_alloc[shape * nres + r]
+        if need > 0 and have >= 0 and need > have and p.res_kind[r] != C_RES_IGNORED:
+            _fail(o, R_NODE_SHORT, pod, r, need, have)
+            return 1
+    return 0
+
+
+cdef inline void _unit_range(_Demand* d, int flags, int* u0, int* u1) noexcept nogil:
+    cdef int pod = d.n_units - 1
+    if flags & C_F_POD_SCOPE:
+        u0[0] = pod
+        u1[0] = pod + 1
+    else:
+        u0[0] = 0
+        u1[0] = pod
+
+
+cdef void _admit_units(_Packed* p, int shape, _State* st, _Demand* d, int policy, int flags,
+                       _Scratch* sc, _KernelResult* o) noexcept nogil:
+    cdef int base = shape * SHAPE_FIELDS, u, u0, u1, all_pref = 1
+    cdef u64 union_mask = 0
+    _unit_range(d, flags, &u0, &u1)
+    for u in range(u0, u1):
+        _admit_unit(p, base, st, d, u, policy, flags, sc, o)
+        if not o.admitted:
+            return
+        union_mask |= o.mask
+        all_pref &= o.preferred
+    if policy == P_NONE:
+        _ok(o, 0, 0, -1)  # policy none stores no hint: {nil, false}
+    else:
+        _ok(o, union_mask, all_pref, -1)
+
+
+cdef int _unit_lists(_Packed* p, int base, _State* st, _Demand* d, int u, const i64* req,
+                     int flags, _HintList* lists) noexcept nogil:
+    """filterProvidersHints in provider order: devices, CPU, memory. Returns the count."""
+    cdef int r, cnt = 0, cpu_only = flags & C_F_CPU_ONLY
+    if not cpu_only:
+        for r in range(p.n_res):
+            if p.res_kind[r] == C_RES_DEVICE and req[r] > 0:
+                device_hints(st, r, req[r], &lists[cnt])
+                cnt += 1
+    if p.shape_info[base + SF_CPU_STATIC] and d.unit_cpu[u] > 0:
+        cpu_hints(st, d.unit_cpu[u], &lists[cnt])
+        cnt += 1
+    if not cpu_only and p.shape_info[base + SF_MEM_STATIC] and d.guaranteed:
+        memory_hints(st, req, p.res_kind, &lists[cnt])
+        cnt += 1
+    return cnt
+
+
+cdef void _admit_unit(_Packed* p, int base, _State* st, _Demand* d, int u, int policy,
+                      int flags, _Scratch* sc, _KernelResult* o) noexcept nogil:
+    cdef const i64* req = d.unit_res + u * p.n_res
+    cdef i64 excl = d.unit_cpu[u] if p.shape_info[base + SF_CPU_STATIC] else 0
+    cdef int cnt, i, informative = 0, soff = <int>p.shape_info[base + SF_ZONE_OFF]
+    cdef _Merged merged
+    merged.mask = 0
+    merged.preferred = 0
+    if _unit_bounds(p, base, st, req, excl, u, flags, o):
+        return
+    cnt = _unit_lists(p, base, st, d, u, req, flags, sc.lists)
+    if policy != P_NONE:
+        merge(sc.lists, cnt, policy, st.n, <int>p.shape_info[base + SF_PREFER_CLOSEST],
+              p.dist + p.shape_info[base + SF_DIST_OFF],
+              (flags & C_F_EXCLUSIVE) and policy >= P_RESTRICTED,
+              p.idle_states if flags & C_F_EMPTY else p.states + soff, sc, &merged)
+        if merged.rejected_by_exclusive:
+            _fail(o, R_EXCLUSIVE, u, -1, 0, 0)
+            return
+        if policy >= P_RESTRICTED and not merged.preferred:
+            _not_preferred(sc.lists, cnt, policy, u, st.n, o)
+            return
+    if not _allocate_unit(p, base, st, d, u, req, excl, merged.mask, merged.preferred, flags,
+                          sc, o):
+        return
+    # A unit no provider cares about gets {all nodes, true}: it places nothing.
+    for i in range(cnt):
+        if sc.lists[i].kind != L_DONTCARE:
+            informative = 1
+    _ok(o, merged.mask if informative else 0, merged.preferred, u)
+
+
+cdef int _unit_bounds(_Packed* p, int base, _State* st, const i64* req, i64 excl, int u,
+                      int flags, _KernelResult* o) noexcept nogil:
+    cdef i64 threads, free
+    cdef int r
+    if excl > 0:
+        threads = p.shape_info[base + SF_THREADS]
+        if p.shape_info[base + SF_FULL_PCPUS] and threads > 1 and excl % threads:
+            _fail(o, R_SMT, u, 0, excl, threads)  # full-pcpus-only SMTAlignmentError
+            return 1
+        free = _total_free(st, 0)
+        if free < excl:
+            _fail(o, R_CPU_SHORT, u, 0, excl, free)
+            return 1
+    if flags & C_F_CPU_ONLY:
+        return 0
+    for r in range(p.n_res):
+        if req[r] > 0 and p.res_kind[r] == C_RES_DEVICE:
+            free = _total_free(st, r) + st.unaligned[r]
+            if free < req[r]:
+                _fail(o, R_DEVICE_SHORT, u, r, req[r], free)
+                return 1
+    return 0
+
+
+cdef void _not_preferred(_HintList* lists, int cnt, int policy, int u, int n,
+                         _KernelResult* o) noexcept nogil:
+    cdef int i, j, mn, w, any_pref
+    for i in range(cnt):
+        if lists[i].kind == L_IMPOSSIBLE:
+            _fail(o, R_NOT_PREFERRED, u, lists[i].resource,
+                  lists[i].min_width if lists[i].min_width else n, 0)
+            return
+        if lists[i].kind != L_HINTS:
+            continue
+        mn = 64
+        any_pref = 0
+        for j in range(lists[i].count):
+            if lists[i].prefs[j]:
+                any_pref = 1
+                w = _popcount(lists[i].masks[j])
+                if w < mn:
+                    mn = w
+        if not any_pref or (policy == P_SINGLE and mn > 1):
+            _fail(o, R_SINGLE_NO_HINT if policy == P_SINGLE else R_NOT_PREFERRED, u,
+                  lists[i].resource, lists[i].min_width, 0)
+            return
+    _fail(o, R_NOT_PREFERRED, u, -1, 0, 0)
+
+
+cdef int _allocate_unit(_Packed* p, int base, _State* st, _Demand* d, int u, const i64* req,
+                        i64 excl, u64 mask, int preferred, int flags, _Scratch* sc,
+                        _KernelResult* o) noexcept nogil:
+    """Returns 0 (with ``o`` set) when an allocation fails."""
+    cdef i64 kind = d.unit_kind[u]
+    cdef int r, cpu_only = flags & C_F_CPU_ONLY
+    if not cpu_only:
+        for r in range(p.n_res):
+            if p.res_kind[r] == C_RES_DEVICE and req[r] > 0:
+                allocate_spill(st, r, mask, req[r], sc.got)
+                _remember_reusable(st, r, sc.got, kind)
+    if excl > 0:
+        allocate_spill(st, 0, mask, excl, sc.got)
+        _remember_reusable(st, 0, sc.got, kind)
+    if not cpu_only and p.shape_info[base + SF_MEM_STATIC] and d.guaranteed:
+        return allocate_memory(st, req, p.res_kind, mask, preferred, kind, u,
+                               &sc.lists[2 * sc.nl - 1], sc.got, o)
+    return 1
+
+
+# --- public merge entry point (the kubelet's Policy.Merge over explicit hint lists) --------
 
 def _raw_list(raw, int policy, int resource):
     """filterProvidersHints for one resource: (kind, masks, prefs)."""
@@ -819,8 +978,8 @@ def _raw_list(raw, int policy, int resource):
 
 def merge_hints(lists, *, int policy, int n, bint prefer_closest=False, distances=()):
     """The topology manager policy's Merge over hint lists (see the reference)."""
-    if not 1 <= n <= C_MAX_ENUM:
-        raise InvalidInput(f"NUMA node count {n} is not in 1..{C_MAX_ENUM}")
+    if not 1 <= n <= C_MAX_ENUM_NUMA:
+        raise InvalidInput(f"NUMA node count {n} is not in 1..{C_MAX_ENUM_NUMA}")
     if not 0 <= policy <= 3:
         raise InvalidInput(f"policy code {policy} is not one of 0, 1, 2, 3")
     if policy == P_NONE:
@@ -833,57 +992,50 @@ def merge_hints(lists, *, int policy, int n, bint prefer_closest=False, distance
         for m in ms:
             if m >= (1 << n):
                 raise InvalidInput(f"mask {m} has bits beyond {n} NUMA nodes")
-    cdef int nl = len(raws), i, j, res
+    cdef int nl = len(raws), i, j
     cdef u64 size = 1ULL << n
-    cdef u64 out = 0
-    cdef HList* hls = <HList*>malloc((2 * nl + 1) * sizeof(HList))
-    cdef u64* pool = <u64*>malloc((2 * nl + 1) * size * sizeof(u64))
-    cdef char* prefs = <char*>malloc((2 * nl + 1) * size)
-    cdef unsigned char* marks = <unsigned char*>malloc(3 * size)
+    cdef _Merged out
+    cdef _Scratch sc
     cdef i64* cdist = <i64*>malloc(n * n * sizeof(i64))
     cdef i64* states = <i64*>calloc(n, sizeof(i64))
+    sc.nl = nl
+    sc.lists = <_HintList*>malloc((2 * nl + 1) * sizeof(_HintList))
+    sc.pool = <u64*>malloc((2 * nl + 1) * size * sizeof(u64))
+    sc.prefs = <char*>malloc((2 * nl + 1) * size)
+    sc.marks = <unsigned char*>malloc(3 * size)
+    sc.buf = NULL
     try:
         for i in range(n * n):
             cdist[i] = dist[i]
         for i in range(2 * nl + 1):
-            hls[i].masks = pool + i * size
-            hls[i].prefs = prefs + i * size
+            sc.lists[i].masks = sc.pool + i * size
+            sc.lists[i].prefs = sc.prefs + i * size
         for i in range(nl):
             kind, ms, ps = raws[i]
-            hls[i].kind = kind
-            hls[i].resource = i
-            hls[i].count = len(ms)
-            hls[i].min_width = 0
+            sc.lists[i].kind = kind
+            sc.lists[i].resource = i
+            sc.lists[i].count = len(ms)
+            sc.lists[i].min_width = 0
             for j in range(len(ms)):
-                hls[i].masks[j] = ms[j]
-                hls[i].prefs[j] = ps[j]
-        if policy == P_SINGLE:
-            for i in range(nl):
-                filter_single(&hls[i], &hls[nl + i])
-            res = merge(hls + nl, nl, policy, n, 0, cdist, 0, states, marks, marks + size,
-                        marks + 2 * size, &out)
-        else:
-            res = merge(hls, nl, policy, n, prefer_closest, cdist, 0, states, marks, marks + size,
-                        marks + 2 * size, &out)
+                sc.lists[i].masks[j] = ms[j]
+                sc.lists[i].prefs[j] = ps[j]
+        merge(sc.lists, nl, policy, n, prefer_closest, cdist, 0, states, &sc, &out)
     finally:
-        free(hls)
-        free(pool)
-        free(prefs)
-        free(marks)
-        free(cdist)
-        free(states)
-    return (None if out == 0 else out, res == 1)
+        _scratch_free(&sc)
+        c_free(cdist)
+        c_free(states)
+    return (None if out.mask == 0 else out.mask, out.preferred == 1)
 
 
 def best_nonpreferred_count(lists):
     """bestNonPreferredAffinityCount (TestMaxOfMinAffinityCounts)."""
     cdef int best = 0, w, mn
     for i, raw in enumerate(lists):
-        kind, ms, ps = _raw_list(raw, 1, i)
+        kind, ms, ps = _raw_list(raw, P_BEST_EFFORT, i)
         if kind == L_HINTS and ms:
             mn = 64
             for m in ms:
-                w = popc(m)
+                w = _popcount(m)
                 if w < mn:
                     mn = w
             if mn > best:
@@ -899,4 +1051,4 @@ def check_exclusive(mask, states):
         raise InvalidInput(f"mask {mask} is not a non-empty mask over {n} NUMA nodes")
     for i in range(n):
         cs[i] = states[i]
-    return bool(exclusive_ok(<u64>mask, cs, n))
+    return bool(_exclusive_ok(<u64>mask, cs, n))

@@ -2,9 +2,10 @@
 and its hint providers, rule by rule (research/kubelet-topology-manager.md).
 
 The kernel reads the packed snapshot (core/feasibility/snapshot.py) and a packed pod demand, and
-answers for one node shape: admitted or not, the admitted NUMA mask, whether it is
-preferred, and a reason code. ``core/feasibility/_kernel_c.pyx`` has the same names, signatures
-and results; the differential tests prove it.
+answers for one node shape with a ``KernelResult`` (core/feasibility/codes.py): admitted
+or not, the admitted NUMA mask, whether it is preferred, and a reason code.
+``core/feasibility/_kernel_c.pyx`` has the same helpers under the same names, cut at the
+same seams, with the same results; the differential tests prove it.
 
 Masks are over NUMA *positions* (0..n-1, ascending NUMA id). Positions map monotonically
 to ids, so counts, subset relations and the numeric tie-break (IsNarrowerThan) are the same
@@ -14,9 +15,56 @@ as over the ids.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Final
+from functools import cmp_to_key
+from typing import Any
 
 from core.errors import InvalidInput
+from core.feasibility.codes import (
+    F_CPU_ONLY,
+    F_EMPTY,
+    F_EXCLUSIVE,
+    F_POD_SCOPE,
+    KERNEL_VERSION,
+    L_DONTCARE,
+    L_HINTS,
+    L_IMPOSSIBLE,
+    MAX_ENUM_NUMA,
+    P_BEST_EFFORT,
+    P_NONE,
+    P_RESTRICTED,
+    P_SINGLE,
+    R_CPU_SHORT,
+    R_DEVICE_SHORT,
+    R_EXCLUSIVE,
+    R_MEMORY_SHORT,
+    R_NODE_SHORT,
+    R_NOT_PREFERRED,
+    R_SINGLE_NO_HINT,
+    R_SMT,
+    R_TOO_LARGE,
+    R_TOO_MANY_NUMA,
+    RES_CPU,
+    RES_DEVICE,
+    RES_IGNORED,
+    RES_MEMORY,
+    SF_CPU_STATIC,
+    SF_DIST_OFF,
+    SF_FULL_PCPUS,
+    SF_MAX_NUMA,
+    SF_MEM_STATIC,
+    SF_N,
+    SF_PREFER_CLOSEST,
+    SF_THREADS,
+    SF_ZONE_OFF,
+    SHAPE_FIELDS,
+    U_INIT,
+    KernelResult,
+)
+from core.feasibility.codes import U_APP as U_APP  # read by snapshot.py through the reference
+from core.feasibility.codes import U_SIDECAR as U_SIDECAR
+from core.feasibility.codes import UNLIMITED as UNLIMITED
+from core.feasibility.codes import fail as _fail
+from core.feasibility.codes import ok as _ok
 
 __all__ = [
     "F_CPU_ONLY",
@@ -30,75 +78,11 @@ __all__ = [
     "RES_IGNORED",
     "RES_MEMORY",
     "Kernel",
-    "Result",
+    "KernelResult",
     "best_nonpreferred_count",
     "check_exclusive",
     "merge_hints",
 ]
-
-KERNEL_VERSION: Final = 2
-
-# Policy codes (kubelet spellings in core.model).
-P_NONE: Final = 0
-P_BEST_EFFORT: Final = 1
-P_RESTRICTED: Final = 2
-P_SINGLE: Final = 3
-
-# Resource kinds (snapshot res_kind).
-RES_CPU: Final = 0
-RES_MEMORY: Final = 1  # memory and hugepages-*: memory manager
-RES_DEVICE: Final = 2  # device-plugin and extended resources: device manager
-RES_IGNORED: Final = 3  # ephemeral-storage, pods: no NUMA provider
-
-# Call flags.
-F_EMPTY: Final = 1  # evaluate the node as if empty (available := allocatable, idle NUMA)
-F_POD_SCOPE: Final = 2  # topology manager scope pod
-F_EXCLUSIVE: Final = 4  # Koordinator singleNUMANodeExclusive=Required
-F_CPU_ONLY: Final = 8  # Volcano numa-aware: the CPU provider only
-
-# Shape fields (stride SHAPE_FIELDS in Packed.shape_info).
-SF_N: Final = 0
-SF_ZONE_OFF: Final = 1
-SF_DIST_OFF: Final = 2
-SF_MAX_NUMA: Final = 3
-SF_PREFER_CLOSEST: Final = 4
-SF_CPU_STATIC: Final = 5
-SF_FULL_PCPUS: Final = 6
-SF_THREADS: Final = 7
-SF_MEM_STATIC: Final = 8
-SHAPE_FIELDS: Final = 9
-
-# Unit kinds (containers in kubelet order; the pod-level unit is an app).
-U_INIT: Final = 0
-U_SIDECAR: Final = 1
-U_APP: Final = 2
-
-# Reason codes; core/feasibility/evaluate.py renders them.
-R_OK: Final = 0
-R_TOO_MANY_NUMA: Final = 1  # a = NUMA count, b = max-allowable-numa-nodes
-R_NODE_SHORT: Final = 2  # resource; a = need, b = node allocatable
-R_NOT_PREFERRED: Final = 3  # resource (-1: resources disagree); a = width needed
-R_SINGLE_NO_HINT: Final = 4  # resource; a = width needed
-R_CPU_SHORT: Final = 5  # a = need, b = free exclusive CPUs
-R_SMT: Final = 6  # a = need, b = threads per core
-R_DEVICE_SHORT: Final = 7  # resource; a = need, b = free
-R_MEMORY_SHORT: Final = 8  # resource; a = need, b = free (memory manager Allocate)
-R_EXCLUSIVE: Final = 9  # Koordinator exclusivity removed every candidate
-R_TOO_LARGE: Final = 10  # more NUMA nodes than the kernel enumerates
-
-# Enumerating 2^n masks per list is what the kubelet does; beyond this many NUMA nodes the
-# node is left to the kubelet (evaluate reports it, never denies on it).
-MAX_ENUM_NUMA: Final = 12
-UNLIMITED: Final = 2**62
-
-# Hint list kinds after filterProvidersHints (policy.go).
-L_DONTCARE: Final = 0  # [{nil, true}]: nil list or empty map
-L_IMPOSSIBLE: Final = 1  # [{nil, false}]: empty, non-nil list
-L_HINTS: Final = 2
-
-Result = tuple[int, int, int, int, int, int, int, int]
-"""(admitted, mask, preferred, reason, unit, resource, a, b); mask over NUMA positions,
-0 when the admitted hint is nil."""
 
 
 class _HintList:
@@ -261,31 +245,44 @@ def memory_hints(st: _State, req: Sequence[int], kinds: Sequence[int]) -> _HintL
 # --- merge (topologymanager policy.go) ------------------------------------------------------
 
 
-def _fitter_key(mask: int, closest: bool, dist: Sequence[int], n: int) -> tuple[int, ...]:
-    """Narrowest: fewer NUMA nodes, then the smaller numeric value (IsNarrowerThan).
-    Closest (prefer-closest-numa-nodes): same width -> smaller average distance; with the
-    same width the averages share a denominator, so the sums compare."""
-    width = _popcount(mask)
-    if not closest:
-        return (width, mask)
+def _dist_sum(mask: int, dist: Sequence[int], n: int) -> int:
+    """The sum of distances over every ordered pair of the mask's NUMA nodes (i == j too)."""
     bits = [z for z in range(n) if (mask >> z) & 1]
-    return (width, sum(dist[i * n + j] for i in bits for j in bits), mask)
+    return sum(dist[i * n + j] for i in bits for j in bits)
 
 
-def _nonpreferred_key(
-    mask: int, bnp: int, closest: bool, dist: Sequence[int], n: int
-) -> tuple[int, ...]:
+def _fitter_cmp(a: int, b: int, closest: bool, dist: Sequence[int], n: int) -> int:
+    """HintMerger's fitter, as a comparison (-1: ``a`` is the fitter hint). Narrowest:
+    fewer NUMA nodes, then the smaller numeric value (IsNarrowerThan). Closest
+    (prefer-closest-numa-nodes): same width -> smaller average distance; with the same
+    width the averages share a denominator, so the sums compare."""
+    ca, cb = _popcount(a), _popcount(b)
+    if ca != cb:
+        return -1 if ca < cb else 1
+    if closest:
+        da, db = _dist_sum(a, dist, n), _dist_sum(b, dist, n)
+        if da != db:
+            return -1 if da < db else 1
+    return (a > b) - (a < b)
+
+
+def _nonpreferred_group(mask: int, bnp: int) -> int:
+    """0: width equal to bestNonPreferredAffinityCount; 1: narrower; 2: wider."""
+    width = _popcount(mask)
+    return 0 if width == bnp else (1 if width < bnp else 2)
+
+
+def _nonpreferred_cmp(a: int, b: int, bnp: int, closest: bool, dist: Sequence[int], n: int) -> int:
     """HintMerger for two non-preferred hints: a width equal to
     bestNonPreferredAffinityCount wins, then widths below it (wider first), then widths
     above it (narrowest first). That comparison is a total order, so the best of a set
     does not depend on the permutation order."""
-    width = _popcount(mask)
-    fk = _fitter_key(mask, closest, dist, n)
-    if width == bnp:
-        return (0, 0, *fk)
-    if width < bnp:
-        return (1, -width, *fk)
-    return (2, 0, *fk)
+    ga, gb = _nonpreferred_group(a, bnp), _nonpreferred_group(b, bnp)
+    if ga != gb:
+        return -1 if ga < gb else 1
+    if ga == 1 and _popcount(a) != _popcount(b):
+        return -1 if _popcount(a) > _popcount(b) else 1
+    return _fitter_cmp(a, b, closest, dist, n)
 
 
 def _filter_single_numa(lists: list[_HintList]) -> list[_HintList]:
@@ -388,7 +385,7 @@ def merge(
     if exclusive:
         pref = {m for m in pref if _exclusive_ok(m, states, soff, n)}
     if pref:
-        best = min(pref, key=lambda m: _fitter_key(m, closest, dist, n))
+        best = min(pref, key=cmp_to_key(lambda a, b: _fitter_cmp(a, b, closest, dist, n)))
         return _Merged(0 if policy == P_SINGLE and best == full else best, True)
     nonpref = _achievable_masks(lists, full)
     if exclusive:
@@ -400,7 +397,8 @@ def merge(
         best = full  # no permutation produced a mask: {all nodes, false}
     else:
         bnp = _best_nonpreferred_count(lists)
-        best = min(nonpref, key=lambda m: _nonpreferred_key(m, bnp, closest, dist, n))
+        key = cmp_to_key(lambda a, b: _nonpreferred_cmp(a, b, bnp, closest, dist, n))
+        best = min(nonpref, key=key)
     return _Merged(0 if policy == P_SINGLE and best == full else best, False)
 
 
@@ -467,19 +465,25 @@ def _best_memory_hint(hl: _HintList, within: int) -> tuple[int, bool] | None:
 
 
 def allocate_memory(
-    st: _State, req: Sequence[int], kinds: Sequence[int], mask: int, preferred: bool, kind: int
-) -> tuple[int, int, int]:
-    """memorymanager policy_static.go Allocate (admission-relevant parts). Returns
-    (resource, need, free) on failure, (-1, 0, 0) on success."""
+    st: _State,
+    req: Sequence[int],
+    kinds: Sequence[int],
+    mask: int,
+    preferred: bool,
+    kind: int,
+    unit: int,
+) -> KernelResult | None:
+    """memorymanager policy_static.go Allocate (admission-relevant parts). Returns the
+    R_MEMORY_SHORT failure, or None on success."""
     types = [r for r in range(st.nres) if kinds[r] == RES_MEMORY and req[r] > 0]
     if not types:
-        return (-1, 0, 0)
+        return None
     hl = memory_hints(st, req, kinds)
     first = types[0]
     if mask == 0:
         best = _best_memory_hint(hl, 0) if hl.kind == L_HINTS else None
         if best is None or (not best[1] and preferred):
-            return (first, req[first], _total_free(st, first))
+            return _fail(R_MEMORY_SHORT, unit, first, req[first], _total_free(st, first))
         mask, preferred = best
     short = [t for t in types if _sum(st.free, mask, t) + _sum(st.reuse, mask, t) < req[t]]
     if short:
@@ -487,13 +491,14 @@ def allocate_memory(
         best = _best_memory_hint(hl, mask) if hl.kind == L_HINTS else None
         if best is None or (not best[1] and preferred):
             t = short[0]
-            return (t, req[t], _sum(st.free, mask, t) + _sum(st.reuse, mask, t))
+            have = _sum(st.free, mask, t) + _sum(st.reuse, mask, t)
+            return _fail(R_MEMORY_SHORT, unit, t, req[t], have)
         mask = best[0]
     if _popcount(mask) > 1:
         for z in range(st.n):
             grouped_elsewhere = _popcount(st.cells[z]) == 1 or st.cells[z] != mask
             if (mask >> z) & 1 and st.assigns[z] > 0 and grouped_elsewhere:
-                return (first, req[first], 0)  # issue #138495
+                return _fail(R_MEMORY_SHORT, unit, first, req[first], 0)  # issue #138495
     for t in types:
         got = [0] * st.n
         _take(st, t, mask, req[t], got)
@@ -502,7 +507,7 @@ def allocate_memory(
         if (mask >> z) & 1:
             st.cells[z] = mask
             st.assigns[z] += 1
-    return (-1, 0, 0)
+    return None
 
 
 # --- the kernel ----------------------------------------------------------------------------
@@ -518,7 +523,7 @@ class Kernel:
             raise InvalidInput("packed snapshot: n_res must be at least 1 (cpu)")
         self.packed = packed
 
-    def check(self, demand: Any, shape: int, policy: int, flags: int) -> Result:
+    def check(self, demand: Any, shape: int, policy: int, flags: int) -> KernelResult:
         """Admit the pod (``demand``: core.feasibility.snapshot.Demand) on node shape ``shape`` under
         topology manager policy ``policy`` (0 none .. 3 single-numa-node)."""
         p = self.packed
@@ -530,9 +535,9 @@ class Kernel:
         n = p.shape_info[base + SF_N]
         if policy != P_NONE and n > p.shape_info[base + SF_MAX_NUMA]:
             # topology_manager.go NewManager: the kubelet refuses this policy
-            return (0, 0, 0, R_TOO_MANY_NUMA, -1, -1, n, p.shape_info[base + SF_MAX_NUMA])
+            return _fail(R_TOO_MANY_NUMA, -1, -1, n, p.shape_info[base + SF_MAX_NUMA])
         if n > MAX_ENUM_NUMA:
-            return (0, 0, 0, R_TOO_LARGE, -1, -1, n, MAX_ENUM_NUMA)
+            return _fail(R_TOO_LARGE, -1, -1, n, MAX_ENUM_NUMA)
         short = _node_level_short(p, shape, demand)
         if short is not None:
             return short
@@ -540,7 +545,7 @@ class Kernel:
         return _admit_units(p, shape, st, demand, policy, flags)
 
 
-def _node_level_short(p: Any, shape: int, demand: Any) -> Result | None:
+def _node_level_short(p: Any, shape: int, demand: Any) -> KernelResult | None:
     """Cheap bound: the node's allocatable must hold the pod's requests (kubelet admit)."""
     nres = p.n_res
     pod = demand.n_units - 1
@@ -548,7 +553,7 @@ def _node_level_short(p: Any, shape: int, demand: Any) -> Result | None:
         need = demand.unit_res[pod * nres + r]
         have = p.node_alloc[shape * nres + r]
         if need > 0 and have >= 0 and need > have and p.res_kind[r] != RES_IGNORED:
-            return (0, 0, 0, R_NODE_SHORT, pod, r, need, have)
+            return _fail(R_NODE_SHORT, pod, r, need, have)
     return None
 
 
@@ -559,19 +564,23 @@ def _unit_range(demand: Any, flags: int) -> range:
     return range(pod, pod + 1) if flags & F_POD_SCOPE else range(pod)
 
 
-def _admit_units(p: Any, shape: int, st: _State, demand: Any, policy: int, flags: int) -> Result:
+def _admit_units(
+    p: Any, shape: int, st: _State, demand: Any, policy: int, flags: int
+) -> KernelResult:
+    """Admit every unit in order (container scope) or the pod-level unit (pod scope); the
+    pod's affinity is the union of the units' hints, preferred when all of them are."""
     base = shape * SHAPE_FIELDS
     union = 0
     all_pref = 1
     for u in _unit_range(demand, flags):
         res = _admit_unit(p, base, st, demand, u, policy, flags)
-        if res[0] == 0:
+        if not res.admitted:
             return res
-        union |= res[1]
-        all_pref &= res[2]
+        union |= res.mask
+        all_pref &= res.preferred
     if policy == P_NONE:
-        return (1, 0, 0, R_OK, -1, -1, 0, 0)  # policy none stores no hint: {nil, false}
-    return (1, union, all_pref, R_OK, -1, -1, 0, 0)
+        return _ok(0, 0)  # policy none stores no hint: {nil, false}
+    return _ok(union, all_pref)
 
 
 def _unit_lists(
@@ -595,7 +604,9 @@ def _unit_lists(
 
 def _admit_unit(
     p: Any, base: int, st: _State, demand: Any, u: int, policy: int, flags: int
-) -> Result:
+) -> KernelResult:
+    """scope_container.go / scope_pod.go for one unit: bounds, the providers' hints, the
+    policy's Merge and admit (restricted, single-numa-node: preferred only), Allocate."""
     info = p.shape_info
     n = st.n
     req = [demand.unit_res[u * p.n_res + r] for r in range(p.n_res)]
@@ -617,7 +628,7 @@ def _admit_unit(
             soff=info[base + SF_ZONE_OFF],
         )
         if merged.rejected_by_exclusive:
-            return (0, 0, 0, R_EXCLUSIVE, u, -1, 0, 0)
+            return _fail(R_EXCLUSIVE, u, -1, 0, 0)
         if policy >= P_RESTRICTED and not merged.preferred:
             return _not_preferred(lists, policy, u, n)
         mask, preferred = merged.mask, merged.preferred
@@ -626,22 +637,22 @@ def _admit_unit(
         return fail
     # A unit no provider cares about gets {all nodes, true}: it places nothing.
     informative = any(hl.kind != L_DONTCARE for hl in lists)
-    return (1, mask if informative else 0, int(preferred), R_OK, u, -1, 0, 0)
+    return _ok(mask if informative else 0, int(preferred), u)
 
 
 def _unit_bounds(
     p: Any, base: int, st: _State, req: list[int], excl: int, u: int, flags: int
-) -> Result | None:
+) -> KernelResult | None:
     """Cheap bounds before any enumeration: SMT alignment and totals. A unit short of free
     resources in total fails under every policy (the merge can only make it worse)."""
     info = p.shape_info
     if excl > 0:
         threads = info[base + SF_THREADS]
         if info[base + SF_FULL_PCPUS] and threads > 1 and excl % threads:
-            return (0, 0, 0, R_SMT, u, 0, excl, threads)  # full-pcpus-only SMTAlignmentError
+            return _fail(R_SMT, u, 0, excl, threads)  # full-pcpus-only SMTAlignmentError
         free = _total_free(st, 0)
         if free < excl:
-            return (0, 0, 0, R_CPU_SHORT, u, 0, excl, free)
+            return _fail(R_CPU_SHORT, u, 0, excl, free)
     if flags & F_CPU_ONLY:
         return None
     for r in range(p.n_res):
@@ -651,23 +662,23 @@ def _unit_bounds(
         if kind == RES_DEVICE:
             free = _total_free(st, r) + st.unaligned[r]
             if free < req[r]:
-                return (0, 0, 0, R_DEVICE_SHORT, u, r, req[r], free)
+                return _fail(R_DEVICE_SHORT, u, r, req[r], free)
     return None
 
 
-def _not_preferred(lists: list[_HintList], policy: int, u: int, n: int) -> Result:
+def _not_preferred(lists: list[_HintList], policy: int, u: int, n: int) -> KernelResult:
     """Explain a rejection by restricted / single-numa-node: the first resource with no
     usable preferred hint, else the resources prefer different NUMA nodes."""
     for hl in lists:
         if hl.kind == L_IMPOSSIBLE:
-            return (0, 0, 0, R_NOT_PREFERRED, u, hl.resource, hl.min_width or n, 0)
+            return _fail(R_NOT_PREFERRED, u, hl.resource, hl.min_width or n, 0)
         if hl.kind != L_HINTS:
             continue
         widths = [_popcount(m) for m, pr in zip(hl.masks, hl.prefs, strict=True) if pr]
         if not widths or (policy == P_SINGLE and min(widths) > 1):
             code = R_SINGLE_NO_HINT if policy == P_SINGLE else R_NOT_PREFERRED
-            return (0, 0, 0, code, u, hl.resource, hl.min_width, 0)
-    return (0, 0, 0, R_NOT_PREFERRED, u, -1, 0, 0)
+            return _fail(code, u, hl.resource, hl.min_width, 0)
+    return _fail(R_NOT_PREFERRED, u, -1, 0, 0)
 
 
 def _allocate_unit(
@@ -681,7 +692,7 @@ def _allocate_unit(
     mask: int,
     preferred: bool,
     flags: int,
-) -> Result | None:
+) -> KernelResult | None:
     """Allocate on every provider in order (device, CPU, memory); any error rejects the
     pod under every policy (scope.go allocateAlignedResources)."""
     kind = demand.unit_kind[u]
@@ -695,9 +706,7 @@ def _allocate_unit(
         got = allocate_spill(st, 0, mask, excl)
         _remember_reusable(st, 0, got, kind)
     if not cpu_only and p.shape_info[base + SF_MEM_STATIC] and demand.guaranteed:
-        r, need, free = allocate_memory(st, req, p.res_kind, mask, preferred, kind)
-        if r >= 0:
-            return (0, 0, 0, R_MEMORY_SHORT, u, r, need, free)
+        return allocate_memory(st, req, p.res_kind, mask, preferred, kind, u)
     return None
 
 

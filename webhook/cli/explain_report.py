@@ -19,8 +19,8 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from core.feasibility.evaluate import evaluate
 from core.feasibility.snapshot import Snapshot
+from core.feasibility.verdicts import evaluate
 from core.intent.workloads import PodTemplate
 from core.model import VERDICTS, NodeTopology, NodeVerdict, PodIntent
 from core.mutation.patch import PatchOp, annotation_ops, apply_ops, escape_pointer_token

@@ -3,7 +3,7 @@ findings out, rendered as text for people or JSON for tools.
 
 Every pod template of every object goes through exactly the reading the webhook does
 (``core.intent.workloads.pod_templates`` then ``core.intent.read.read_intent``). With an inventory,
-each template's intent also goes through the feasibility check (``core.feasibility.evaluate``): a
+each template's intent also goes through the feasibility check (``core.feasibility.verdicts`` and ``decision``): a
 denial becomes an ``impossible`` error, "no node has room now" a ``no-room-now`` warning,
 and any other caveat of the decision (empty inventory, nodes without NUMA data) an info
 ``not-checked``. Finding codes of the intent are documented in ``core.intent.findings``.
@@ -122,22 +122,21 @@ def feasibility_from_inventory(
     inventory_objects: Iterable[Mapping[str, Any]],
 ) -> tuple[FeasibilityCheck, tuple[str, ...]]:
     """Build the feasibility check from inventory objects with the shared core interfaces
-    (core.inventory.build, core.feasibility.snapshot, core.feasibility.evaluate). Returns the check and the inventory's
+    (core.inventory.build, core.feasibility.snapshot, core.feasibility.verdicts and decision). Returns the check and the inventory's
     own errors (each names the object and the field)."""
-    from core.feasibility.evaluate import decide, evaluate
+    from core.feasibility.decision import decide
     from core.feasibility.snapshot import Snapshot
+    from core.feasibility.verdicts import evaluate
     from core.inventory.build import build_inventory
 
     inventory = build_inventory(inventory_objects)
     snapshot = Snapshot.build(inventory.nodes)
 
     def check(intent: PodIntent, path: str) -> list[Finding]:
-        evaluation = evaluate(intent, snapshot)
-        decision = decide(evaluation)
-        if not decision.allowed:
+        decision = decide(evaluate(intent, snapshot))
+        if decision.outcome == "impossible":
             return [Finding(path, "error", "impossible", decision.message)]
-        counts = evaluation.counts
-        if counts.get("fits", 0) == 0 and counts.get("no-room-now", 0) > 0:
+        if decision.outcome == "no-room-now":
             message = "; ".join(decision.warnings) or (
                 "no node has room for the pod now; some would if their usage were gone"
             )

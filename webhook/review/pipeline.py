@@ -24,10 +24,11 @@ import orjson
 
 from core.errors import CoreError
 from core.feasibility.compat import affinity_requirement, compatible
-from core.feasibility.evaluate import Evaluation, decide, evaluate
+from core.feasibility.decision import decide, unchecked
+from core.feasibility.verdicts import Evaluation, evaluate
 from core.intent.read import read_intent
 from core.intent.workloads import PodTemplate, pod_templates, structure_findings
-from core.model import NodeSelectorRequirement, PodIntent, is_map
+from core.model import Decision, NodeSelectorRequirement, PodIntent, is_map
 from core.mutation.patch import (
     PatchOp,
     affinity_ops,
@@ -368,16 +369,11 @@ async def _evaluate_all(
     return results
 
 
-def _classify(
-    checks: _Checks, template: PodTemplate, evaluation: Evaluation, *, stale: bool
-) -> None:
-    decision = decide(evaluation, stale=stale)
-    counts = evaluation.counts
-    if not decision.allowed:
+def _classify(checks: _Checks, template: PodTemplate, decision: Decision) -> None:
+    if decision.outcome == "impossible":
         checks.fail("feasibility", _at(template, decision.message))
-        checks.warnings += decision.warnings
-    elif not stale and counts.get("fits", 0) == 0 and counts.get("no-room-now", 0) > 0:
-        for text in decision.warnings or (decision.message,):
+    elif decision.outcome == "no-room-now":
+        for text in decision.warnings:
             checks.fail("noRoomNow", _at(template, text))
     else:
         checks.warnings += [_at(template, w) for w in decision.warnings]
@@ -394,7 +390,7 @@ async def _feasibility(
     view = runtime.inventory.view
     if view is None:
         checks.volatile = True
-        checks.warnings.append("feasibility not checked: no inventory loaded yet")
+        checks.warnings += unchecked("no-inventory").warnings
         return
     stale = runtime.inventory.is_stale(config.inventory.stale_after_seconds)
     checks.volatile = checks.volatile or stale
@@ -404,12 +400,10 @@ async def _feasibility(
     if results is None:
         checks.volatile = True
         runtime.metrics.timeouts.inc()
-        checks.warnings.append(
-            "feasibility not checked: the admission deadline (?timeout=) was too near"
-        )
+        checks.warnings += unchecked("deadline").warnings
         return
     for (template, _), evaluation in zip(pairs, results, strict=True):
-        _classify(checks, template, evaluation, stale=stale)
+        _classify(checks, template, decide(evaluation, stale=stale))
 
 
 def _apply_modes(checks: _Checks, config: Config) -> Outcome:

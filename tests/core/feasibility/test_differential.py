@@ -15,8 +15,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from core.feasibility import _kernel_py as ref
-from core.feasibility.evaluate import evaluate
 from core.feasibility.snapshot import Demand, Snapshot
+from core.feasibility.verdicts import evaluate
 from core.model import ContainerDemand, NodeTopology, NumaZone, PodIntent
 from tests.core.feasibility.test_kernel import GI
 from tests.paths import ROOT

@@ -8,8 +8,9 @@ from importlib import resources
 
 import yaml
 
-from core.feasibility.evaluate import decide, evaluate
+from core.feasibility.decision import decide
 from core.feasibility.snapshot import Snapshot
+from core.feasibility.verdicts import evaluate
 from core.intent.read import read_intent
 from core.intent.workloads import pod_templates
 from core.inventory.build import build_inventory

@@ -8,8 +8,9 @@ from types import ModuleType
 import pytest
 
 from core.errors import InvalidInput
-from core.feasibility.evaluate import decide, evaluate
+from core.feasibility.decision import decide
 from core.feasibility.snapshot import Snapshot
+from core.feasibility.verdicts import evaluate
 from core.model import NodeSelectorRequirement as Req
 from core.model import NodeSelectorTerm as Term
 from tests.core.feasibility.test_kernel import container, cpu_node, node, pod

@@ -1,0 +1,242 @@
+"""Per-node verdicts for a pod over a snapshot (DESIGN 4.3): fits, no-room-now, never-fits,
+policy-mismatch, not-selected, unknown-topology.
+
+Node selection (core.feasibility.selection) and compatibility (core.feasibility.compat)
+are computed per shape and per label with big-int bitsets; the kernel runs once per shape
+(and once per topology class for the "node empty" run).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import ModuleType
+
+from core.feasibility import compat
+from core.feasibility import kernel as _selected_impl
+from core.feasibility.codes import (
+    F_CPU_ONLY,
+    F_EMPTY,
+    F_EXCLUSIVE,
+    F_POD_SCOPE,
+    R_TOO_LARGE,
+    KernelResult,
+)
+from core.feasibility.reasons import render_reason
+from core.feasibility.selection import selection
+from core.feasibility.snapshot import POLICY_CODES, Demand, Snapshot
+from core.model import POLICY_NONE, VERDICTS, NodeTopology, NodeVerdict, PodIntent
+
+_NEAR_MISS_ORDER = ("no-room-now", "never-fits", "policy-mismatch")
+
+
+@dataclass(frozen=True, slots=True)
+class Evaluation:
+    """Verdicts in snapshot order (partial when ``partial``), counts by verdict, the best
+    near-miss for a denial message, and how many selected, compatible nodes lack NUMA data."""
+
+    verdicts: tuple[NodeVerdict, ...]
+    counts: Mapping[str, int]
+    total: int
+    partial: bool = False
+    near_miss: NodeVerdict | None = None
+    unknown_compatible: int = 0
+    rule: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class _ShapeVerdict:
+    verdict: str
+    numa: tuple[int, ...] = ()
+    preferred: bool = False
+    reason: str = ""
+    compatible: bool = True
+
+
+class _Evaluator:
+    """Verdicts per topology class (compatibility, the "node empty" run) and per shape
+    (the run with current usage)."""
+
+    def __init__(self, intent: PodIntent, snap: Snapshot, module: ModuleType) -> None:
+        self.intent = intent
+        self.snap = snap
+        self.kernel = snap.kernel(module)
+        self.demand = Demand.build(intent, snap)
+        self.runs: dict[int, tuple[str, int, int]] = {}  # topology -> (policy, code, flags)
+
+    def topology(self, t: int) -> _ShapeVerdict | None:
+        """The verdict shared by every node of topology class t, or None when it depends
+        on each node's usage."""
+        snap = self.snap
+        s0 = snap.topo_shapes[t][0]
+        node = snap.nodes[snap.shape_rep[s0]]
+        ok, why = compat.compatible(self.intent, node)
+        if not node.zones:
+            return _ShapeVerdict("unknown-topology", reason="no NUMA data", compatible=ok)
+        if not ok:
+            return _ShapeVerdict("policy-mismatch", reason=why, compatible=False)
+        sim = compat.simulation(self.intent, node)
+        if sim.skip:
+            return _ShapeVerdict("fits", reason=sim.skip)
+        # Resources that no node advertises at all are not checked here: the kubelet drops
+        # extended resources missing from the node (removeMissingExtendedResources,
+        # pkg/kubelet/lifecycle/predicate.go) and scheduler extenders manage them (HAMi's
+        # nvidia.com/gpumem and gpucores). A false denial is worse than a missed one.
+        code = POLICY_CODES[sim.policy]
+        flags = (
+            (F_POD_SCOPE if sim.scope == "pod" else 0)
+            | (F_EXCLUSIVE if sim.exclusive else 0)
+            | (F_CPU_ONLY if sim.cpu_only else 0)
+        )
+        empty = self.kernel.check(self.demand, s0, code, flags | F_EMPTY)
+        if empty.reason == R_TOO_LARGE:
+            return _ShapeVerdict(
+                "unknown-topology", reason=f"{empty.need} NUMA nodes: left to kubelet"
+            )
+        if not empty.admitted and snap.topo_monotone[t]:
+            return _ShapeVerdict("never-fits", reason=self._reason(empty, sim.policy, node, True))
+        self.runs[t] = (
+            (sim.policy, code, flags) if empty.admitted else (sim.policy, code, -1 - flags)
+        )
+        return None
+
+    def shape(self, s: int) -> _ShapeVerdict:
+        """The verdict for the nodes of shape s (their topology class admits when empty)."""
+        snap = self.snap
+        node = snap.nodes[snap.shape_rep[s]]
+        policy, code, flags = self.runs[snap.topo_of[s]]
+        empty_fails = flags < 0
+        flags = -1 - flags if empty_fails else flags
+        now = self.kernel.check(self.demand, s, code, flags)
+        if now.admitted:
+            return _ShapeVerdict("fits", self._ids(node, now.mask), bool(now.preferred))
+        if empty_fails:  # usage above allocatable in the inventory: judge it as reported
+            empty = self.kernel.check(self.demand, s, code, flags | F_EMPTY)
+            return _ShapeVerdict("never-fits", reason=self._reason(empty, policy, node, True))
+        return _ShapeVerdict("no-room-now", reason=self._reason(now, policy, node, False))
+
+    def _reason(self, result: KernelResult, policy: str, node: NodeTopology, empty: bool) -> str:
+        return render_reason(
+            result,
+            policy=policy,
+            intent=self.intent,
+            demand=self.demand,
+            node=node,
+            names=self.snap.packed.res_names,
+            empty=empty,
+        )
+
+    @staticmethod
+    def _ids(node: NodeTopology, mask: int) -> tuple[int, ...]:
+        ids = sorted(z.id for z in node.zones)
+        return tuple(ids[i] for i in range(len(ids)) if (mask >> i) & 1)
+
+
+def _rule(intent: PodIntent) -> str:
+    if intent.policy and intent.policy != POLICY_NONE:
+        return f"{intent.scheduler} policy {intent.policy}"
+    return "the nodes' kubelet topology manager policies"
+
+
+def evaluate(
+    intent: PodIntent, snapshot: Snapshot, *, full: bool = True, impl: ModuleType | None = None
+) -> Evaluation:
+    """Verdicts for every node (``full``), or stop at the first node that fits.
+    ``impl`` picks a kernel module (tests compare both); default: core.feasibility.kernel."""
+    ev = _Evaluator(intent, snapshot, impl or _selected_impl)
+    by_name, by_selector, by_affinity = selection(intent, snapshot)
+    selected = by_name & by_selector & by_affinity
+    tally = _Tally(intent, snapshot, selected, full)
+    for t, tbits in enumerate(snapshot.topo_bits):
+        sel_t = tbits & selected
+        tally.counts["not-selected"] += tbits.bit_count() - sel_t.bit_count()
+        if not sel_t:
+            continue
+        shared = ev.topology(t)
+        if shared is not None:
+            if tally.add(shared, sel_t, snapshot.topo_shapes[t]):
+                return tally.early()
+            continue
+        for s in snapshot.topo_shapes[t]:
+            sel = snapshot.shape_bits[s] & selected
+            if sel and tally.add(ev.shape(s), sel, (s,)):
+                return tally.early()
+    verdicts: tuple[NodeVerdict, ...] = ()
+    if full:
+        verdicts = _all_verdicts(snapshot, tally.results, by_name, by_selector, selected)
+    return tally.done(verdicts)
+
+
+class _Tally:
+    """Counts, the near-miss and per-shape results while evaluating."""
+
+    def __init__(self, intent: PodIntent, snap: Snapshot, selected: int, full: bool) -> None:
+        self.intent = intent
+        self.snap = snap
+        self.full = full
+        self.counts = dict.fromkeys(VERDICTS, 0)
+        self.results: dict[int, _ShapeVerdict] = {}
+        self.near: tuple[int, int, _ShapeVerdict] | None = None
+        self.unknown_ok = 0
+        self.first_fit: NodeVerdict | None = None
+
+    def add(self, v: _ShapeVerdict, sel: int, shapes: tuple[int, ...]) -> bool:
+        """Record v for the selected nodes ``sel``; True when the caller may stop."""
+        n = sel.bit_count()
+        self.counts[v.verdict] += n
+        if self.full:
+            for s in shapes:
+                self.results[s] = v
+        first = (sel & -sel).bit_length() - 1
+        if v.verdict == "unknown-topology" and v.compatible:
+            self.unknown_ok += n
+        if v.verdict in _NEAR_MISS_ORDER:
+            rank = _NEAR_MISS_ORDER.index(v.verdict)
+            if self.near is None or (rank, first) < self.near[:2]:
+                self.near = (rank, first, v)
+        if v.verdict == "fits" and not self.full:
+            self.first_fit = _node_verdict(self.snap.nodes[first].name, v)
+            return True
+        return False
+
+    def early(self) -> Evaluation:
+        assert self.first_fit is not None
+        return Evaluation(
+            (self.first_fit,), self.counts, len(self.snap.nodes), True, None, 0, _rule(self.intent)
+        )
+
+    def done(self, verdicts: tuple[NodeVerdict, ...]) -> Evaluation:
+        near = None
+        if self.near is not None:
+            near = _node_verdict(self.snap.nodes[self.near[1]].name, self.near[2])
+        return Evaluation(
+            verdicts,
+            self.counts,
+            len(self.snap.nodes),
+            not self.full,
+            near,
+            self.unknown_ok,
+            _rule(self.intent),
+        )
+
+
+def _node_verdict(name: str, v: _ShapeVerdict) -> NodeVerdict:
+    return NodeVerdict(name, v.verdict, v.numa, v.preferred, None, v.reason)  # type: ignore[arg-type]
+
+
+def _all_verdicts(
+    snap: Snapshot, results: Mapping[int, _ShapeVerdict], by_name: int, by_selector: int, sel: int
+) -> tuple[NodeVerdict, ...]:
+    out = []
+    for i, node in enumerate(snap.nodes):
+        if (sel >> i) & 1:
+            out.append(_node_verdict(node.name, results[snap.shape_of[i]]))
+            continue
+        if not (by_name >> i) & 1:
+            why = "excluded by spec.nodeName"
+        elif not (by_selector >> i) & 1:
+            why = "excluded by spec.nodeSelector"
+        else:
+            why = "excluded by required node affinity"
+        out.append(NodeVerdict(node.name, "not-selected", reason=why))
+    return tuple(out)
