@@ -12,7 +12,6 @@ enforcement mode (enforce / warn / dryrun, as Gatekeeper's enforcementAction).
 from __future__ import annotations
 
 import asyncio
-import copy
 import dataclasses
 import logging
 import time
@@ -23,20 +22,13 @@ from typing import Any
 import orjson
 
 from core.errors import CoreError
-from core.feasibility.compat import affinity_requirement, compatible
 from core.feasibility.evaluate import Evaluation, decide, evaluate
 from core.intent.read import read_intent
 from core.intent.workloads import PodTemplate, pod_templates, structure_findings
-from core.model import NodeSelectorRequirement, PodIntent, is_map
-from core.mutation.patch import (
-    PatchOp,
-    affinity_ops,
-    annotation_ops,
-    apply_ops,
-    node_name_ops,
-    preferred_ops,
-)
-from core.mutation.scarce import scarce_affinity
+from core.model import PodIntent, is_map
+from core.mutation.affinity import AffinitySettings, ScarceSettings
+from core.mutation.affinity import spec_ops as spec_ops_for
+from core.mutation.patch import PatchOp, annotation_ops
 from webhook.config import Config
 from webhook.inventory.state import EVALUATION_COST, InventoryState, InventoryView
 from webhook.logs import get_logger
@@ -64,9 +56,6 @@ log = get_logger("admission")
 # Static (mirror) pods are created by the kubelet from files; mutating them is futile
 # (Kubernetes webhook good-practices page).
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
-_REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
-_PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
-MEMO_LIMIT = 256  # entries per inventory view
 # The kernel runs on the event loop (no thread hop: ~0.15 ms of CPU per review and a
 # malloc arena per pool thread) when the slowest evaluation seen on this inventory, times
 # INLINE_SAFETY, fits both the time left before the deadline and INLINE_BUDGET_SECONDS
@@ -149,107 +138,32 @@ def changed_templates(request: AdmissionRequest) -> list[PodTemplate]:
 # ----------------------------------------------------------------------------- mutate
 
 
-def _label_key(intent: PodIntent, config: Config) -> str:
-    keys = config.affinity.label_keys
-    return {
-        "koordinator": keys.koordinator,
-        "volcano": keys.volcano,
-        "hami": keys.hami,
-    }.get(intent.scheduler, keys.default)
+_settings_cache: tuple[Config, AffinitySettings] | None = None
 
 
-def compatible_names(intent: PodIntent, view: InventoryView) -> tuple[str, ...]:
-    """Names of the nodes whose policies are compatible with the pod's, in view order.
-
-    Memoized per view and per (scheduler, policy): core.feasibility.compat.compatible reads no other
-    field of the intent (a test checks that the memo agrees with a direct computation
-    for intents differing in every other field).
-    """
-    key = ("compatible", intent.scheduler, intent.policy)
-    names = view.memo.get(key)
-    if names is None:
-        names = tuple(n.name for n in view.nodes if compatible(intent, n)[0])
-        if len(view.memo) < MEMO_LIMIT:  # policy strings come from pods: stay bounded
-            view.memo[key] = names
-    return names
-
-
-def _node_name_affinity(
-    intent: PodIntent,
-    spec: Mapping[str, Any],
-    view: InventoryView | None,
-    config: Config,
-    *,
-    stale: bool,
-) -> tuple[list[PatchOp], list[str]]:
-    if view is None or stale:
-        return [], ["node affinity not injected: the inventory is not loaded or is stale"]
-    names = compatible_names(intent, view)
-    if len(names) == len(view.nodes):
-        return [], []  # every node is compatible: nothing to restrict
-    if not names:
-        return [], []  # no compatible node: validation explains and decides
-    cap = config.affinity.max_node_names
-    if len(names) > cap:
-        return [], [
-            f"node affinity not injected: {len(names)} compatible nodes exceed "
-            f"affinity.maxNodeNames={cap}"
-        ]
-    return node_name_ops(spec, list(names)), []
-
-
-def affinity_patch(
-    intent: PodIntent,
-    spec: Mapping[str, Any],
-    view: InventoryView | None,
-    config: Config,
-    *,
-    stale: bool = False,
-) -> tuple[list[PatchOp], list[str]]:
-    """Operations that restrict the pod to nodes with a compatible policy, and warnings."""
-    mode = config.affinity.mode
-    if mode == "off" or spec.get("nodeName"):
-        return [], []
-    key = _label_key(intent, config)
-    if mode == "auto":
-        mode = "label" if view is not None and view.has_label(key) else "node-names"
-    if mode == "node-names":
-        return _node_name_affinity(intent, spec, view, config, stale=stale)
-    spelling = "koordinator" if intent.scheduler == "koordinator" else "kubelet"
-    requirement = affinity_requirement(intent, label_key=key, spelling=spelling)
-    if requirement is None:
-        return [], []
-    return affinity_ops(spec, requirement), []
-
-
-def scarce_patch(intent: PodIntent, spec: Mapping[str, Any], config: Config) -> list[PatchOp]:
-    """Optional anti-affinity away from nodes with scarce resources the pod does not use."""
-    settings = config.scarce
-    if not settings.enabled:
-        return []
-    fragment = scarce_affinity(
-        intent,
-        settings.resources,
-        required=settings.required,
-        label_keys=settings.label_keys,
-        weight=settings.weight,
+def affinity_settings(config: Config) -> AffinitySettings:
+    """The configuration's affinity and scarce sections as core.mutation.affinity's values
+    (built once per configuration object)."""
+    global _settings_cache
+    if _settings_cache is not None and _settings_cache[0] is config:
+        return _settings_cache[1]
+    keys, scarce = config.affinity.label_keys, config.scarce
+    settings = AffinitySettings(
+        mode=config.affinity.mode,
+        label_keys={"koordinator": keys.koordinator, "volcano": keys.volcano, "hami": keys.hami},
+        default_label_key=keys.default,
+        max_node_names=config.affinity.max_node_names,
+        scarce=ScarceSettings(
+            tuple(scarce.resources),
+            required=scarce.required,
+            label_keys=dict(scarce.label_keys),
+            weight=scarce.weight,
+        )
+        if scarce.enabled
+        else None,
     )
-    if fragment is None:
-        return []
-    node_affinity = fragment["nodeAffinity"]
-    if _PREFERRED in node_affinity:
-        return preferred_ops(spec, node_affinity[_PREFERRED][0])
-    ops: list[PatchOp] = []
-    work: dict[str, Any] = {"spec": copy.deepcopy(dict(spec))}
-    for term in node_affinity[_REQUIRED]["nodeSelectorTerms"]:
-        for expr in term["matchExpressions"]:
-            requirement = NodeSelectorRequirement(
-                expr["key"], expr["operator"], tuple(expr.get("values", ()))
-            )
-            step = affinity_ops(work["spec"], requirement)
-            apply_ops(work, step)
-            ops += step
-    return ops
+    _settings_cache = (config, settings)
+    return settings
 
 
 def mutate(request: AdmissionRequest, runtime: Runtime, config: Config) -> Outcome:
@@ -288,19 +202,14 @@ def _mutate(request: AdmissionRequest, runtime: Runtime, config: Config) -> Outc
     if any(f.severity == "error" for f in result.findings):
         return patched(ops)  # no affinity from a broken intent; validation denies it
     warnings = [f.message for f in result.findings if f.severity == "warning"]
-    spec_ops: list[PatchOp] = []
-    volatile = False
-    if config.mutation.inject_affinity:
-        stale = runtime.inventory.is_stale(config.inventory.stale_after_seconds)
-        view = runtime.inventory.view
-        volatile = stale or view is None
-        spec_ops, more_warnings = affinity_patch(result.intent, spec, view, config, stale=stale)
-        warnings += more_warnings
-    if config.scarce.enabled:
-        # The second stage must see the first one's result (both may create /spec/affinity).
-        work: dict[str, Any] = {"spec": copy.deepcopy(dict(spec))}
-        apply_ops(work, spec_ops)
-        spec_ops = spec_ops + scarce_patch(result.intent, work["spec"], config)
+    inject = config.mutation.inject_affinity
+    stale = inject and runtime.inventory.is_stale(config.inventory.stale_after_seconds)
+    view = runtime.inventory.view if inject else None
+    volatile = inject and (stale or view is None)
+    spec_ops, more_warnings = spec_ops_for(
+        result.intent, spec, view, affinity_settings(config), inject=inject, stale=stale
+    )
+    warnings += more_warnings
     outcome = patched(ops + spec_ops, warnings=warnings)
     return dataclasses.replace(outcome, volatile=True) if volatile else outcome
 
