@@ -1,12 +1,12 @@
-"""What the webhook decides: one function, :func:`answer`, from request bytes to the HTTP
-answer. The aiohttp endpoints and ``numagate review`` both call it, so the CLI shows
-exactly what the server would send.
+"""From request bytes to the HTTP answer: :func:`answer`. The aiohttp endpoints and
+``numagate review`` both call it, so the CLI shows exactly what the server would send. It
+parses the review (webhook.review.wire), reuses a cached answer or asks the endpoint's
+handler (webhook.review.handlers) for the decision, puts it on the wire
+(webhook.review.response), and maps every error (webhook.review.errors).
 
-mutate (Pods, CREATE): normalized annotations, mirrored into the dialect of the pod's
-scheduler (core.intent.read), and the node affinity that selects exactly the compatible nodes
-(core.feasibility.compat, DESIGN 5). validate (Pods and workload templates, CREATE and UPDATE of the
-template): annotation errors, impossible pods, pods with no room now, each under its own
-enforcement mode (enforce / warn / dryrun, as Gatekeeper's enforcementAction).
+validate (Pods and workload templates, CREATE and UPDATE of the template): annotation
+errors, impossible pods, pods with no room now, each under its own enforcement mode
+(enforce / warn / dryrun, as Gatekeeper's enforcementAction).
 """
 
 from __future__ import annotations
@@ -15,47 +15,42 @@ import asyncio
 import dataclasses
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
-
-import orjson
 
 from core.errors import CoreError
 from core.feasibility.evaluate import Evaluation, decide, evaluate
 from core.intent.read import read_intent
-from core.intent.workloads import PodTemplate, pod_templates, structure_findings
-from core.model import PodIntent, is_map
-from core.mutation.affinity import AffinitySettings, ScarceSettings
-from core.mutation.affinity import spec_ops as spec_ops_for
-from core.mutation.patch import PatchOp, annotation_ops
+from core.intent.workloads import PodTemplate, structure_findings
+from core.model import PodIntent
 from webhook.config import Config
-from webhook.inventory.state import EVALUATION_COST, InventoryState, InventoryView
+from webhook.inventory.state import EVALUATION_COST, InventoryView
 from webhook.logs import get_logger
 from webhook.metrics import WebhookMetrics
-from webhook.review.decision_cache import DecisionCache, Entry, raw_key, review_key, split_body
-from webhook.review.errors import (
+from webhook.review.decision_cache import Entry, raw_key, review_key, split_body
+from webhook.review.errors import answer_for_error, reject
+from webhook.review.handlers import (
+    MUTATE,
+    Handler,
+    Runtime,
+    _is_pod,
+    changed_templates,
+    exclusion_reason,
+)
+from webhook.review.response import (
     JSON,
     HttpAnswer,
-    RequestError,
-    WebhookName,
-    answer_for_error,
-    review_answer,
-)
-from webhook.review.wire import (
-    AdmissionRequest,
     Outcome,
     allowed,
     denied,
     finalize,
-    parse_review,
-    patched,
+    review_answer,
 )
+from webhook.review.wire import AdmissionRequest, RequestError, WebhookName, parse_review
+
+__all__ = ["HANDLERS", "Runtime", "answer", "decide_review"]
 
 log = get_logger("admission")
-# Static (mirror) pods are created by the kubelet from files; mutating them is futile
-# (Kubernetes webhook good-practices page).
-MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 # The kernel runs on the event loop (no thread hop: ~0.15 ms of CPU per review and a
 # malloc arena per pool thread) when the slowest evaluation seen on this inventory, times
 # INLINE_SAFETY, fits both the time left before the deadline and INLINE_BUDGET_SECONDS
@@ -70,17 +65,6 @@ COST_DECAY = 0.95
 
 
 @dataclass
-class Runtime:
-    """What a request needs besides the request: configuration, inventory, metrics."""
-
-    config: Callable[[], Config]
-    inventory: InventoryState
-    metrics: WebhookMetrics = field(default_factory=WebhookMetrics)
-    clock: Callable[[], float] = time.monotonic
-    decisions: DecisionCache = field(default_factory=DecisionCache)
-
-
-@dataclass
 class _Checks:
     """Failed checks of one review, before the enforcement modes are applied."""
 
@@ -90,128 +74,6 @@ class _Checks:
 
     def fail(self, check: str, message: str) -> None:
         self.failures.append((check, message))
-
-
-# ----------------------------------------------------------------------------- scoping
-
-
-def _labels(obj: Mapping[str, Any] | None) -> Mapping[str, Any]:
-    meta = obj.get("metadata") if is_map(obj) else None
-    labels = meta.get("labels") if is_map(meta) else None
-    return labels if is_map(labels) else {}
-
-
-def exclusion_reason(request: AdmissionRequest, config: Config) -> str | None:
-    """Why this request is out of scope (namespace excluded or opt-out label), or None."""
-    if request.namespace and config.is_excluded_namespace(request.namespace):
-        return f"namespace {request.namespace} is excluded"
-    for obj in (request.object, request.old_object):
-        if str(_labels(obj).get(config.ignore_label, "")).lower() == "true":
-            return f"label {config.ignore_label}=true"
-    return None
-
-
-def _is_pod(request: AdmissionRequest) -> bool:
-    return request.kind.group == "" and request.kind.kind == "Pod" and not request.sub_resource
-
-
-def _template_key(t: PodTemplate) -> bytes:
-    annotations = t.metadata.get("annotations")
-    return orjson.dumps(
-        [t.path, annotations, t.spec, dict(t.extra_annotations)],
-        option=orjson.OPT_SORT_KEYS,
-        default=dict,
-    )
-
-
-def changed_templates(request: AdmissionRequest) -> list[PodTemplate]:
-    """Templates to check: all on CREATE, on UPDATE only those whose pod spec or
-    annotations changed (scaling a Deployment must not re-run the checks)."""
-    assert request.object is not None
-    templates = pod_templates(request.object)
-    if request.operation != "UPDATE" or request.old_object is None:
-        return templates
-    before = {_template_key(t) for t in pod_templates(request.old_object)}
-    return [t for t in templates if _template_key(t) not in before]
-
-
-# ----------------------------------------------------------------------------- mutate
-
-
-_settings_cache: tuple[Config, AffinitySettings] | None = None
-
-
-def affinity_settings(config: Config) -> AffinitySettings:
-    """The configuration's affinity and scarce sections as core.mutation.affinity's values
-    (built once per configuration object)."""
-    global _settings_cache
-    if _settings_cache is not None and _settings_cache[0] is config:
-        return _settings_cache[1]
-    keys, scarce = config.affinity.label_keys, config.scarce
-    settings = AffinitySettings(
-        mode=config.affinity.mode,
-        label_keys={"koordinator": keys.koordinator, "volcano": keys.volcano, "hami": keys.hami},
-        default_label_key=keys.default,
-        max_node_names=config.affinity.max_node_names,
-        scarce=ScarceSettings(
-            tuple(scarce.resources),
-            required=scarce.required,
-            label_keys=dict(scarce.label_keys),
-            weight=scarce.weight,
-        )
-        if scarce.enabled
-        else None,
-    )
-    _settings_cache = (config, settings)
-    return settings
-
-
-def mutate(request: AdmissionRequest, runtime: Runtime, config: Config) -> Outcome:
-    """The mutating webhook: Pods on CREATE only; everything else passes unchanged.
-
-    A pod the core cannot read is admitted unchanged with a warning: the validating
-    webhook denies it with the reason (a broken mutation must never block creation).
-    """
-    try:
-        return _mutate(request, runtime, config)
-    except CoreError as exc:
-        return allowed(warnings=[f"pod not mutated: {exc}"])
-
-
-def _mutate(request: AdmissionRequest, runtime: Runtime, config: Config) -> Outcome:
-    obj = request.object
-    if request.operation != "CREATE" or not _is_pod(request) or not isinstance(obj, dict):
-        return allowed()
-    if exclusion_reason(request, config) is not None:
-        return allowed()
-    meta = obj.get("metadata")
-    meta_is_map = is_map(meta)
-    annotations = meta.get("annotations") if meta_is_map else None
-    if is_map(annotations) and MIRROR_ANNOTATION in annotations:
-        return allowed()
-    spec = obj.get("spec")
-    if not is_map(spec) or not (meta_is_map or meta is None):
-        return allowed()  # malformed: JSON pointers into it would not apply; validate denies
-    templates = pod_templates(obj)
-    if not templates:
-        return allowed()
-    result = read_intent(templates[0])
-    ops: list[PatchOp] = []
-    if config.mutation.normalize_annotations and result.changed:
-        ops += annotation_ops(meta if meta_is_map else None, result.annotations)
-    if any(f.severity == "error" for f in result.findings):
-        return patched(ops)  # no affinity from a broken intent; validation denies it
-    warnings = [f.message for f in result.findings if f.severity == "warning"]
-    inject = config.mutation.inject_affinity
-    stale = inject and runtime.inventory.is_stale(config.inventory.stale_after_seconds)
-    view = runtime.inventory.view if inject else None
-    volatile = inject and (stale or view is None)
-    spec_ops, more_warnings = spec_ops_for(
-        result.intent, spec, view, affinity_settings(config), inject=inject, stale=stale
-    )
-    warnings += more_warnings
-    outcome = patched(ops + spec_ops, warnings=warnings)
-    return dataclasses.replace(outcome, volatile=True) if volatile else outcome
 
 
 # ----------------------------------------------------------------------------- validate
@@ -362,7 +224,7 @@ def _record_violations(
 
 
 async def validate(
-    request: AdmissionRequest, runtime: Runtime, config: Config, *, deadline: float
+    request: AdmissionRequest, runtime: Runtime, config: Config, deadline: float
 ) -> Outcome:
     """The validating webhook for Pods and the pod templates of workloads."""
     if request.operation not in ("CREATE", "UPDATE") or not isinstance(request.object, dict):
@@ -406,18 +268,21 @@ async def validate(
 # ----------------------------------------------------------------------------- entry
 
 
+VALIDATE = Handler("validate", mutating=False, decide=validate)
+HANDLERS: dict[WebhookName, Handler] = {"mutate": MUTATE, "validate": VALIDATE}
+
+
 async def decide_review(
     request: AdmissionRequest,
     *,
-    webhook: WebhookName,
+    handler: Handler,
     runtime: Runtime,
     deadline: float,
     config: Config | None = None,
 ) -> Outcome:
+    """The handler's decision for a parsed review (no cache, nothing put on the wire)."""
     config = runtime.config() if config is None else config
-    if webhook == "mutate":
-        return mutate(request, runtime, config)
-    return await validate(request, runtime, config, deadline=deadline)
+    return await handler.decide(request, runtime, config, deadline)
 
 
 def _log_answer(
@@ -467,7 +332,7 @@ def _cache_usable(runtime: Runtime, config: Config, view: InventoryView | None) 
 async def _decide_parsed(
     request: AdmissionRequest,
     *,
-    webhook: WebhookName,
+    handler: Handler,
     runtime: Runtime,
     config: Config,
     view: InventoryView | None,
@@ -477,7 +342,7 @@ async def _decide_parsed(
     """The answer for a parsed review, from the decision cache or decided now: (outcome,
     answer, the cache entry that holds it or None, the cache result for the metric).
     ``view`` is the inventory the decision reads (captured once per review)."""
-    key = review_key(request, webhook) if use_cache else None
+    key = review_key(request, handler.name) if use_cache else None
     if key is None:
         found = "uncacheable"
         entry = None
@@ -489,9 +354,9 @@ async def _decide_parsed(
         result = HttpAnswer(200, JSON, entry.body(request.uid), outcome.allowed, outcome.code)
         return outcome, result, entry, found
     outcome = await decide_review(
-        request, webhook=webhook, runtime=runtime, deadline=deadline, config=config
+        request, handler=handler, runtime=runtime, deadline=deadline, config=config
     )
-    review = finalize(outcome, request.uid, mutating=webhook == "mutate")
+    review = finalize(outcome, request.uid, mutating=handler.mutating)
     result = review_answer(review, allowed_=outcome.allowed, code=outcome.code)
     if key is not None and not outcome.volatile:
         parts = split_body(result.body, request.uid)
@@ -508,6 +373,64 @@ def _uid_or_none(raw: bytes) -> str | None:
         return None
 
 
+@dataclass
+class _Seen:
+    """What is known of the review when an exception interrupts it (for the error answer)."""
+
+    uid: str | None = None
+    operation: str = "unknown"
+
+
+async def _respond(
+    raw: bytes,
+    handler: Handler,
+    runtime: Runtime,
+    seen: _Seen,
+    timeout: float | None,
+    start: float,
+) -> HttpAnswer:
+    """The answer for a body: a verified replica's cached answer without parsing it (see
+    webhook.review.decision_cache), else parsed and decided (or found in the cache)."""
+    config = runtime.config()
+    view = runtime.inventory.view
+    usable = _cache_usable(runtime, config, view)
+    use_cache = usable and runtime.decisions.wants_key()
+    raw_k = raw_key(raw, handler.name) if use_cache else None
+    known = None if raw_k is None else runtime.decisions.get_raw(raw_k, view, config)
+    if raw_k is not None and known is not None:
+        request = known.request._replace(uid=raw_k.uid)
+        seen.uid, seen.operation = request.uid, request.operation
+        outcome = known.entry.outcome
+        result = HttpAnswer(200, JSON, known.entry.body(request.uid), outcome.allowed, outcome.code)
+        found = "hit"
+    else:
+        request = parse_review(raw)
+        seen.uid, seen.operation = request.uid, request.operation
+        budget = timeout if timeout is not None else config.timeouts.default_seconds
+        deadline = start + budget - config.timeouts.margin_seconds
+        outcome, result, entry, found = await _decide_parsed(
+            request,
+            handler=handler,
+            runtime=runtime,
+            config=config,
+            view=view,
+            use_cache=use_cache,
+            deadline=deadline,
+        )
+        if raw_k is not None and entry is not None:
+            limit = config.decision_cache.entries
+            runtime.decisions.learn_raw(raw_k, request, entry, view, config, limit)
+        if usable and not use_cache:
+            found = "resting"
+    if found in ("hit", "miss"):
+        runtime.decisions.looked_up(found == "hit")
+    runtime.metrics.decision_cache.inc(result=found)
+    _record_violations(request, outcome, runtime.metrics)
+    elapsed = runtime.clock() - start
+    _log_answer(request, handler.name, outcome, elapsed, cached=found == "hit")
+    return result
+
+
 async def answer(
     raw: bytes,
     *,
@@ -518,62 +441,25 @@ async def answer(
 ) -> HttpAnswer:
     """Request body -> HTTP answer. ``timeout`` is the apiserver's ``?timeout=`` in seconds."""
     start = runtime.clock() if start is None else start
+    handler = HANDLERS[webhook]
     metrics = runtime.metrics
     metrics.in_flight.inc(webhook=webhook)
-    uid: str | None = None
-    operation = "unknown"
+    seen = _Seen()
     try:
-        config = runtime.config()
-        view = runtime.inventory.view
-        usable = _cache_usable(runtime, config, view)
-        use_cache = usable and runtime.decisions.wants_key()
-        raw_k = raw_key(raw, webhook) if use_cache else None
-        known = None if raw_k is None else runtime.decisions.get_raw(raw_k, view, config)
-        if raw_k is not None and known is not None:
-            # a replica's body: answered without parsing it (see webhook.review.decision_cache)
-            request = known.request._replace(uid=raw_k.uid)
-            uid, operation = request.uid, request.operation
-            outcome = known.entry.outcome
-            result = HttpAnswer(200, JSON, known.entry.body(uid), outcome.allowed, outcome.code)
-            found = "hit"
-        else:
-            request = parse_review(raw)
-            uid, operation = request.uid, request.operation
-            budget = timeout if timeout is not None else config.timeouts.default_seconds
-            deadline = start + budget - config.timeouts.margin_seconds
-            outcome, result, entry, found = await _decide_parsed(
-                request,
-                webhook=webhook,
-                runtime=runtime,
-                config=config,
-                view=view,
-                use_cache=use_cache,
-                deadline=deadline,
-            )
-            if raw_k is not None and entry is not None:
-                limit = config.decision_cache.entries
-                runtime.decisions.learn_raw(raw_k, request, entry, view, config, limit)
-            if usable and not use_cache:
-                found = "resting"
-        if found in ("hit", "miss"):
-            runtime.decisions.looked_up(found == "hit")
-        metrics.decision_cache.inc(result=found)
-        _record_violations(request, outcome, metrics)
-        _log_answer(request, webhook, outcome, runtime.clock() - start, cached=found == "hit")
+        result = await _respond(raw, handler, runtime, seen, timeout, start)
     except RequestError as exc:
-        log.warning("bad admission request", extra={"webhook": webhook, "error": str(exc)})
-        result = answer_for_error(exc, webhook=webhook, uid=uid)
+        result = reject(exc, webhook=webhook, log=log)
     except Exception as exc:
         metrics.errors.inc(webhook=webhook)
-        if uid is None:  # failed before the review was parsed: mutate still fails open
-            uid = _uid_or_none(raw)
+        # failed before the review was parsed: mutate still fails open
+        uid = seen.uid if seen.uid is not None else _uid_or_none(raw)
         log.exception("internal error", extra={"uid": uid, "webhook": webhook})
-        result = answer_for_error(exc, webhook=webhook, uid=uid)
+        result = answer_for_error(exc, fail_open=handler.mutating, uid=uid)
     finally:
         metrics.in_flight.dec(webhook=webhook)
     metrics.requests.inc(
         webhook=webhook,
-        operation=operation,
+        operation=seen.operation,
         allowed=str(result.allowed).lower() if result.allowed is not None else "",
         code=str(result.code),
     )
