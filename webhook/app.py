@@ -15,15 +15,10 @@ from aiohttp import web
 
 from webhook.logs import get_logger
 from webhook.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
-from webhook.review.errors import (
-    HttpAnswer,
-    PayloadTooLarge,
-    RequestError,
-    UnsupportedMediaType,
-    WebhookName,
-    answer_for_error,
-)
+from webhook.review.errors import reject, too_large, unsupported_media_type
 from webhook.review.pipeline import Runtime, answer
+from webhook.review.response import HttpAnswer
+from webhook.review.wire import RequestError, WebhookName
 
 log = get_logger("app")
 
@@ -90,11 +85,7 @@ def _to_response(result: HttpAnswer, health: Health | None = None) -> web.Respon
 
 
 def _reject(runtime: Runtime, exc: RequestError, webhook: WebhookName) -> HttpAnswer:
-    runtime.metrics.requests.inc(
-        webhook=webhook, operation="unknown", allowed="", code=str(exc.status)
-    )
-    log.warning("bad admission request", extra={"webhook": webhook, "error": str(exc)})
-    return answer_for_error(exc, webhook=webhook, uid=None)
+    return reject(exc, webhook=webhook, log=log, metrics=runtime.metrics)
 
 
 async def _review(request: web.Request, webhook: WebhookName) -> web.Response:
@@ -114,26 +105,15 @@ async def _review_inner(request: web.Request, webhook: WebhookName) -> HttpAnswe
     start = runtime.clock()
     if request.content_type != "application/json":
         got = request.headers.get("Content-Type", "(none)")
-        return _reject(
-            runtime,
-            UnsupportedMediaType(f"Content-Type {got!r} is not supported: use application/json"),
-            webhook,
-        )
+        return _reject(runtime, unsupported_media_type(got), webhook)
     if request.content_length is not None and request.content_length > MAX_BODY:
-        return _reject(runtime, _too_large(request.content_length), webhook)
+        return _reject(runtime, too_large(request.content_length, MAX_BODY), webhook)
     try:
         raw = await request.read()
     except web.HTTPRequestEntityTooLarge:
-        return _reject(runtime, _too_large(None), webhook)
+        return _reject(runtime, too_large(None, MAX_BODY), webhook)
     timeout = parse_timeout(request.query.get("timeout"))
     return await answer(raw, webhook=webhook, runtime=runtime, timeout=timeout, start=start)
-
-
-def _too_large(size: int | None) -> PayloadTooLarge:
-    got = f"{size} bytes" if size is not None else "the body"
-    return PayloadTooLarge(
-        f"{got} exceeds the {MAX_BODY}-byte cap (two 3 MiB objects plus the review envelope)"
-    )
 
 
 async def mutate(request: web.Request) -> web.Response:

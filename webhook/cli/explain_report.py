@@ -26,8 +26,9 @@ from core.model import VERDICTS, NodeTopology, NodeVerdict, PodIntent
 from core.mutation.patch import PatchOp, annotation_ops, apply_ops, escape_pointer_token
 from core.quantity import format_quantity
 from core.scoring.rank import ScoringArgs, rank
-from webhook.review.errors import HttpAnswer, WebhookName
 from webhook.review.pipeline import Runtime, answer
+from webhook.review.response import HttpAnswer
+from webhook.review.wire import WebhookName
 
 SUMMARY_THRESHOLD = 40  # above this many nodes the table shows a summary and the first rows
 FIRST_ROWS = 20

@@ -1,29 +1,6 @@
-"""Answers of recent reviews, reused for reviews that differ only in the object's identity.
-
-A ReplicaSet or a (non-indexed) Job creates its pods from one template, so the apiserver
-sends bursts of reviews (a scale-up of hundreds of replicas) whose objects differ only in
-``metadata.name``, ``uid``, ``creationTimestamp`` and the times in ``managedFields``. The
-webhook's decision reads none of those (nor ``request.uid``/``name``, ``userInfo`` or
-``options``; the corpus test in tests/webhook/review/test_decision_cache.py checks that changing
-them never changes an uncached answer), so such a review gets the answer of the first one,
-with its own uid.
-
-The key is a SHA-256 digest of everything the decision reads: the webhook, the request's
-kind, resource, subresource, operation, namespace and dryRun flag, and the object minus
-those identity fields (an identity field is left out only when it has its API type, so a
-malformed one still reaches validation). Entries belong to one inventory view and one
-configuration: when either is replaced the cache starts empty. UPDATE reviews (their
-answer depends on the old object too), answers given while the inventory is missing or
-stale, and answers whose feasibility check was skipped for the deadline are never stored
-(``Outcome.volatile``). Bounded by entries (FIFO eviction): a digest, the outcome and the
-serialized answer, about 1-2 KiB each.
-
-Keys cost ~15-25 us per review (serializing and hashing the object). When every pod is
-different (StatefulSet, DaemonSet and indexed Job pods differ in labels or spec) that is
-pure overhead, so after MISSES_TO_REST lookups in a row without a hit the cache rests: it
-computes keys for one review in SAMPLE_WHILE_RESTING only, and wakes up at the first hit
-(a burst of replicas is then answered from the cache again after at most two samples).
-"""
+"""Answers of recent reviews, reused for reviews that differ only in the object's identity
+(the replicas of one template), keyed by a digest of what the decision reads; a raw layer
+answers a replica's body without parsing it. Soundness and bounds: docs/decision-cache.md."""
 
 from __future__ import annotations
 
@@ -34,7 +11,8 @@ from typing import Any, NamedTuple
 
 import orjson
 
-from webhook.review.wire import AdmissionRequest, Outcome
+from webhook.review.response import Outcome
+from webhook.review.wire import AdmissionRequest
 
 MISSES_TO_REST = 64
 SAMPLE_WHILE_RESTING = 16
@@ -110,17 +88,7 @@ def split_body(body: bytes, uid: str) -> tuple[bytes, bytes] | None:
 
 
 # ---------------------------------------------------------------------------- raw bodies
-#
-# Before the object gets a name (mutating admission of a generateName pod), the reviews
-# of one ReplicaSet's pods are byte-identical but for the request uid (and the second in
-# managedFields' time). The raw layer keys the body itself with the first ``"uid":"...``
-# value cut out, so such a review is answered without being parsed. Sound because:
-# bodies that agree byte for byte outside one plain string token ([A-Za-z0-9-]: no quote,
-# no escape) parse to the same document but for that token's value; an entry is stored
-# only from a body whose request.uid equals its token, and is used only once a second body
-# with a different token parsed to request.uid == its own token. Then the token is the
-# request uid: were the uid read from elsewhere, the bytes there are the same in both
-# bodies and the two uids would be equal, but the tokens differ.
+# Replicas' bodies before the object gets a name: docs/decision-cache.md ("Raw bodies").
 
 _UID_LABEL = b'"uid":"'
 _PLAIN_TOKEN = re.compile(rb"[A-Za-z0-9-]{1,128}")
@@ -178,7 +146,8 @@ class DecisionCache:
         return self._resting_since > 0
 
     def wants_key(self) -> bool:
-        """Whether to compute this review's keys (always, unless resting: see above)."""
+        """Whether to compute this review's keys: always, unless resting (see
+        docs/decision-cache.md)."""
         if not self._resting_since:
             return True
         self._resting_since += 1
@@ -232,7 +201,8 @@ class DecisionCache:
         limit: int,
     ) -> None:
         """After a parsed review answered with ``entry``: remember the raw body (its
-        token is this request's uid), or verify the remembered one (see above)."""
+        token is this request's uid), or verify the remembered one (see "Raw bodies" in
+        docs/decision-cache.md)."""
         if key.uid != request.uid:
             return
         self._generation(view, config)

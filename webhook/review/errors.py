@@ -8,8 +8,10 @@ Two channels, as in kopf's ``_serve`` (research/model-codebases.md section 4):
   ``ErrCallingWebhook``, so the webhook's ``failurePolicy`` decides (research
   webhook-anchors.md 1.3). We do not follow controller-runtime's HTTP-200-deny here: that
   turns a transport problem into a denial even under ``failurePolicy: Ignore``.
+  The app's early rejections (content type, size) and the pipeline's (the body) both go
+  through :func:`reject`.
 - A bad *object* is answered with HTTP 200 and ``allowed: false`` plus ``status``
-  (built by the pipeline, not here).
+  (built by the handlers, not here).
 
 Unexpected exceptions: the mutating endpoint fails open (allowed, a warning, no patch),
 because a broken mutation must not block pod creation; the validating endpoint answers
@@ -18,69 +20,48 @@ HTTP 500 so that ``failurePolicy`` applies. Never a traceback in a body.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Literal
+import logging
 
-import orjson
-
-WebhookName = Literal["mutate", "validate"]
-TEXT = "text/plain; charset=utf-8"
-JSON = "application/json"
+from webhook.metrics import WebhookMetrics
+from webhook.review.response import TEXT, HttpAnswer, allowed, finalize, review_answer
+from webhook.review.wire import PayloadTooLarge, RequestError, UnsupportedMediaType
 
 
-class RequestError(Exception):
-    """The webhook request itself is unusable; ``status`` is the HTTP status to answer."""
-
-    status = 400
-    reason = "BadRequest"
-
-
-class BadRequest(RequestError):
-    """Not JSON, not an AdmissionReview v1, or a required field missing."""
+def unsupported_media_type(content_type: str) -> UnsupportedMediaType:
+    return UnsupportedMediaType(
+        f"Content-Type {content_type!r} is not supported: use application/json"
+    )
 
 
-class PayloadTooLarge(RequestError):
-    """The body exceeds the size cap."""
-
-    status = 413
-    reason = "RequestEntityTooLarge"
-
-
-class UnsupportedMediaType(RequestError):
-    """The Content-Type is not application/json."""
-
-    status = 415
-    reason = "UnsupportedMediaType"
+def too_large(size: int | None, cap: int) -> PayloadTooLarge:
+    got = f"{size} bytes" if size is not None else "the body"
+    return PayloadTooLarge(
+        f"{got} exceeds the {cap}-byte cap (two 3 MiB objects plus the review envelope)"
+    )
 
 
-@dataclass(frozen=True, slots=True)
-class HttpAnswer:
-    """What to write back: status, content type and body (shared by server and CLI)."""
-
-    status: int
-    content_type: str
-    body: bytes
-    allowed: bool | None = None  # None when no AdmissionReview was answered
-    code: int = 0  # response.status.code, or the HTTP status for request errors
-
-    @property
-    def is_review(self) -> bool:
-        return self.content_type == JSON
-
-
-def review_answer(review: dict[str, object], *, allowed_: bool, code: int) -> HttpAnswer:
-    """HTTP 200 with an AdmissionReview body."""
-    return HttpAnswer(200, JSON, orjson.dumps(review), allowed_, code)
+def reject(
+    exc: RequestError,
+    *,
+    webhook: str,
+    log: logging.Logger,
+    metrics: WebhookMetrics | None = None,
+    operation: str = "unknown",
+) -> HttpAnswer:
+    """The answer to an unusable request, logged to ``log``; counted in ``metrics`` when
+    given (the pipeline counts all its answers in one place)."""
+    log.warning("bad admission request", extra={"webhook": webhook, "error": str(exc)})
+    if metrics is not None:
+        metrics.requests.inc(webhook=webhook, operation=operation, allowed="", code=str(exc.status))
+    return answer_for_error(exc, fail_open=False, uid=None)
 
 
-def answer_for_error(exc: BaseException, *, webhook: WebhookName, uid: str | None) -> HttpAnswer:
-    """Map an exception to the HTTP answer (see the module docstring for the convention)."""
+def answer_for_error(exc: BaseException, *, fail_open: bool, uid: str | None) -> HttpAnswer:
+    """Map an exception to the HTTP answer (see the module docstring for the convention);
+    ``fail_open``: the webhook admits unchanged on an internal error (the mutating one)."""
     if isinstance(exc, RequestError):
         return HttpAnswer(exc.status, TEXT, f"{exc}\n".encode(), None, exc.status)
-    # Imported here: admission raises the RequestError classes defined above.
-    from webhook.review.wire import allowed, finalize
-
-    if webhook == "mutate" and uid:
+    if fail_open and uid:
         outcome = allowed(
             warnings=(
                 f"numagate: internal error, pod admitted unchanged (see webhook log, uid {uid})",

@@ -1,73 +1,57 @@
-"""What the webhook decides: one function, :func:`answer`, from request bytes to the HTTP
-answer. The aiohttp endpoints and ``numagate review`` both call it, so the CLI shows
-exactly what the server would send.
+"""From request bytes to the HTTP answer: :func:`answer`. The aiohttp endpoints and
+``numagate review`` both call it, so the CLI shows exactly what the server would send. It
+parses the review (webhook.review.wire), reuses a cached answer or asks the endpoint's
+handler (webhook.review.handlers) for the decision, puts it on the wire
+(webhook.review.response), and maps every error (webhook.review.errors).
 
-mutate (Pods, CREATE): normalized annotations, mirrored into the dialect of the pod's
-scheduler (core.intent.read), and the node affinity that selects exactly the compatible nodes
-(core.feasibility.compat, DESIGN 5). validate (Pods and workload templates, CREATE and UPDATE of the
-template): annotation errors, impossible pods, pods with no room now, each under its own
-enforcement mode (enforce / warn / dryrun, as Gatekeeper's enforcementAction).
+validate (Pods and workload templates, CREATE and UPDATE of the template): annotation
+errors, impossible pods, pods with no room now, each under its own enforcement mode
+(enforce / warn / dryrun, as Gatekeeper's enforcementAction).
 """
 
 from __future__ import annotations
 
 import asyncio
-import copy
 import dataclasses
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
-
-import orjson
 
 from core.errors import CoreError
-from core.feasibility.compat import affinity_requirement, compatible
 from core.feasibility.decision import decide, unchecked
 from core.feasibility.verdicts import Evaluation, evaluate
 from core.intent.read import read_intent
-from core.intent.workloads import PodTemplate, pod_templates, structure_findings
-from core.model import Decision, NodeSelectorRequirement, PodIntent, is_map
-from core.mutation.patch import (
-    PatchOp,
-    affinity_ops,
-    annotation_ops,
-    apply_ops,
-    node_name_ops,
-    preferred_ops,
-)
-from core.mutation.scarce import scarce_affinity
+from core.intent.workloads import PodTemplate, structure_findings
+from core.model import Decision, PodIntent
 from webhook.config import Config
-from webhook.inventory.state import EVALUATION_COST, InventoryState, InventoryView
+from webhook.inventory.state import EVALUATION_COST, InventoryView
 from webhook.logs import get_logger
 from webhook.metrics import WebhookMetrics
-from webhook.review.decision_cache import DecisionCache, Entry, raw_key, review_key, split_body
-from webhook.review.errors import (
+from webhook.review.decision_cache import Entry, raw_key, review_key, split_body
+from webhook.review.errors import answer_for_error, reject
+from webhook.review.handlers import (
+    MUTATE,
+    Handler,
+    Runtime,
+    _is_pod,
+    changed_templates,
+    exclusion_reason,
+)
+from webhook.review.response import (
     JSON,
     HttpAnswer,
-    RequestError,
-    WebhookName,
-    answer_for_error,
-    review_answer,
-)
-from webhook.review.wire import (
-    AdmissionRequest,
     Outcome,
     allowed,
     denied,
     finalize,
-    parse_review,
-    patched,
+    review_answer,
 )
+from webhook.review.wire import AdmissionRequest, RequestError, WebhookName, parse_review
+
+__all__ = ["HANDLERS", "Runtime", "answer", "decide_review"]
 
 log = get_logger("admission")
-# Static (mirror) pods are created by the kubelet from files; mutating them is futile
-# (Kubernetes webhook good-practices page).
-MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
-_REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
-_PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
-MEMO_LIMIT = 256  # entries per inventory view
 # The kernel runs on the event loop (no thread hop: ~0.15 ms of CPU per review and a
 # malloc arena per pool thread) when the slowest evaluation seen on this inventory, times
 # INLINE_SAFETY, fits both the time left before the deadline and INLINE_BUDGET_SECONDS
@@ -82,17 +66,6 @@ COST_DECAY = 0.95
 
 
 @dataclass
-class Runtime:
-    """What a request needs besides the request: configuration, inventory, metrics."""
-
-    config: Callable[[], Config]
-    inventory: InventoryState
-    metrics: WebhookMetrics = field(default_factory=WebhookMetrics)
-    clock: Callable[[], float] = time.monotonic
-    decisions: DecisionCache = field(default_factory=DecisionCache)
-
-
-@dataclass
 class _Checks:
     """Failed checks of one review, before the enforcement modes are applied."""
 
@@ -102,208 +75,6 @@ class _Checks:
 
     def fail(self, check: str, message: str) -> None:
         self.failures.append((check, message))
-
-
-# ----------------------------------------------------------------------------- scoping
-
-
-def _labels(obj: Mapping[str, Any] | None) -> Mapping[str, Any]:
-    meta = obj.get("metadata") if is_map(obj) else None
-    labels = meta.get("labels") if is_map(meta) else None
-    return labels if is_map(labels) else {}
-
-
-def exclusion_reason(request: AdmissionRequest, config: Config) -> str | None:
-    """Why this request is out of scope (namespace excluded or opt-out label), or None."""
-    if request.namespace and config.is_excluded_namespace(request.namespace):
-        return f"namespace {request.namespace} is excluded"
-    for obj in (request.object, request.old_object):
-        if str(_labels(obj).get(config.ignore_label, "")).lower() == "true":
-            return f"label {config.ignore_label}=true"
-    return None
-
-
-def _is_pod(request: AdmissionRequest) -> bool:
-    return request.kind.group == "" and request.kind.kind == "Pod" and not request.sub_resource
-
-
-def _template_key(t: PodTemplate) -> bytes:
-    annotations = t.metadata.get("annotations")
-    return orjson.dumps(
-        [t.path, annotations, t.spec, dict(t.extra_annotations)],
-        option=orjson.OPT_SORT_KEYS,
-        default=dict,
-    )
-
-
-def changed_templates(request: AdmissionRequest) -> list[PodTemplate]:
-    """Templates to check: all on CREATE, on UPDATE only those whose pod spec or
-    annotations changed (scaling a Deployment must not re-run the checks)."""
-    assert request.object is not None
-    templates = pod_templates(request.object)
-    if request.operation != "UPDATE" or request.old_object is None:
-        return templates
-    before = {_template_key(t) for t in pod_templates(request.old_object)}
-    return [t for t in templates if _template_key(t) not in before]
-
-
-# ----------------------------------------------------------------------------- mutate
-
-
-def _label_key(intent: PodIntent, config: Config) -> str:
-    keys = config.affinity.label_keys
-    return {
-        "koordinator": keys.koordinator,
-        "volcano": keys.volcano,
-        "hami": keys.hami,
-    }.get(intent.scheduler, keys.default)
-
-
-def compatible_names(intent: PodIntent, view: InventoryView) -> tuple[str, ...]:
-    """Names of the nodes whose policies are compatible with the pod's, in view order.
-
-    Memoized per view and per (scheduler, policy): core.feasibility.compat.compatible reads no other
-    field of the intent (a test checks that the memo agrees with a direct computation
-    for intents differing in every other field).
-    """
-    key = ("compatible", intent.scheduler, intent.policy)
-    names = view.memo.get(key)
-    if names is None:
-        names = tuple(n.name for n in view.nodes if compatible(intent, n)[0])
-        if len(view.memo) < MEMO_LIMIT:  # policy strings come from pods: stay bounded
-            view.memo[key] = names
-    return names
-
-
-def _node_name_affinity(
-    intent: PodIntent,
-    spec: Mapping[str, Any],
-    view: InventoryView | None,
-    config: Config,
-    *,
-    stale: bool,
-) -> tuple[list[PatchOp], list[str]]:
-    if view is None or stale:
-        return [], ["node affinity not injected: the inventory is not loaded or is stale"]
-    names = compatible_names(intent, view)
-    if len(names) == len(view.nodes):
-        return [], []  # every node is compatible: nothing to restrict
-    if not names:
-        return [], []  # no compatible node: validation explains and decides
-    cap = config.affinity.max_node_names
-    if len(names) > cap:
-        return [], [
-            f"node affinity not injected: {len(names)} compatible nodes exceed "
-            f"affinity.maxNodeNames={cap}"
-        ]
-    return node_name_ops(spec, list(names)), []
-
-
-def affinity_patch(
-    intent: PodIntent,
-    spec: Mapping[str, Any],
-    view: InventoryView | None,
-    config: Config,
-    *,
-    stale: bool = False,
-) -> tuple[list[PatchOp], list[str]]:
-    """Operations that restrict the pod to nodes with a compatible policy, and warnings."""
-    mode = config.affinity.mode
-    if mode == "off" or spec.get("nodeName"):
-        return [], []
-    key = _label_key(intent, config)
-    if mode == "auto":
-        mode = "label" if view is not None and view.has_label(key) else "node-names"
-    if mode == "node-names":
-        return _node_name_affinity(intent, spec, view, config, stale=stale)
-    spelling = "koordinator" if intent.scheduler == "koordinator" else "kubelet"
-    requirement = affinity_requirement(intent, label_key=key, spelling=spelling)
-    if requirement is None:
-        return [], []
-    return affinity_ops(spec, requirement), []
-
-
-def scarce_patch(intent: PodIntent, spec: Mapping[str, Any], config: Config) -> list[PatchOp]:
-    """Optional anti-affinity away from nodes with scarce resources the pod does not use."""
-    settings = config.scarce
-    if not settings.enabled:
-        return []
-    fragment = scarce_affinity(
-        intent,
-        settings.resources,
-        required=settings.required,
-        label_keys=settings.label_keys,
-        weight=settings.weight,
-    )
-    if fragment is None:
-        return []
-    node_affinity = fragment["nodeAffinity"]
-    if _PREFERRED in node_affinity:
-        return preferred_ops(spec, node_affinity[_PREFERRED][0])
-    ops: list[PatchOp] = []
-    work: dict[str, Any] = {"spec": copy.deepcopy(dict(spec))}
-    for term in node_affinity[_REQUIRED]["nodeSelectorTerms"]:
-        for expr in term["matchExpressions"]:
-            requirement = NodeSelectorRequirement(
-                expr["key"], expr["operator"], tuple(expr.get("values", ()))
-            )
-            step = affinity_ops(work["spec"], requirement)
-            apply_ops(work, step)
-            ops += step
-    return ops
-
-
-def mutate(request: AdmissionRequest, runtime: Runtime, config: Config) -> Outcome:
-    """The mutating webhook: Pods on CREATE only; everything else passes unchanged.
-
-    A pod the core cannot read is admitted unchanged with a warning: the validating
-    webhook denies it with the reason (a broken mutation must never block creation).
-    """
-    try:
-        return _mutate(request, runtime, config)
-    except CoreError as exc:
-        return allowed(warnings=[f"pod not mutated: {exc}"])
-
-
-def _mutate(request: AdmissionRequest, runtime: Runtime, config: Config) -> Outcome:
-    obj = request.object
-    if request.operation != "CREATE" or not _is_pod(request) or not isinstance(obj, dict):
-        return allowed()
-    if exclusion_reason(request, config) is not None:
-        return allowed()
-    meta = obj.get("metadata")
-    meta_is_map = is_map(meta)
-    annotations = meta.get("annotations") if meta_is_map else None
-    if is_map(annotations) and MIRROR_ANNOTATION in annotations:
-        return allowed()
-    spec = obj.get("spec")
-    if not is_map(spec) or not (meta_is_map or meta is None):
-        return allowed()  # malformed: JSON pointers into it would not apply; validate denies
-    templates = pod_templates(obj)
-    if not templates:
-        return allowed()
-    result = read_intent(templates[0])
-    ops: list[PatchOp] = []
-    if config.mutation.normalize_annotations and result.changed:
-        ops += annotation_ops(meta if meta_is_map else None, result.annotations)
-    if any(f.severity == "error" for f in result.findings):
-        return patched(ops)  # no affinity from a broken intent; validation denies it
-    warnings = [f.message for f in result.findings if f.severity == "warning"]
-    spec_ops: list[PatchOp] = []
-    volatile = False
-    if config.mutation.inject_affinity:
-        stale = runtime.inventory.is_stale(config.inventory.stale_after_seconds)
-        view = runtime.inventory.view
-        volatile = stale or view is None
-        spec_ops, more_warnings = affinity_patch(result.intent, spec, view, config, stale=stale)
-        warnings += more_warnings
-    if config.scarce.enabled:
-        # The second stage must see the first one's result (both may create /spec/affinity).
-        work: dict[str, Any] = {"spec": copy.deepcopy(dict(spec))}
-        apply_ops(work, spec_ops)
-        spec_ops = spec_ops + scarce_patch(result.intent, work["spec"], config)
-    outcome = patched(ops + spec_ops, warnings=warnings)
-    return dataclasses.replace(outcome, volatile=True) if volatile else outcome
 
 
 # ----------------------------------------------------------------------------- validate
@@ -447,7 +218,7 @@ def _record_violations(
 
 
 async def validate(
-    request: AdmissionRequest, runtime: Runtime, config: Config, *, deadline: float
+    request: AdmissionRequest, runtime: Runtime, config: Config, deadline: float
 ) -> Outcome:
     """The validating webhook for Pods and the pod templates of workloads."""
     if request.operation not in ("CREATE", "UPDATE") or not isinstance(request.object, dict):
@@ -491,18 +262,21 @@ async def validate(
 # ----------------------------------------------------------------------------- entry
 
 
+VALIDATE = Handler("validate", mutating=False, decide=validate)
+HANDLERS: dict[WebhookName, Handler] = {"mutate": MUTATE, "validate": VALIDATE}
+
+
 async def decide_review(
     request: AdmissionRequest,
     *,
-    webhook: WebhookName,
+    handler: Handler,
     runtime: Runtime,
     deadline: float,
     config: Config | None = None,
 ) -> Outcome:
+    """The handler's decision for a parsed review (no cache, nothing put on the wire)."""
     config = runtime.config() if config is None else config
-    if webhook == "mutate":
-        return mutate(request, runtime, config)
-    return await validate(request, runtime, config, deadline=deadline)
+    return await handler.decide(request, runtime, config, deadline)
 
 
 def _log_answer(
@@ -552,7 +326,7 @@ def _cache_usable(runtime: Runtime, config: Config, view: InventoryView | None) 
 async def _decide_parsed(
     request: AdmissionRequest,
     *,
-    webhook: WebhookName,
+    handler: Handler,
     runtime: Runtime,
     config: Config,
     view: InventoryView | None,
@@ -562,7 +336,7 @@ async def _decide_parsed(
     """The answer for a parsed review, from the decision cache or decided now: (outcome,
     answer, the cache entry that holds it or None, the cache result for the metric).
     ``view`` is the inventory the decision reads (captured once per review)."""
-    key = review_key(request, webhook) if use_cache else None
+    key = review_key(request, handler.name) if use_cache else None
     if key is None:
         found = "uncacheable"
         entry = None
@@ -574,9 +348,9 @@ async def _decide_parsed(
         result = HttpAnswer(200, JSON, entry.body(request.uid), outcome.allowed, outcome.code)
         return outcome, result, entry, found
     outcome = await decide_review(
-        request, webhook=webhook, runtime=runtime, deadline=deadline, config=config
+        request, handler=handler, runtime=runtime, deadline=deadline, config=config
     )
-    review = finalize(outcome, request.uid, mutating=webhook == "mutate")
+    review = finalize(outcome, request.uid, mutating=handler.mutating)
     result = review_answer(review, allowed_=outcome.allowed, code=outcome.code)
     if key is not None and not outcome.volatile:
         parts = split_body(result.body, request.uid)
@@ -593,6 +367,64 @@ def _uid_or_none(raw: bytes) -> str | None:
         return None
 
 
+@dataclass
+class _Seen:
+    """What is known of the review when an exception interrupts it (for the error answer)."""
+
+    uid: str | None = None
+    operation: str = "unknown"
+
+
+async def _respond(
+    raw: bytes,
+    handler: Handler,
+    runtime: Runtime,
+    seen: _Seen,
+    timeout: float | None,
+    start: float,
+) -> HttpAnswer:
+    """The answer for a body: a verified replica's cached answer without parsing it (see
+    webhook.review.decision_cache), else parsed and decided (or found in the cache)."""
+    config = runtime.config()
+    view = runtime.inventory.view
+    usable = _cache_usable(runtime, config, view)
+    use_cache = usable and runtime.decisions.wants_key()
+    raw_k = raw_key(raw, handler.name) if use_cache else None
+    known = None if raw_k is None else runtime.decisions.get_raw(raw_k, view, config)
+    if raw_k is not None and known is not None:
+        request = known.request._replace(uid=raw_k.uid)
+        seen.uid, seen.operation = request.uid, request.operation
+        outcome = known.entry.outcome
+        result = HttpAnswer(200, JSON, known.entry.body(request.uid), outcome.allowed, outcome.code)
+        found = "hit"
+    else:
+        request = parse_review(raw)
+        seen.uid, seen.operation = request.uid, request.operation
+        budget = timeout if timeout is not None else config.timeouts.default_seconds
+        deadline = start + budget - config.timeouts.margin_seconds
+        outcome, result, entry, found = await _decide_parsed(
+            request,
+            handler=handler,
+            runtime=runtime,
+            config=config,
+            view=view,
+            use_cache=use_cache,
+            deadline=deadline,
+        )
+        if raw_k is not None and entry is not None:
+            limit = config.decision_cache.entries
+            runtime.decisions.learn_raw(raw_k, request, entry, view, config, limit)
+        if usable and not use_cache:
+            found = "resting"
+    if found in ("hit", "miss"):
+        runtime.decisions.looked_up(found == "hit")
+    runtime.metrics.decision_cache.inc(result=found)
+    _record_violations(request, outcome, runtime.metrics)
+    elapsed = runtime.clock() - start
+    _log_answer(request, handler.name, outcome, elapsed, cached=found == "hit")
+    return result
+
+
 async def answer(
     raw: bytes,
     *,
@@ -603,62 +435,25 @@ async def answer(
 ) -> HttpAnswer:
     """Request body -> HTTP answer. ``timeout`` is the apiserver's ``?timeout=`` in seconds."""
     start = runtime.clock() if start is None else start
+    handler = HANDLERS[webhook]
     metrics = runtime.metrics
     metrics.in_flight.inc(webhook=webhook)
-    uid: str | None = None
-    operation = "unknown"
+    seen = _Seen()
     try:
-        config = runtime.config()
-        view = runtime.inventory.view
-        usable = _cache_usable(runtime, config, view)
-        use_cache = usable and runtime.decisions.wants_key()
-        raw_k = raw_key(raw, webhook) if use_cache else None
-        known = None if raw_k is None else runtime.decisions.get_raw(raw_k, view, config)
-        if raw_k is not None and known is not None:
-            # a replica's body: answered without parsing it (see webhook.review.decision_cache)
-            request = known.request._replace(uid=raw_k.uid)
-            uid, operation = request.uid, request.operation
-            outcome = known.entry.outcome
-            result = HttpAnswer(200, JSON, known.entry.body(uid), outcome.allowed, outcome.code)
-            found = "hit"
-        else:
-            request = parse_review(raw)
-            uid, operation = request.uid, request.operation
-            budget = timeout if timeout is not None else config.timeouts.default_seconds
-            deadline = start + budget - config.timeouts.margin_seconds
-            outcome, result, entry, found = await _decide_parsed(
-                request,
-                webhook=webhook,
-                runtime=runtime,
-                config=config,
-                view=view,
-                use_cache=use_cache,
-                deadline=deadline,
-            )
-            if raw_k is not None and entry is not None:
-                limit = config.decision_cache.entries
-                runtime.decisions.learn_raw(raw_k, request, entry, view, config, limit)
-            if usable and not use_cache:
-                found = "resting"
-        if found in ("hit", "miss"):
-            runtime.decisions.looked_up(found == "hit")
-        metrics.decision_cache.inc(result=found)
-        _record_violations(request, outcome, metrics)
-        _log_answer(request, webhook, outcome, runtime.clock() - start, cached=found == "hit")
+        result = await _respond(raw, handler, runtime, seen, timeout, start)
     except RequestError as exc:
-        log.warning("bad admission request", extra={"webhook": webhook, "error": str(exc)})
-        result = answer_for_error(exc, webhook=webhook, uid=uid)
+        result = reject(exc, webhook=webhook, log=log)
     except Exception as exc:
         metrics.errors.inc(webhook=webhook)
-        if uid is None:  # failed before the review was parsed: mutate still fails open
-            uid = _uid_or_none(raw)
+        # failed before the review was parsed: mutate still fails open
+        uid = seen.uid if seen.uid is not None else _uid_or_none(raw)
         log.exception("internal error", extra={"uid": uid, "webhook": webhook})
-        result = answer_for_error(exc, webhook=webhook, uid=uid)
+        result = answer_for_error(exc, fail_open=handler.mutating, uid=uid)
     finally:
         metrics.in_flight.dec(webhook=webhook)
     metrics.requests.inc(
         webhook=webhook,
-        operation=operation,
+        operation=seen.operation,
         allowed=str(result.allowed).lower() if result.allowed is not None else "",
         code=str(result.code),
     )

@@ -1,32 +1,47 @@
-"""AdmissionReview ``admission.k8s.io/v1``: parsing the request, building the response.
+"""AdmissionReview ``admission.k8s.io/v1`` requests: parsing, and the exceptions of a
+request that cannot be used (each carries the HTTP status webhook.review.errors answers).
 
 The request is validated once at the boundary with pydantic (kubernetes/api
-``admission/v1/types.go`` names the fields); after that the code uses attributes. Every
-response goes through :func:`finalize`, which echoes ``apiVersion``, ``kind`` and ``uid``
-(the apiserver rejects a response whose uid or GVK differ: ``VerifyAdmissionResponse``),
-emits ``patch``/``patchType`` only when there is a patch, and keeps warnings short.
+``admission/v1/types.go`` names the fields); after that the code uses attributes. The
+response side is webhook.review.response.
 """
 
 from __future__ import annotations
 
-import base64
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from webhook.review.errors import BadRequest
-
 API_VERSION = "admission.k8s.io/v1"
 KIND = "AdmissionReview"
-# types.go: "Limit warnings to 120 characters if possible"; we stay strictly below.
-MAX_WARNING_CHARS = 119
-# The apiserver keeps at most 4096 runes of warnings in total (filters/warning.go); 119 x 30
-# stays under it, so nothing we send is silently truncated by the apiserver.
-MAX_WARNINGS = 30
 Operation = Literal["CREATE", "UPDATE", "DELETE", "CONNECT"]
+WebhookName = Literal["mutate", "validate"]  # the endpoints: /mutate, /validate
+
+
+class RequestError(Exception):
+    """The webhook request itself is unusable; ``status`` is the HTTP status to answer."""
+
+    status = 400
+    reason = "BadRequest"
+
+
+class BadRequest(RequestError):
+    """Not JSON, not an AdmissionReview v1, or a required field missing."""
+
+
+class PayloadTooLarge(RequestError):
+    """The body exceeds the size cap."""
+
+    status = 413
+    reason = "RequestEntityTooLarge"
+
+
+class UnsupportedMediaType(RequestError):
+    """The Content-Type is not application/json."""
+
+    status = 415
+    reason = "UnsupportedMediaType"
 
 
 # ---- what the pipeline reads ----------------------------------------------------------
@@ -277,117 +292,3 @@ def parse_review(raw: bytes) -> AdmissionRequest:
         return review.request.plain()  # type: ignore[attr-defined, no-any-return]
     except ValidationError as exc:
         raise BadRequest(f"not an AdmissionReview {API_VERSION}: {_describe(exc)}") from None
-
-
-@dataclass(frozen=True, slots=True)
-class Outcome:
-    """The webhook's answer before it is put on the wire (see the constructors below)."""
-
-    allowed: bool
-    code: int = 200
-    message: str = ""
-    reason: str = ""
-    warnings: tuple[str, ...] = ()
-    patch: tuple[Mapping[str, Any], ...] = ()
-    audit: Mapping[str, str] = field(default_factory=dict)
-    # Failed checks as (check, mode, message): counted and (dryrun) logged per review by
-    # webhook.review.pipeline.answer, also when the answer comes from the decision cache.
-    violations: tuple[tuple[str, str, str], ...] = ()
-    # The answer depends on more than the review (inventory missing or stale, a check
-    # skipped for the deadline): never reused for another review.
-    volatile: bool = False
-
-
-def allowed(*, warnings: Iterable[str] = (), audit: Mapping[str, str] | None = None) -> Outcome:
-    """Allow without changes."""
-    return Outcome(True, warnings=tuple(warnings), audit=dict(audit or {}))
-
-
-def patched(
-    ops: Sequence[Mapping[str, Any]],
-    *,
-    warnings: Iterable[str] = (),
-    audit: Mapping[str, str] | None = None,
-) -> Outcome:
-    """Allow with a JSONPatch (an empty ``ops`` is a plain allow)."""
-    return Outcome(True, warnings=tuple(warnings), patch=tuple(ops), audit=dict(audit or {}))
-
-
-def denied(
-    message: str,
-    *,
-    code: int = 403,
-    reason: str = "Forbidden",
-    warnings: Iterable[str] = (),
-    audit: Mapping[str, str] | None = None,
-) -> Outcome:
-    """Deny. 403 Forbidden for a policy violation, 400 BadRequest for a malformed object.
-
-    The apiserver turns codes below 400 into 400 (``ToStatusErr``), so only >= 400 is useful.
-    """
-    if code < 400:
-        raise ValueError(f"deny code {code} must be >= 400")
-    return Outcome(
-        False,
-        code=code,
-        message=message,
-        reason=reason,
-        warnings=tuple(warnings),
-        audit=dict(audit or {}),
-    )
-
-
-def shorten(text: str, limit: int = MAX_WARNING_CHARS) -> str:
-    """One line of at most ``limit`` characters, cut at a word boundary with '...'."""
-    line = " ".join(text.split())
-    if len(line) <= limit:
-        return line
-    cut = line[: limit - 3]
-    space = cut.rfind(" ")
-    if space > limit // 2:
-        cut = cut[:space]
-    return cut.rstrip(" ,;:") + "..."
-
-
-def clean_warnings(warnings: Iterable[str]) -> list[str]:
-    """Shortened, de-duplicated (order kept, as the apiserver drops duplicates), capped."""
-    out: list[str] = []
-    seen: set[str] = set()
-    for w in warnings:
-        short = shorten(w)
-        if short and short not in seen:
-            seen.add(short)
-            out.append(short)
-    return out[:MAX_WARNINGS]
-
-
-def encode_patch(ops: Sequence[Mapping[str, Any]]) -> str:
-    """The wire form of a JSONPatch: base64 of the JSON array."""
-    return base64.b64encode(orjson.dumps(list(ops))).decode("ascii")
-
-
-def finalize(outcome: Outcome, uid: str, *, mutating: bool) -> dict[str, Any]:
-    """The response AdmissionReview for ``outcome``: the only place one is built.
-
-    A validating webhook must never send a patch (the apiserver treats it as an invalid
-    response), so a patch on the validating side is a bug and raises.
-    """
-    if outcome.patch and not mutating:
-        raise ValueError("a validating webhook response cannot carry a patch")
-    response: dict[str, Any] = {"uid": uid, "allowed": outcome.allowed}
-    if not outcome.allowed:
-        response["status"] = {
-            "status": "Failure",
-            "code": outcome.code,
-            "reason": outcome.reason,
-            "message": outcome.message,
-        }
-    if outcome.patch and outcome.allowed:
-        response["patchType"] = "JSONPatch"
-        response["patch"] = encode_patch(outcome.patch)
-    warnings = clean_warnings(outcome.warnings)
-    if warnings:
-        response["warnings"] = warnings
-    if outcome.audit:
-        response["auditAnnotations"] = dict(outcome.audit)
-    return {"apiVersion": API_VERSION, "kind": KIND, "response": response}

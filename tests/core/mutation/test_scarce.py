@@ -1,10 +1,10 @@
 """Scarce-resource avoidance at admission: which pods get the anti-affinity, what it selects,
-and that merging it into a real pod spec (JSONPatch applied with `jsonpatch`, the result
-checked against the official Pod schema) is idempotent."""
+and that its operations on a real pod spec (core.mutation.affinity.scarce_ops; JSONPatch
+applied with `jsonpatch`, the result checked against the official Pod schema) are
+idempotent."""
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping
 from typing import Any
 
@@ -15,8 +15,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from core.errors import InvalidInput
-from core.model import NodeSelectorRequirement, NodeSelectorTerm
-from core.mutation.scarce import affinity_patch, merge_affinity, presence_label, scarce_affinity
+from core.model import NodeSelectorRequirement, NodeSelectorTerm, PodIntent
+from core.mutation.affinity import ScarceSettings, scarce_ops
+from core.mutation.scarce import avoidance, presence_label
 from tests.fixtures.scoring.builders import container, intent
 
 GPU = ["nvidia.com/gpu"]
@@ -58,8 +59,10 @@ def admits(affinity: Mapping[str, Any], labels: Mapping[str, str], name: str = "
     if not required:
         return True
     fields = {"metadata.name": name}
+    # "A null or empty node selector term matches no objects" (core/v1 NodeSelectorTerm)
     return any(
-        all(_matches(e, labels) for e in t.get("matchExpressions", []))
+        (t.get("matchExpressions") or t.get("matchFields"))
+        and all(_matches(e, labels) for e in t.get("matchExpressions", []))
         and all(_matches(f, fields) for f in t.get("matchFields", []))
         for t in required["nodeSelectorTerms"]
     )
@@ -74,6 +77,25 @@ def preference_score(affinity: Mapping[str, Any], labels: Mapping[str, str]) -> 
         for t in terms
         if all(_matches(e, labels) for e in t["preference"]["matchExpressions"])
     )
+
+
+def scarce_affinity(
+    pod_intent: PodIntent,
+    scarce: list[str],
+    *,
+    required: bool,
+    label_keys: Mapping[str, str] | None = None,
+    spec: Mapping[str, Any] | None = None,
+) -> dict[str, Any] | None:
+    """The pod's affinity after the scarce operations (applied with jsonpatch), or None
+    when there are none."""
+    doc = {"spec": dict(spec or {})}
+    settings = ScarceSettings(tuple(scarce), required=required, label_keys=dict(label_keys or {}))
+    ops = scarce_ops(pod_intent, doc["spec"], settings)
+    if not ops:
+        return None
+    affinity: dict[str, Any] = jsonpatch.apply_patch(doc, ops)["spec"]["affinity"]
+    return affinity
 
 
 GPU_NODE = {"nvidia.com/gpu.present": "true", "kubernetes.io/hostname": "g"}
@@ -166,7 +188,13 @@ def test_label_keys_and_several_resources() -> None:
 @pytest.mark.parametrize("weight", [0, 101])
 def test_weight_out_of_range_is_an_error(weight: int) -> None:
     with pytest.raises(InvalidInput, match=f"weight {weight} is not allowed; expected 1..100"):
-        scarce_affinity(CPU_ONLY, GPU, required=False, weight=weight)
+        ScarceSettings(tuple(GPU), weight=weight)
+
+
+def test_avoidance_returns_requirements() -> None:
+    assert avoidance(CPU_ONLY, GPU) == (
+        NodeSelectorRequirement("nvidia.com/gpu.present", "NotIn", ("true",)),
+    )
 
 
 # ------------------------------------------------------------------ merge and patch
@@ -203,16 +231,19 @@ EXISTING_AFFINITIES = [
 ]
 
 
+def _ops(spec: Mapping[str, Any], required: bool) -> list[dict[str, Any]]:
+    return scarce_ops(CPU_ONLY, spec, ScarceSettings(tuple(GPU), required=required))
+
+
 @pytest.mark.parametrize("required", [True, False])
 @pytest.mark.parametrize("existing", EXISTING_AFFINITIES)
 def test_patch_applies_validates_and_is_idempotent(existing: Any, required: bool) -> None:
     doc = pod({} if existing is None else {"affinity": existing})
-    fragment = scarce_affinity(CPU_ONLY, GPU, required=required)
-    ops = affinity_patch(doc["spec"], fragment)
-    assert len(ops) == 1
+    ops = _ops(doc["spec"], required)
+    assert ops
     patched = jsonpatch.apply_patch(doc, ops)
     kubernetes_validate.validate(patched, K8S, strict=True)
-    assert affinity_patch(patched["spec"], fragment) == []  # second application: no patch
+    assert _ops(patched["spec"], required) == []  # second application: no patch
     affinity = patched["spec"]["affinity"]
     if existing and existing.get("podAntiAffinity"):
         assert affinity["podAntiAffinity"] == existing["podAntiAffinity"]
@@ -237,19 +268,12 @@ def test_patch_applies_validates_and_is_idempotent(existing: Any, required: bool
         assert preference_score(affinity, CPU_NODE) >= 100
 
 
-def test_patch_path_for_a_workload_template_and_no_fragment() -> None:
-    deployment_spec: dict[str, Any] = {"template": {"spec": pod()["spec"]}}
-    fragment = scarce_affinity(CPU_ONLY, GPU, required=True)
-    ops = affinity_patch(deployment_spec["template"]["spec"], fragment, path="/spec/template/spec")
-    assert ops[0]["op"] == "add" and ops[0]["path"] == "/spec/template/spec/affinity"
-    assert affinity_patch(pod()["spec"], None) == []
-
-
-def test_merge_does_not_touch_its_input() -> None:
-    existing = copy.deepcopy(EXISTING_AFFINITIES[3])
-    before = copy.deepcopy(existing)
-    merge_affinity(existing, scarce_affinity(CPU_ONLY, GPU, required=True) or {})
-    assert existing == before
+def test_no_operations_when_off_and_input_untouched() -> None:
+    assert scarce_ops(CPU_ONLY, pod()["spec"], None) == []
+    spec = pod({"affinity": EXISTING_AFFINITIES[3]})["spec"]
+    before = repr(spec)
+    _ops(spec, True)
+    assert repr(spec) == before
 
 
 _expr = st.fixed_dictionaries(
@@ -285,10 +309,9 @@ _affinity = st.one_of(
 
 @settings(max_examples=60, deadline=None)
 @given(existing=_affinity, required=st.booleans())
-def test_merge_is_idempotent_for_any_existing_affinity(existing: Any, required: bool) -> None:
-    fragment = scarce_affinity(CPU_ONLY, GPU, required=required)
-    assert fragment is not None
-    once = merge_affinity(existing, fragment)
-    assert merge_affinity(once, fragment) == once
+def test_operations_are_idempotent_for_any_existing_affinity(existing: Any, required: bool) -> None:
+    doc = pod({} if existing is None else {"affinity": existing})
+    once = jsonpatch.apply_patch(doc, _ops(doc["spec"], required))
+    assert _ops(once["spec"], required) == []
     if required:
-        assert not admits(once, GPU_NODE)
+        assert not admits(once["spec"]["affinity"], GPU_NODE)

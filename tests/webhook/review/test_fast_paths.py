@@ -22,13 +22,14 @@ from core.feasibility.compat import compatible
 from core.intent.read import read_intent
 from core.intent.workloads import pod_templates
 from core.model import POLICIES
+from core.mutation.affinity import MEMO_LIMIT, compatible_names
 from tests.webhook.harness import build_review
 from tests.webhook.review.test_pipeline import call, koord_pod, manifest, runtime
 from webhook.config import parse_config
 from webhook.inventory.state import EVALUATION_COST, InventoryState, InventoryView, load_demo
 from webhook.logs import JsonFormatter, setup_logging
 from webhook.review import pipeline as pipeline_module
-from webhook.review.pipeline import MEMO_LIMIT, _inline, answer, compatible_names
+from webhook.review.pipeline import _inline, answer
 
 SCHEDULERS = ("koordinator", "volcano", "hami", "kubelet")
 # Tests of how the kernel runs send the same review several times: the decision cache

@@ -8,17 +8,17 @@ from typing import Any
 import orjson
 import pytest
 
-from webhook.review.errors import BadRequest, answer_for_error
-from webhook.review.wire import (
+from webhook.review.errors import answer_for_error
+from webhook.review.response import (
     MAX_WARNING_CHARS,
     allowed,
     clean_warnings,
     denied,
     finalize,
-    parse_review,
     patched,
     shorten,
 )
+from webhook.review.wire import BadRequest, parse_review
 
 
 def review(**request: Any) -> dict[str, Any]:
@@ -147,17 +147,17 @@ def test_warnings_short_deduplicated_capped() -> None:
 
 
 def test_errors_map_to_http() -> None:
-    bad = answer_for_error(BadRequest("no uid"), webhook="validate", uid=None)
+    bad = answer_for_error(BadRequest("no uid"), fail_open=False, uid=None)
     assert (bad.status, bad.body, bad.allowed) == (400, b"no uid\n", None)
-    crash_v = answer_for_error(RuntimeError("secret detail"), webhook="validate", uid="u9")
+    crash_v = answer_for_error(RuntimeError("secret detail"), fail_open=False, uid="u9")
     assert crash_v.status == 500 and b"secret detail" not in crash_v.body and b"u9" in crash_v.body
-    crash_m = answer_for_error(RuntimeError("secret detail"), webhook="mutate", uid="u9")
+    crash_m = answer_for_error(RuntimeError("secret detail"), fail_open=True, uid="u9")
     body = orjson.loads(crash_m.body)
     assert crash_m.status == 200 and body["response"]["allowed"] is True
     assert body["response"]["uid"] == "u9" and "patch" not in body["response"]
     assert body["response"]["warnings"] and b"secret" not in crash_m.body
     # no uid: the mutating side cannot answer a review either
-    assert answer_for_error(RuntimeError(), webhook="mutate", uid=None).status == 500
+    assert answer_for_error(RuntimeError(), fail_open=True, uid=None).status == 500
 
 
 # ---- the hand-written envelope check agrees with the pydantic schema ---------------------

@@ -1,0 +1,196 @@
+"""Node affinity planning for the mutating webhook (DESIGN 5): restrict a pod to the nodes
+whose topology policy is compatible with its own (by a policy label, or by node names
+when the nodes carry no such label), then, optionally, keep it off nodes with scarce
+resources it does not use (core.mutation.scarce). Pure: the caller passes the settings and
+the inventory; every affinity operation is built from NodeSelectorRequirement values here.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping, MutableMapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+from core.errors import InvalidInput
+from core.feasibility.compat import affinity_requirement, compatible
+from core.model import NodeSelectorRequirement, NodeTopology, PodIntent
+from core.mutation.patch import (
+    PatchOp,
+    affinity_ops,
+    apply_ops,
+    node_name_ops,
+    preferred_ops,
+    requirement_json,
+)
+from core.mutation.scarce import DEFAULT_WEIGHT, avoidance
+
+MEMO_LIMIT = 256  # memoized compatible-name lists per inventory
+AffinityMode = Literal["off", "auto", "label", "node-names"]
+
+
+class Inventory(Protocol):
+    """What planning reads of an inventory (webhook.inventory.state.InventoryView is one)."""
+
+    @property
+    def nodes(self) -> Sequence[NodeTopology]: ...
+
+    @property
+    def memo(self) -> MutableMapping[Any, Any]: ...
+
+    def has_label(self, key: str) -> bool: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ScarceSettings:
+    resources: tuple[str, ...]
+    required: bool = False  # a required term; else a preferred term of ``weight``
+    label_keys: Mapping[str, str] = field(default_factory=dict)  # resource -> label key
+    weight: int = DEFAULT_WEIGHT
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.weight <= 100:  # Kubernetes API validation of a preferred term
+            raise InvalidInput(
+                f"scarce avoidance weight {self.weight!r} is not allowed; expected 1..100"
+            )
+
+
+@dataclass(frozen=True, slots=True)
+class AffinitySettings:
+    """The configuration's ``affinity`` and ``scarce`` sections, as plain values."""
+
+    mode: AffinityMode = "auto"
+    label_keys: Mapping[str, str] = field(default_factory=dict)  # scheduler -> label key
+    default_label_key: str = ""
+    max_node_names: int = 100
+    scarce: ScarceSettings | None = None  # None: scarce-resource avoidance is off
+
+
+def label_key(intent: PodIntent, settings: AffinitySettings) -> str:
+    """The node label that carries the policy for the pod's scheduler."""
+    return settings.label_keys.get(intent.scheduler, settings.default_label_key)
+
+
+def compatible_names(intent: PodIntent, inventory: Inventory) -> tuple[str, ...]:
+    """Names of the nodes whose policies are compatible with the pod's, in inventory order.
+
+    Memoized per inventory and per (scheduler, policy): core.feasibility.compat.compatible
+    reads no other field of the intent (a test checks that the memo agrees with a direct
+    computation for intents differing in every other field).
+    """
+    key = ("compatible", intent.scheduler, intent.policy)
+    names: tuple[str, ...] | None = inventory.memo.get(key)
+    if names is None:
+        names = tuple(n.name for n in inventory.nodes if compatible(intent, n)[0])
+        if len(inventory.memo) < MEMO_LIMIT:  # policy strings come from pods: stay bounded
+            inventory.memo[key] = names
+    return names
+
+
+def require_ops(
+    spec: Mapping[str, Any], requirements: Sequence[NodeSelectorRequirement]
+) -> list[PatchOp]:
+    """AND every requirement into the pod's required node affinity (each one sees the
+    result of the previous ones: the first may create /spec/affinity)."""
+    if len(requirements) == 1:
+        return affinity_ops(spec, requirements[0])
+    ops: list[PatchOp] = []
+    work: dict[str, Any] = {"spec": copy.deepcopy(dict(spec))}
+    for requirement in requirements:
+        step = affinity_ops(work["spec"], requirement)
+        # a copy: apply_ops inserts the op's value itself, which the next step extends
+        apply_ops(work, copy.deepcopy(step))
+        ops += step
+    return ops
+
+
+def prefer_ops(
+    spec: Mapping[str, Any], requirements: Sequence[NodeSelectorRequirement], weight: int
+) -> list[PatchOp]:
+    """One preferred scheduling term of ``weight`` (1..100) that ANDs ``requirements``."""
+    expressions = [requirement_json(r) for r in requirements]
+    return preferred_ops(spec, {"weight": weight, "preference": {"matchExpressions": expressions}})
+
+
+def _node_name_ops(
+    intent: PodIntent,
+    spec: Mapping[str, Any],
+    inventory: Inventory | None,
+    settings: AffinitySettings,
+    *,
+    stale: bool,
+) -> tuple[list[PatchOp], list[str]]:
+    if inventory is None or stale:
+        return [], ["node affinity not injected: the inventory is not loaded or is stale"]
+    names = compatible_names(intent, inventory)
+    if len(names) == len(inventory.nodes):
+        return [], []  # every node is compatible: nothing to restrict
+    if not names:
+        return [], []  # no compatible node: validation explains and decides
+    cap = settings.max_node_names
+    if len(names) > cap:
+        return [], [
+            f"node affinity not injected: {len(names)} compatible nodes exceed "
+            f"affinity.maxNodeNames={cap}"
+        ]
+    return node_name_ops(spec, list(names)), []
+
+
+def policy_ops(
+    intent: PodIntent,
+    spec: Mapping[str, Any],
+    inventory: Inventory | None,
+    settings: AffinitySettings,
+    *,
+    stale: bool = False,
+) -> tuple[list[PatchOp], list[str]]:
+    """Operations that restrict the pod to nodes with a compatible policy, and warnings."""
+    mode = settings.mode
+    if mode == "off" or spec.get("nodeName"):
+        return [], []
+    key = label_key(intent, settings)
+    if mode == "auto":
+        mode = "label" if inventory is not None and inventory.has_label(key) else "node-names"
+    if mode == "node-names":
+        return _node_name_ops(intent, spec, inventory, settings, stale=stale)
+    spelling = "koordinator" if intent.scheduler == "koordinator" else "kubelet"
+    requirement = affinity_requirement(intent, label_key=key, spelling=spelling)
+    if requirement is None:
+        return [], []
+    return require_ops(spec, (requirement,)), []
+
+
+def scarce_ops(
+    intent: PodIntent, spec: Mapping[str, Any], settings: ScarceSettings | None
+) -> list[PatchOp]:
+    """Optional anti-affinity away from nodes with scarce resources the pod does not use."""
+    if settings is None:
+        return []
+    requirements = avoidance(intent, settings.resources, label_keys=settings.label_keys)
+    if not requirements:
+        return []
+    if settings.required:
+        return require_ops(spec, requirements)
+    return prefer_ops(spec, requirements, settings.weight)
+
+
+def spec_ops(
+    intent: PodIntent,
+    spec: Mapping[str, Any],
+    inventory: Inventory | None,
+    settings: AffinitySettings,
+    *,
+    inject: bool,
+    stale: bool,
+) -> tuple[list[PatchOp], list[str]]:
+    """The pod spec's operations: the policy affinity (when ``inject``), then the scarce
+    avoidance computed on its result (both may create /spec/affinity), and warnings."""
+    ops: list[PatchOp] = []
+    warnings: list[str] = []
+    if inject:
+        ops, warnings = policy_ops(intent, spec, inventory, settings, stale=stale)
+    if settings.scarce is not None:
+        work: dict[str, Any] = {"spec": copy.deepcopy(dict(spec))}
+        apply_ops(work, ops)
+        ops = ops + scarce_ops(intent, work["spec"], settings.scarce)
+    return ops, warnings

@@ -1,0 +1,190 @@
+"""The admission handlers: one :class:`Handler` per endpoint (``/mutate``, ``/validate``),
+each a decision from a parsed request to an :class:`~webhook.review.response.Outcome`.
+
+mutate (Pods, CREATE): normalized annotations, mirrored into the dialect of the pod's
+scheduler (core.intent.read), and the node affinity that selects exactly the compatible
+nodes (core.mutation.affinity, DESIGN 5). validate: see webhook.review.pipeline.validate.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from core.errors import CoreError
+from core.intent.read import read_intent
+from core.intent.workloads import PodTemplate, pod_templates
+from core.model import is_map
+from core.mutation.affinity import AffinitySettings, ScarceSettings, spec_ops
+from core.mutation.patch import PatchOp, annotation_ops
+from webhook.config import Config
+from webhook.inventory.state import InventoryState
+from webhook.metrics import WebhookMetrics
+from webhook.review.decision_cache import DecisionCache
+from webhook.review.response import Outcome, allowed, patched
+from webhook.review.wire import AdmissionRequest, WebhookName
+
+# Static (mirror) pods are created by the kubelet from files; mutating them is futile
+# (Kubernetes webhook good-practices page).
+MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
+
+
+@dataclass
+class Runtime:
+    """What a request needs besides the request: configuration, inventory, metrics."""
+
+    config: Callable[[], Config]
+    inventory: InventoryState
+    metrics: WebhookMetrics = field(default_factory=WebhookMetrics)
+    clock: Callable[[], float] = time.monotonic
+    decisions: DecisionCache = field(default_factory=DecisionCache)
+
+
+# (request, runtime, configuration, deadline on runtime.clock) -> the decision
+Decide = Callable[[AdmissionRequest, Runtime, Config, float], Awaitable[Outcome]]
+
+
+@dataclass(frozen=True, slots=True)
+class Handler:
+    """One admission webhook: its endpoint name and its decision. ``mutating``: its answer
+    may carry a patch, and it fails open on an internal error (webhook.review.errors)."""
+
+    name: WebhookName
+    mutating: bool
+    decide: Decide
+
+
+# ----------------------------------------------------------------------------- scoping
+
+
+def _labels(obj: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    meta = obj.get("metadata") if is_map(obj) else None
+    labels = meta.get("labels") if is_map(meta) else None
+    return labels if is_map(labels) else {}
+
+
+def exclusion_reason(request: AdmissionRequest, config: Config) -> str | None:
+    """Why this request is out of scope (namespace excluded or opt-out label), or None."""
+    if request.namespace and config.is_excluded_namespace(request.namespace):
+        return f"namespace {request.namespace} is excluded"
+    for obj in (request.object, request.old_object):
+        if str(_labels(obj).get(config.ignore_label, "")).lower() == "true":
+            return f"label {config.ignore_label}=true"
+    return None
+
+
+def _is_pod(request: AdmissionRequest) -> bool:
+    return request.kind.group == "" and request.kind.kind == "Pod" and not request.sub_resource
+
+
+def _template_key(t: PodTemplate) -> bytes:
+    annotations = t.metadata.get("annotations")
+    return orjson.dumps(
+        [t.path, annotations, t.spec, dict(t.extra_annotations)],
+        option=orjson.OPT_SORT_KEYS,
+        default=dict,
+    )
+
+
+def changed_templates(request: AdmissionRequest) -> list[PodTemplate]:
+    """Templates to check: all on CREATE, on UPDATE only those whose pod spec or
+    annotations changed (scaling a Deployment must not re-run the checks)."""
+    assert request.object is not None
+    templates = pod_templates(request.object)
+    if request.operation != "UPDATE" or request.old_object is None:
+        return templates
+    before = {_template_key(t) for t in pod_templates(request.old_object)}
+    return [t for t in templates if _template_key(t) not in before]
+
+
+# ----------------------------------------------------------------------------- mutate
+
+
+_settings_cache: tuple[Config, AffinitySettings] | None = None
+
+
+def affinity_settings(config: Config) -> AffinitySettings:
+    """The configuration's affinity and scarce sections as core.mutation.affinity's values
+    (built once per configuration object)."""
+    global _settings_cache
+    if _settings_cache is not None and _settings_cache[0] is config:
+        return _settings_cache[1]
+    keys, scarce = config.affinity.label_keys, config.scarce
+    settings = AffinitySettings(
+        mode=config.affinity.mode,
+        label_keys={"koordinator": keys.koordinator, "volcano": keys.volcano, "hami": keys.hami},
+        default_label_key=keys.default,
+        max_node_names=config.affinity.max_node_names,
+        scarce=ScarceSettings(
+            tuple(scarce.resources),
+            required=scarce.required,
+            label_keys=dict(scarce.label_keys),
+            weight=scarce.weight,
+        )
+        if scarce.enabled
+        else None,
+    )
+    _settings_cache = (config, settings)
+    return settings
+
+
+def mutate(request: AdmissionRequest, runtime: Runtime, config: Config) -> Outcome:
+    """The mutating webhook: Pods on CREATE only; everything else passes unchanged.
+
+    A pod the core cannot read is admitted unchanged with a warning: the validating
+    webhook denies it with the reason (a broken mutation must never block creation).
+    """
+    try:
+        return _mutate(request, runtime, config)
+    except CoreError as exc:
+        return allowed(warnings=[f"pod not mutated: {exc}"])
+
+
+def _mutate(request: AdmissionRequest, runtime: Runtime, config: Config) -> Outcome:
+    obj = request.object
+    if request.operation != "CREATE" or not _is_pod(request) or not isinstance(obj, dict):
+        return allowed()
+    if exclusion_reason(request, config) is not None:
+        return allowed()
+    meta = obj.get("metadata")
+    meta_is_map = is_map(meta)
+    annotations = meta.get("annotations") if meta_is_map else None
+    if is_map(annotations) and MIRROR_ANNOTATION in annotations:
+        return allowed()
+    spec = obj.get("spec")
+    if not is_map(spec) or not (meta_is_map or meta is None):
+        return allowed()  # malformed: JSON pointers into it would not apply; validate denies
+    templates = pod_templates(obj)
+    if not templates:
+        return allowed()
+    result = read_intent(templates[0])
+    ops: list[PatchOp] = []
+    if config.mutation.normalize_annotations and result.changed:
+        ops += annotation_ops(meta if meta_is_map else None, result.annotations)
+    if any(f.severity == "error" for f in result.findings):
+        return patched(ops)  # no affinity from a broken intent; validation denies it
+    warnings = [f.message for f in result.findings if f.severity == "warning"]
+    inject = config.mutation.inject_affinity
+    stale = inject and runtime.inventory.is_stale(config.inventory.stale_after_seconds)
+    view = runtime.inventory.view if inject else None
+    volatile = inject and (stale or view is None)
+    spec_ops_, more_warnings = spec_ops(
+        result.intent, spec, view, affinity_settings(config), inject=inject, stale=stale
+    )
+    warnings += more_warnings
+    outcome = patched(ops + spec_ops_, warnings=warnings)
+    return dataclasses.replace(outcome, volatile=True) if volatile else outcome
+
+
+async def _decide_mutate(
+    request: AdmissionRequest, runtime: Runtime, config: Config, deadline: float
+) -> Outcome:
+    return mutate(request, runtime, config)
+
+
+MUTATE = Handler("mutate", mutating=True, decide=_decide_mutate)
