@@ -66,14 +66,21 @@ class SnapshotEditor:
             k: {v for v, _ in vs} for k, vs in snap.values_of.items()
         }
 
+    def fits(self, changes: Mapping[str, NodeTopology | None]) -> bool:
+        """Every changed node's resources are in the packed table (else ``apply``
+        builds the snapshot whole)."""
+        names = self.snapshot.packed.res_index
+        return all(
+            node is None or all(r in names for r in resource_names([node]))
+            for node in changes.values()
+        )
+
     def apply(self, changes: Mapping[str, NodeTopology | None]) -> Snapshot:
         """The snapshot with ``changes`` applied (name -> new record, None = removed)."""
         if not changes:
             return self.snapshot
-        names = self.snapshot.packed.res_index
-        for node in changes.values():
-            if node is not None and not set(resource_names([node])) <= names.keys():
-                return self._rebuild(changes)
+        if not self.fits(changes):
+            return self._rebuild(changes)
         draft = _Draft(self)
         for name, node in changes.items():
             i = draft.name_index.get(name)

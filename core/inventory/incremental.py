@@ -71,6 +71,7 @@ class IncrementalInventory:
         self._dirty: set[str] = set()
         self._merge_errors: dict[str, tuple[str, ...]] = {}
         self.records: dict[str, NodeTopology] = {}
+        self.errors_changed = False  # since the last ``errors()``
 
     def __len__(self) -> int:
         return len(self.records)
@@ -81,6 +82,7 @@ class IncrementalInventory:
         if parsed.ignored:
             return
         self._objects[parsed.key] = parsed
+        self.errors_changed = self.errors_changed or bool(parsed.errors)
         name = _node_of(parsed)
         if name is None:
             return
@@ -98,6 +100,7 @@ class IncrementalInventory:
         old = self._objects.pop(key, None)
         if old is None:
             return
+        self.errors_changed = self.errors_changed or bool(old.errors)
         name = _node_of(old)
         parts = self._parts.get(name) if name is not None else None
         if parts is None or name is None:
@@ -128,12 +131,15 @@ class IncrementalInventory:
             parts = self._parts.get(name)
             if parts is None or _empty(parts):
                 self._parts.pop(name, None)
-                self._merge_errors.pop(name, None)
+                if self._merge_errors.pop(name, None):
+                    self.errors_changed = True
                 if self.records.pop(name, None) is not None:
                     out[name] = None
                 continue
             sink: list[str] = []
             record = merge(name, _with_sink(parts, sink), self.share)
+            if tuple(sink) != self._merge_errors.get(name, ()):
+                self.errors_changed = True
             if sink:
                 self._merge_errors[name] = tuple(sink)
             else:
@@ -145,6 +151,7 @@ class IncrementalInventory:
         return out
 
     def errors(self) -> tuple[str, ...]:
+        self.errors_changed = False
         found = [e for p in self._objects.values() for e in p.errors]
         for errors in self._merge_errors.values():
             found.extend(errors)

@@ -13,12 +13,12 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import kubernetes.client
 
-from webhook.inventory.reflector import Key, Reflector, Timing, WatchedResource
+from webhook.inventory.reflector import Key, Listener, Reflector, Timing, WatchedResource
 from webhook.inventory.stream import Backoff
 
 log = logging.getLogger("numagate.live")
@@ -53,19 +53,22 @@ __all__ = ["BOUND_PODS", "DEFAULT_RESOURCES", "Backoff", "LiveSource", "WatchedR
 
 class LiveSource:
     """Keeps the cluster's Nodes, NodeResourceTopologies and Numatopologies (and
-    optionally bound Pods) in memory and reports the full set through ``on_change``."""
+    optionally bound Pods) in memory and reports the full set through ``on_change``,
+    or every change as it comes to ``updates`` (then only fingerprints are kept here:
+    the listener keeps what it needs of each object)."""
 
     def __init__(
         self,
         api_client: kubernetes.client.ApiClient,
-        on_change: OnChange,
+        on_change: OnChange | None = None,
         *,
+        updates: Listener | None = None,
         include_pods: bool = False,
         resources: Sequence[WatchedResource] | None = None,
         watch_timeout: int = 300,
         request_timeout: float = 30.0,
         backoff_initial: float = 0.2,
-        backoff_max: float = 30.0,
+        backoff_max: float = 3.0,
         absent_retry: float = 60.0,
         debounce: float = 0.2,
         page_size: int = 500,
@@ -82,12 +85,18 @@ class LiveSource:
         timing = Timing(
             watch_timeout, request_timeout, backoff_initial, backoff_max, absent_retry, page_size
         )
+        if (on_change is None) == (updates is None):
+            raise ValueError("LiveSource: give exactly one of on_change and updates")
         self._on_change = on_change
         self._debounce = debounce
         self._stopping = threading.Event()
         rng = rng or random.Random()
+        listener = updates if updates is not None else self
         self._reflectors = [
-            Reflector(r, api_client, self, timing, self._stopping, rng) for r in chosen
+            Reflector(
+                r, api_client, listener, timing, self._stopping, rng, keep_objects=updates is None
+            )
+            for r in chosen
         ]
         self._lock = threading.Lock()
         self._dirty = threading.Event()
@@ -97,7 +106,13 @@ class LiveSource:
 
     # ------------------------------------------------------------------ Listener
 
-    def on_replaced(self, reflector: Reflector, first: bool, changed: bool) -> None:
+    def on_replaced(
+        self,
+        reflector: Reflector,
+        old: Mapping[Key, Any],
+        new: Mapping[Key, dict[str, Any]],
+        changed: bool,
+    ) -> None:
         if changed:
             self._dirty.set()
 
@@ -114,7 +129,8 @@ class LiveSource:
             raise RuntimeError("LiveSource.start() called twice")
         for reflector in self._reflectors:
             self._spawn(f"numagate-watch-{reflector.resource.name}", reflector.run)
-        self._spawn("numagate-inventory-notify", self._notify_loop)
+        if self._on_change is not None:
+            self._spawn("numagate-inventory-notify", self._notify_loop)
 
     def stop(self, timeout: float = 5.0) -> None:
         """End every thread; returns within ``timeout`` seconds."""
@@ -133,10 +149,19 @@ class LiveSource:
 
     @property
     def last_sync(self) -> float | None:
-        """``time.monotonic()`` of the last successful list, watch start or watch event
-        (bookmarks included); ``now - last_sync`` is the inventory's staleness."""
-        times = [r.last_sync for r in self._reflectors if r.last_sync is not None]
-        return max(times) if times else None
+        """``time.monotonic()`` up to which every resource type is known to be in sync:
+        the oldest of the types' (a watch open now counts as now; else its last list,
+        watch start, event or clean end). Per type, so that NRT events do not keep the
+        inventory fresh while the Node watch is down. None before every type listed."""
+        now = time.monotonic()
+        times = [r.synced_until(now) for r in self._reflectors if r.installed is not False]
+        if any(t is None for t in times):
+            return None
+        return min(times, default=now)  # type: ignore[type-var]
+
+    @property
+    def reflectors(self) -> tuple[Reflector, ...]:
+        return tuple(self._reflectors)
 
     @property
     def connected(self) -> bool:
@@ -214,6 +239,7 @@ class LiveSource:
             self._deliver(objects)
 
     def _deliver(self, objects: list[dict[str, Any]]) -> None:
+        assert self._on_change is not None
         try:
             self._on_change(objects)
         except Exception as exc:

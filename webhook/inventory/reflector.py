@@ -74,7 +74,13 @@ class WatchError(Exception):
 class Listener(Protocol):
     """What a reflector tells its owner (called from the reflector's thread)."""
 
-    def on_replaced(self, reflector: Reflector, first: bool, changed: bool) -> None: ...
+    def on_replaced(
+        self,
+        reflector: Reflector,
+        old: Mapping[Key, Any],
+        new: Mapping[Key, dict[str, Any]],
+        changed: bool,
+    ) -> None: ...
 
     def on_event(self, reflector: Reflector, kind: str, key: Key, item: dict[str, Any]) -> None: ...
 
@@ -109,18 +115,24 @@ class Reflector:
         timing: Timing,
         stopping: threading.Event,
         rng: random.Random,
+        *,
+        keep_objects: bool = True,
     ) -> None:
+        """``keep_objects``: keep each object (``items`` maps key -> object); else only
+        its fingerprint (its resourceVersion), enough to tell what a relist changed,
+        when the listener keeps what it needs of each object itself."""
         self.resource = resource
         self._core = kubernetes.client.CoreV1Api(api_client)
         self._custom = kubernetes.client.CustomObjectsApi(api_client)
         self._listener = listener
         self._timing = timing
+        self._keep = keep_objects
         self._stopping = stopping
         self._rng = rng
         self.lock = threading.Lock()
         # Guarded by ``lock``:
         self.version: str | None = None
-        self.items: dict[Key, dict[str, Any]] = {}
+        self.items: dict[Key, Any] = {}
         self.resource_version: str | None = None
         self.listed = False
         self.installed: bool | None = None
@@ -150,6 +162,12 @@ class Reflector:
                 "error": self.error,
                 "lastSync": self.last_sync,
             }
+
+    def synced_until(self, now: float) -> float | None:
+        """Up to when this type is known to be in sync: now while its watch is open
+        (the stream brings every change), else its last sync."""
+        with self.lock:
+            return now if self.response is not None else self.last_sync
 
     def cut(self) -> None:
         with self.lock:
@@ -241,11 +259,13 @@ class Reflector:
     def _replace(
         self, version: str, items: dict[Key, dict[str, Any]], resource_version: str | None
     ) -> None:
+        kept = items if self._keep else {k: fingerprint(v) for k, v in items.items()}
         with self.lock:
-            changed = not self.listed or self.items != items or self.installed is not True
+            old = self.items
+            changed = not self.listed or old != kept or self.installed is not True
             first = not self.listed
             self.version = version
-            self.items = items
+            self.items = kept
             self.resource_version = resource_version
             self.listed = True
             self.installed = True
@@ -260,7 +280,7 @@ class Reflector:
                 len(items),
                 resource_version,
             )
-        self._listener.on_replaced(self, first, changed)
+        self._listener.on_replaced(self, old, items, changed)
 
     # ------------------------------------------------------------------ watch
 
@@ -344,7 +364,7 @@ class Reflector:
             if kind == "DELETED":
                 self.items.pop(key, None)
             else:
-                self.items[key] = item
+                self.items[key] = item if self._keep else fingerprint(item)
             if resource_version:
                 self.resource_version = resource_version
             self.events += 1
@@ -397,7 +417,8 @@ class Reflector:
         resource = self.resource
         with self.lock:
             reported = self.installed is False
-            had_items = bool(self.items)
+            old = self.items
+            had_items = bool(old)
             self.installed = False
             self.connected = True
             self.items = {}
@@ -407,7 +428,7 @@ class Reflector:
             # Once per transition, not once per retry.
             log.warning("%s; retrying every %gs", self.error, self._timing.absent_retry)
         if had_items or not reported:
-            self._listener.on_replaced(self, False, True)
+            self._listener.on_replaced(self, old, {}, True)
 
     def _on_failure(self, exc: Exception) -> None:
         text = describe_error(exc)
@@ -427,6 +448,12 @@ def _complete(raw: Any, resource: WatchedResource, api_version: str) -> dict[str
     item.setdefault("apiVersion", api_version)
     item.setdefault("kind", resource.kind)
     return item
+
+
+def fingerprint(obj: Mapping[str, Any]) -> Any:
+    """What tells two versions of an object apart: its resourceVersion (the object
+    itself when it has none)."""
+    return _resource_version_of(obj) or obj
 
 
 def _resource_version_of(obj: Mapping[str, Any]) -> str | None:
