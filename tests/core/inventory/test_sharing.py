@@ -4,7 +4,8 @@ merges values that only compare equal (True == 1)."""
 
 from __future__ import annotations
 
-from core.inventory.build import _Sharer, build_inventory
+from core.inventory.build import build_inventory
+from core.inventory.share import Sharer as _Sharer
 from tests.core.inventory.test_build import node, nrt, two_zones
 
 

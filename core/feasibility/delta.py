@@ -1,0 +1,358 @@
+"""A snapshot patched node by node: the incremental inventory's write side.
+
+``SnapshotEditor.apply`` takes the new records of some nodes (None: the node is gone) and
+returns a new :class:`Snapshot` sharing everything it did not change with the previous
+one (copy-on-write: the request path may still be reading the previous snapshot, from
+the event loop or from a kernel thread, so nothing it can see is written).
+
+Cost per batch: the changed nodes' keys and rows, a few big-int operations per node, and
+one copy of the per-node tuples and of the packed arrays when a shape is new: O(N) memcpy
+work per batch, O(changed nodes) Python work. A removed node's index is filled by the
+last node (its bits move), so indexes stay dense; the order of ``nodes`` is therefore
+the order of arrival, not the names' (a full build sorts by name).
+
+Shapes nobody uses any more leave the evaluation order (``topo_shapes``) at once and
+their slot of the packed arrays is reused by the next new shape with as many NUMA zones,
+so the arrays stay the size of the live shapes under churn. A node with a resource the
+packed table does not have needs a new table: ``apply`` then builds the snapshot whole
+(``rebuilt`` counts those).
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Mapping
+from typing import Any
+
+from core.feasibility._kernel_py import SHAPE_FIELDS
+from core.feasibility.snapshot import (
+    Packed,
+    ShapeRows,
+    Snapshot,
+    _available_within_allocatable,
+    _topology_key,
+    _usage_key,
+    packed_from,
+    resource_names,
+    shape_rows,
+)
+from core.model import NodeTopology
+
+ShapeKey = tuple[Any, Any]
+
+
+class SnapshotEditor:
+    """Owns a lineage of snapshots: the current one and the writer-side indexes."""
+
+    def __init__(self, snapshot: Snapshot) -> None:
+        self.snapshot = snapshot
+        self.rebuilt = 0
+        self._index(snapshot)
+
+    def _index(self, snap: Snapshot) -> None:
+        self.shape_index: dict[ShapeKey, int] = {}
+        self.shape_key: list[ShapeKey | None] = []
+        self.topo_index: dict[Any, int] = {}
+        self.count = [b.bit_count() for b in snap.shape_bits]
+        self.free: dict[int, list[int]] = {}  # NUMA zone count -> dead shape slots
+        for s, rep in enumerate(snap.shape_rep):
+            node = snap.nodes[rep]
+            tkey = _topology_key(node)
+            key = (tkey, _usage_key(node))
+            self.shape_index[key] = s
+            self.shape_key.append(key)
+            self.topo_index.setdefault(tkey, snap.topo_of[s])
+        self.values: dict[str, set[str]] = {
+            k: {v for v, _ in vs} for k, vs in snap.values_of.items()
+        }
+
+    def fits(self, changes: Mapping[str, NodeTopology | None]) -> bool:
+        """Every changed node's resources are in the packed table (else ``apply``
+        builds the snapshot whole)."""
+        names = self.snapshot.packed.res_index
+        return all(
+            node is None or all(r in names for r in resource_names([node]))
+            for node in changes.values()
+        )
+
+    def apply(self, changes: Mapping[str, NodeTopology | None]) -> Snapshot:
+        """The snapshot with ``changes`` applied (name -> new record, None = removed)."""
+        if not changes:
+            return self.snapshot
+        if not self.fits(changes):
+            return self._rebuild(changes)
+        draft = _Draft(self)
+        for name, node in changes.items():
+            i = draft.name_index.get(name)
+            if node is None:
+                if i is not None:
+                    draft.remove(i)
+            elif i is None:
+                draft.add(node)
+            else:
+                draft.update(i, node)
+        self.snapshot = draft.finish()
+        return self.snapshot
+
+    def _rebuild(self, changes: Mapping[str, NodeTopology | None]) -> Snapshot:
+        nodes = {n.name: n for n in self.snapshot.nodes}
+        for name, node in changes.items():
+            if node is None:
+                nodes.pop(name, None)
+            else:
+                nodes[name] = node
+        self.snapshot = Snapshot.build([nodes[k] for k in sorted(nodes)])
+        self._index(self.snapshot)
+        self.rebuilt += 1
+        return self.snapshot
+
+
+class _Draft:
+    """The next snapshot while a batch is applied: copies of what it changes."""
+
+    def __init__(self, editor: SnapshotEditor) -> None:
+        snap = editor.snapshot
+        self.ed = editor
+        self.old = snap
+        self.nodes = list(snap.nodes)
+        self.shape_of = list(snap.shape_of)
+        self.shape_bits = list(snap.shape_bits)
+        self.shape_rep = list(snap.shape_rep)
+        self.topo_of = list(snap.topo_of)
+        self.topo_bits = list(snap.topo_bits)
+        self.topo_shapes = list(snap.topo_shapes)
+        self.topo_monotone = list(snap.topo_monotone)
+        self.usage_gen = list(snap.usage_gen)
+        self.name_index: Mapping[str, int] = snap.name_index
+        self.label_bits: Mapping[tuple[str, str], int] = snap.label_bits
+        self.key_bits: Mapping[str, int] = snap.key_bits
+        self.touched_keys: set[str] = set()
+        self.rows: dict[int, ShapeRows] = {}
+        self.structural = False
+
+    # -- nodes -----------------------------------------------------------------------------
+
+    def add(self, node: NodeTopology) -> None:
+        i = len(self.nodes)
+        self.nodes.append(node)
+        self.shape_of.append(-1)
+        self._names()[node.name] = i
+        self.structural = True
+        self._place(i, node)
+        self._labels(i, node.labels, add=True)
+
+    def update(self, i: int, node: NodeTopology) -> None:
+        old = self.nodes[i]
+        self.nodes[i] = node
+        if old.labels is not node.labels and old.labels != node.labels:
+            self._labels(i, old.labels, add=False)
+            self._labels(i, node.labels, add=True)
+            self.structural = True
+        s = self.shape_of[i]
+        if self.ed.shape_key[s] == (_topology_key(node), _usage_key(node)):
+            return
+        self._place(i, node)  # first, so an unchanged shape is not freed and re-made
+        same_class = self.topo_of[self.shape_of[i]] == self.topo_of[s]
+        self.structural = self.structural or not same_class
+        self._unplace(i, s, keep_topology=same_class)
+
+    def remove(self, i: int) -> None:
+        last = len(self.nodes) - 1
+        gone = self.nodes[i]
+        self._unplace(i, self.shape_of[i], keep_topology=False)
+        self._labels(i, gone.labels, add=False)
+        names = self._names()
+        del names[gone.name]
+        if i != last:
+            moved = self.nodes[last]
+            self._move(last, i, moved)
+            self.nodes[i] = moved
+            names[moved.name] = i
+        self.nodes.pop()
+        self.shape_of.pop()
+        self.structural = True
+
+    def _move(self, src: int, dst: int, node: NodeTopology) -> None:
+        """Node ``src`` takes index ``dst`` (free): its bits move."""
+        s = self.shape_of[src]
+        flip = (1 << src) | (1 << dst)
+        self.shape_bits[s] ^= flip
+        self.topo_bits[self.topo_of[s]] ^= flip
+        if self.shape_rep[s] == src:
+            self.shape_rep[s] = dst
+        self.shape_of[dst] = s
+        self._labels(src, node.labels, add=False)
+        self._labels(dst, node.labels, add=True)
+
+    # -- shapes ----------------------------------------------------------------------------
+
+    def _place(self, i: int, node: NodeTopology) -> None:
+        s = self._shape_for(node)
+        bit = 1 << i
+        self.shape_bits[s] |= bit
+        self.topo_bits[self.topo_of[s]] |= bit
+        self.ed.count[s] += 1
+        if self.shape_rep[s] < 0 or self.ed.count[s] == 1:
+            self.shape_rep[s] = i
+        self.shape_of[i] = s
+
+    def _unplace(self, i: int, s: int, *, keep_topology: bool) -> None:
+        ed = self.ed
+        mask = ~(1 << i)
+        t = self.topo_of[s]
+        self.shape_bits[s] &= mask
+        ed.count[s] -= 1
+        if not keep_topology:
+            self.topo_bits[t] &= mask
+        if ed.count[s] == 0:
+            key = ed.shape_key[s]
+            if key is not None and ed.shape_index.get(key) == s:
+                del ed.shape_index[key]
+            ed.shape_key[s] = None
+            self.topo_shapes[t] = tuple(x for x in self.topo_shapes[t] if x != s)
+            n = self.rows[s].n if s in self.rows else self.old.packed.shape_info[s * SHAPE_FIELDS]
+            ed.free.setdefault(n, []).append(s)
+            self.shape_rep[s] = -1
+        elif self.shape_rep[s] == i:
+            b = self.shape_bits[s]
+            self.shape_rep[s] = (b & -b).bit_length() - 1
+        self.usage_gen[t] += 1
+
+    def _shape_for(self, node: NodeTopology) -> int:
+        ed = self.ed
+        tkey = _topology_key(node)
+        key = (tkey, _usage_key(node))
+        s = ed.shape_index.get(key)
+        if s is not None:
+            return s
+        t = ed.topo_index.get(tkey)
+        if t is None:
+            t = ed.topo_index[tkey] = len(self.topo_bits)
+            self.topo_bits.append(0)
+            self.topo_shapes.append(())
+            self.topo_monotone.append(True)
+            self.usage_gen.append(0)
+            self.structural = True
+        rows = shape_rows(node, self.old.packed.res_names)
+        slots = ed.free.get(rows.n)
+        if slots:
+            s = slots.pop()
+            self.topo_of[s] = t
+        else:
+            s = len(self.shape_bits)
+            self.shape_bits.append(0)
+            self.shape_rep.append(-1)
+            self.topo_of.append(t)
+            ed.count.append(0)
+            ed.shape_key.append(None)
+        self.shape_bits[s] = 0
+        self.rows[s] = rows
+        ed.shape_index[key] = s
+        ed.shape_key[s] = key
+        self.topo_shapes[t] = (*self.topo_shapes[t], s)
+        self.topo_monotone[t] = self.topo_monotone[t] and _available_within_allocatable(node)
+        return s
+
+    # -- labels ----------------------------------------------------------------------------
+
+    def _names(self) -> dict[str, int]:
+        if self.name_index is self.old.name_index:
+            self.name_index = dict(self.name_index)
+        return self.name_index  # type: ignore[return-value]
+
+    def _labels(self, i: int, labels: Mapping[str, str], *, add: bool) -> None:
+        if not labels:
+            return
+        if self.label_bits is self.old.label_bits:
+            self.label_bits = dict(self.label_bits)
+            self.key_bits = dict(self.key_bits)
+        lb: dict[tuple[str, str], int] = self.label_bits  # type: ignore[assignment]
+        kb: dict[str, int] = self.key_bits  # type: ignore[assignment]
+        bit = 1 << i
+        for k, v in labels.items():
+            if add:
+                lb[(k, v)] = lb.get((k, v), 0) | bit
+                kb[k] = kb.get(k, 0) | bit
+                self.ed.values.setdefault(k, set()).add(v)
+            else:
+                lb[(k, v)] &= ~bit
+                kb[k] &= ~bit
+                if not lb[(k, v)]:
+                    del lb[(k, v)]
+                    self.ed.values[k].discard(v)
+                if not kb[k]:
+                    del kb[k]
+            self.touched_keys.add(k)
+
+    def _values_of(self) -> Mapping[str, tuple[tuple[str, int], ...]]:
+        old = self.old.values_of
+        if not self.touched_keys:
+            return old
+        out = dict(old)
+        for k in self.touched_keys:
+            vs = self.ed.values.get(k)
+            if vs:
+                out[k] = tuple((v, self.label_bits[(k, v)]) for v in vs)
+            else:
+                out.pop(k, None)
+                self.ed.values.pop(k, None)
+        return out
+
+    # -- the new snapshot ------------------------------------------------------------------
+
+    def finish(self) -> Snapshot:
+        old = self.old
+        return Snapshot(
+            nodes=tuple(self.nodes),
+            packed=self._packed(),
+            shape_of=tuple(self.shape_of),
+            shape_bits=tuple(self.shape_bits),
+            shape_rep=tuple(self.shape_rep),
+            topo_of=tuple(self.topo_of),
+            topo_bits=tuple(self.topo_bits),
+            topo_shapes=tuple(self.topo_shapes),
+            topo_monotone=tuple(self.topo_monotone),
+            all_bits=(1 << len(self.nodes)) - 1,
+            name_index=self.name_index,
+            label_bits=self.label_bits,
+            key_bits=self.key_bits,
+            values_of=self._values_of(),
+            structure=object() if self.structural else old.structure,
+            usage_gen=tuple(self.usage_gen),
+        )
+
+    def _packed(self) -> Packed:
+        p = self.old.packed
+        if not self.rows:
+            return p
+        nres = p.n_res
+        info = array("q", p.shape_info)
+        zones = array("q", p.zones)
+        node_alloc = array("q", p.node_alloc)
+        unaligned = array("q", p.unaligned)
+        dist = array("q", p.dist)
+        states = array("q", p.states[: p.zone_count])
+        zone_count = p.zone_count
+        for s in sorted(self.rows):
+            rows = self.rows[s]
+            if s < p.n_shapes:  # a reused slot
+                base = s * SHAPE_FIELDS
+                zoff, doff = info[base + 1], info[base + 2]
+                info[base + 3 : base + SHAPE_FIELDS] = array("q", rows.info)
+                zones[zoff * nres * 3 : (zoff + rows.n) * nres * 3] = array("q", rows.zones)
+                dist[doff : doff + rows.n * rows.n] = array("q", rows.dist)
+                states[zoff : zoff + rows.n] = array("q", rows.states)
+                node_alloc[s * nres : (s + 1) * nres] = array("q", rows.node_alloc)
+                unaligned[s * nres : (s + 1) * nres] = array("q", rows.unaligned)
+                continue
+            info.extend([rows.n, zone_count, len(dist), *rows.info])
+            zones.extend(rows.zones)
+            dist.extend(rows.dist)
+            states.extend(rows.states)
+            node_alloc.extend(rows.node_alloc)
+            unaligned.extend(rows.unaligned)
+            zone_count += rows.n
+        n_shapes = len(info) // SHAPE_FIELDS
+        return packed_from(
+            p.res_names, n_shapes, zone_count, info, zones, node_alloc, unaligned, dist, states
+        )

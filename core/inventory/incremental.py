@@ -1,0 +1,188 @@
+"""The inventory kept up to date object by object (issue 14).
+
+A watch event changes one object; only the node it belongs to is merged again
+(core/inventory/merge.py), from the parsed parts kept per object. ``set``/``delete``
+record the change and the node name it touches; ``flush`` merges the touched names and
+returns their new records (None: nothing is known about that name any more), which
+core/feasibility/delta.py patches into the snapshot. The result after any sequence of
+changes equals ``build_inventory`` of the final objects (a property test checks it),
+except the order of errors and that two objects of one kind with one name cannot
+happen here (the key is the name).
+
+Objects are parsed when they are set, so a caller may parse in one thread and flush
+in another as long as the calls do not overlap (the server parses in the watch threads
+through ``parse_object`` and applies the results on its event loop).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from core.inventory.build import Identified, Parsed, identify, parse
+from core.inventory.merge import Parts, merge
+from core.inventory.nrt import Units
+from core.inventory.share import Sharer
+from core.inventory.usage import PodUsage
+from core.model import NodeTopology
+
+ObjectKey = tuple[str, str, str]  # (kind, namespace, name)
+
+
+@dataclass(frozen=True, slots=True)
+class ParsedObject:
+    """One object read on its own: its key, what it contributes, its errors."""
+
+    key: ObjectKey
+    data: Parsed
+    errors: tuple[str, ...]
+    ignored: bool = False
+
+
+def object_key_of(obj: Mapping[str, Any], kind: str) -> ObjectKey:
+    meta = obj.get("metadata")
+    meta = meta if isinstance(meta, Mapping) else {}
+    return (kind, str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+
+
+def parse_object(obj: Mapping[str, Any], units: Units) -> ParsedObject:
+    """Identify and parse one object (no shared state but the ``units`` cache, which
+    only grows: safe to share between threads under the GIL)."""
+    errors: list[str] = []
+    found = identify(0, obj, errors)
+    kind = str(obj.get("kind") or "") if isinstance(obj, Mapping) else ""
+    key = object_key_of(obj, kind) if isinstance(obj, Mapping) else ("", "", "")
+    if not isinstance(found, Identified):
+        return ParsedObject(key, None, tuple(errors), ignored=isinstance(found, str))
+    data = parse(found, obj, units)
+    # Pods: the errors that the merge adds (NUMA ids the node lacks) are added later.
+    return ParsedObject(key, data, tuple(errors))
+
+
+class IncrementalInventory:
+    """Parsed objects by key, the node name each belongs to, and the names to merge."""
+
+    def __init__(self) -> None:
+        self.units = Units()
+        self.share = Sharer()
+        self._objects: dict[ObjectKey, ParsedObject] = {}
+        self._parts: dict[str, Parts] = {}
+        self._dirty: set[str] = set()
+        self._merge_errors: dict[str, tuple[str, ...]] = {}
+        self.records: dict[str, NodeTopology] = {}
+        self.errors_changed = False  # since the last ``errors()``
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    def set(self, parsed: ParsedObject) -> None:
+        """Add or replace the object ``parsed.key``."""
+        self.delete(parsed.key)
+        if parsed.ignored:
+            return
+        self._objects[parsed.key] = parsed
+        self.errors_changed = self.errors_changed or bool(parsed.errors)
+        name = _node_of(parsed)
+        if name is None:
+            return
+        parts = self._parts.get(name)
+        if parts is None:
+            parts = self._parts[name] = Parts()
+        kind = parsed.key[0]
+        if kind == "Pod":
+            parts.pods.append(parsed.data)  # type: ignore[arg-type]
+        else:
+            setattr(parts, _SLOTS[kind], parsed.data)
+        self._dirty.add(name)
+
+    def delete(self, key: ObjectKey) -> None:
+        old = self._objects.pop(key, None)
+        if old is None:
+            return
+        self.errors_changed = self.errors_changed or bool(old.errors)
+        name = _node_of(old)
+        parts = self._parts.get(name) if name is not None else None
+        if parts is None or name is None:
+            return
+        if key[0] == "Pod":
+            parts.pods = [p for p in parts.pods if p is not old.data]
+        else:
+            setattr(parts, _SLOTS[key[0]], None)
+        self._dirty.add(name)
+
+    def replace(self, kind: str, objects: Iterable[ParsedObject]) -> None:
+        """Every object of ``kind`` is now ``objects`` (a relist): the difference is applied."""
+        fresh = {p.key: p for p in objects}
+        for key in [k for k in self._objects if k[0] == kind and k not in fresh]:
+            self.delete(key)
+        for key, parsed in fresh.items():
+            if self._objects.get(key) != parsed:
+                self.set(parsed)
+
+    @property
+    def pending(self) -> int:
+        return len(self._dirty)
+
+    def flush(self) -> dict[str, NodeTopology | None]:
+        """Merge every touched node name; its new record, or None when it is gone."""
+        out: dict[str, NodeTopology | None] = {}
+        for name in self._dirty:
+            parts = self._parts.get(name)
+            if parts is None or _empty(parts):
+                self._parts.pop(name, None)
+                if self._merge_errors.pop(name, None):
+                    self.errors_changed = True
+                if self.records.pop(name, None) is not None:
+                    out[name] = None
+                continue
+            sink: list[str] = []
+            record = merge(name, _with_sink(parts, sink), self.share)
+            if tuple(sink) != self._merge_errors.get(name, ()):
+                self.errors_changed = True
+            if sink:
+                self._merge_errors[name] = tuple(sink)
+            else:
+                self._merge_errors.pop(name, None)
+            if self.records.get(name) != record:
+                self.records[name] = record
+                out[name] = record
+        self._dirty.clear()
+        return out
+
+    def errors(self) -> tuple[str, ...]:
+        self.errors_changed = False
+        found = [e for p in self._objects.values() for e in p.errors]
+        for errors in self._merge_errors.values():
+            found.extend(errors)
+        return tuple(found)
+
+    def nodes(self) -> tuple[NodeTopology, ...]:
+        """Every record, sorted by name (what ``build_inventory`` returns)."""
+        return tuple(self.records[k] for k in sorted(self.records))
+
+
+_SLOTS = {"Node": "node", "NodeResourceTopology": "nrt", "Numatopology": "volcano"}
+
+
+def _node_of(parsed: ParsedObject) -> str | None:
+    if parsed.key[0] == "Pod":
+        data = parsed.data
+        return data.node if isinstance(data, PodUsage) else None
+    return parsed.key[2] or None
+
+
+def _empty(parts: Parts) -> bool:
+    return parts.node is None and parts.nrt is None and parts.volcano is None and not parts.pods
+
+
+def _with_sink(parts: Parts, sink: list[str]) -> Parts:
+    """The parts with every pod reporting into ``sink`` (merge adds errors about pods;
+    kept per node, so a node merged again does not repeat them)."""
+    if not parts.pods:
+        return parts
+    pods = []
+    for pod in parts.pods:
+        report = type(pod.report)(pod.report.kind, pod.report.name, sink)
+        pods.append(PodUsage(report, pod.node, pod.usage, pod.numas, pod.exclusive))
+    return Parts(parts.node, parts.nrt, parts.volcano, pods)

@@ -1,0 +1,146 @@
+"""Everything known about one node name, merged into its NodeTopology
+(core/inventory/build.py describes the rules)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from core.inventory.node import NodeInfo
+from core.inventory.nrt import NrtData, Settings, ZoneRecord
+from core.inventory.share import Sharer
+from core.inventory.usage import NodeUsage, PodUsage
+from core.inventory.volcano import VolcanoData
+from core.model import POLICY_NONE, NodeTopology, NumaZone
+
+
+@dataclass(slots=True)
+class Parts:
+    """The objects read for one node name."""
+
+    node: NodeInfo | None = None
+    nrt: NrtData | None = None
+    volcano: VolcanoData | None = None
+    pods: list[PodUsage] = field(default_factory=list)
+
+
+def merge(name: str, parts: Parts, share: Sharer) -> NodeTopology:
+    """The node's record. Errors about pods using NUMA nodes the node does not report go
+    to each pod's reporter."""
+    nrt = parts.nrt if parts.nrt is not None and parts.nrt.zones is not None else None
+    volcano = parts.volcano
+    sources = [
+        kind
+        for kind, present in (
+            ("Node", parts.node is not None),
+            ("NodeResourceTopology", nrt is not None),
+            ("Numatopology", volcano is not None),
+            ("Pod", bool(parts.pods)),
+        )
+        if present
+    ]
+    settings = Settings()
+    if nrt is not None:
+        settings.fill_from(nrt.settings)
+    if volcano is not None:
+        settings.fill_from(volcano.settings)
+    records: dict[int, ZoneRecord] = {}
+    if nrt is not None:
+        records = nrt.zones or {}
+    elif volcano is not None and volcano.zones is not None:
+        records = volcano.zones
+    node = parts.node
+    if node is not None and not node.trusted:
+        records = {}
+    check_pod_numas(parts.pods, records)
+    usage = NodeUsage.of(parts.pods)
+    zones = tuple(_freeze_zone(i, records[i], usage.held.get(i, {})) for i in sorted(records))
+    if node is not None:
+        allocatable, capacity = node.allocatable, node.capacity
+    else:
+        allocatable = _sum_zones(zones, "allocatable")
+        capacity = _sum_zones(zones, "capacity")
+    states = tuple(usage.state(z.id) for z in zones)
+    kwargs = {k: v for k, v in _settings_items(settings) if v is not None}
+    return NodeTopology(
+        name=name,
+        labels=share.mapping(node.labels if node else {}),
+        allocatable=share.mapping(allocatable),
+        capacity=share.mapping(capacity),
+        zones=share.zones(zones),
+        annotations=share.mapping(node.annotations if node else {}),
+        koord_policy=_koord_view(node, nrt),
+        volcano_policy=volcano.topology_policy if volcano else None,
+        volcano_cpu_manager_policy=volcano.cpu_manager_policy if volcano else None,
+        unaligned_devices=share.mapping(_unaligned(allocatable, zones) if zones and node else {}),
+        numa_states=share.items(states),
+        sources=share.items(tuple(sources)),
+        **kwargs,
+    )
+
+
+def check_pod_numas(pods: Iterable[PodUsage], records: Mapping[int, ZoneRecord]) -> None:
+    if not records:
+        return
+    for pod in pods:
+        missing = [n for n in pod.numas if n not in records]
+        if missing:
+            pod.report.error(
+                "metadata.annotations",
+                f"uses NUMA node(s) {missing} that node {pod.node} does not report",
+            )
+
+
+def _koord_view(node: NodeInfo | None, nrt: NrtData | None) -> str | None:
+    """koord-scheduler's node policy (util.go getNUMATopologyPolicy): a non-empty label,
+    else its reading of the NRT's topologyPolicies ("none" when that gives nothing).
+    None only when Koordinator has neither (it then finds no NUMA resources)."""
+    if node is not None and node.koord_policy is not None:
+        return node.koord_policy
+    if nrt is not None:
+        return nrt.koord_policy or POLICY_NONE
+    if node is not None and node.has_koord_label:
+        return POLICY_NONE
+    return None
+
+
+def _freeze_zone(numa: int, record: ZoneRecord, used: Mapping[str, int]) -> NumaZone:
+    available = {
+        resource: record.available.get(resource, max(0, amount - used.get(resource, 0)))
+        for resource, amount in record.allocatable.items()
+    }
+    return NumaZone(
+        id=numa,
+        capacity=dict(record.capacity),
+        allocatable=dict(record.allocatable),
+        available=available,
+        costs=dict(record.costs),
+    )
+
+
+def _sum_zones(zones: tuple[NumaZone, ...], attr: str) -> dict[str, int]:
+    total: dict[str, int] = {}
+    for zone in zones:
+        for resource, amount in getattr(zone, attr).items():
+            total[resource] = total.get(resource, 0) + amount
+    return total
+
+
+def _is_device(resource: str) -> bool:
+    # Device plugins register domain-qualified names (nvidia.com/gpu); hugepages and the
+    # native resources never carry a slash.
+    return "/" in resource
+
+
+def _unaligned(allocatable: Mapping[str, int], zones: tuple[NumaZone, ...]) -> dict[str, int]:
+    in_zones = _sum_zones(zones, "allocatable")
+    return {
+        resource: count - in_zones.get(resource, 0)
+        for resource, count in allocatable.items()
+        if _is_device(resource) and count > in_zones.get(resource, 0)
+    }
+
+
+def _settings_items(settings: Settings) -> Iterable[tuple[str, object]]:
+    for name in Settings.__slots__:
+        yield name, getattr(settings, name)

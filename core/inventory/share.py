@@ -1,0 +1,57 @@
+"""Sharing of equal per-node values between nodes (the inventory's memory footprint)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from core.model import NumaZone
+
+
+class Sharer:
+    """Shares equal per-node values between nodes: label keys and values, resource maps,
+    NUMA zones. A 10,000-node cluster has a few hundred distinct zone tables, and YAML and
+    JSON parsers return a new string object for every occurrence of a key ("cpu",
+    "kubernetes.io/hostname"); sharing them roughly halves the inventory's memory in
+    every server worker. Safe because nothing mutates a NodeTopology's mappings."""
+
+    def __init__(self) -> None:
+        self._strings: dict[str, str] = {}
+        self._maps: dict[tuple[Any, ...], dict[Any, Any]] = {}
+        self._zones: dict[tuple[Any, ...], NumaZone] = {}
+        self._tuples: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+        self._zone_tuples: dict[tuple[int, ...], tuple[NumaZone, ...]] = {}
+
+    def text(self, value: str) -> str:
+        return self._strings.setdefault(value, value)
+
+    def mapping(self, raw: Mapping[Any, Any]) -> dict[Any, Any]:
+        # Types are part of the key: True == 1, and a map holding True must stay distinct.
+        key = tuple((k, type(v), v) for k, v in raw.items())
+        got = self._maps.get(key)
+        if got is None:
+            text = self.text
+            got = self._maps[key] = {
+                text(k) if type(k) is str else k: text(v) if type(v) is str else v
+                for k, v in raw.items()
+            }
+        return got
+
+    def zone(self, zone: NumaZone) -> NumaZone:
+        maps = [
+            self.mapping(m) for m in (zone.capacity, zone.allocatable, zone.available, zone.costs)
+        ]
+        # Shared maps are unique per content, so their identities are a content key.
+        key = (zone.id, *map(id, maps))
+        got = self._zones.get(key)
+        if got is None:
+            got = self._zones[key] = NumaZone(zone.id, *maps)
+        return got
+
+    def items(self, values: tuple[Any, ...]) -> tuple[Any, ...]:
+        return self._tuples.setdefault(values, values)
+
+    def zones(self, zones: tuple[NumaZone, ...]) -> tuple[NumaZone, ...]:
+        shared = tuple(self.zone(z) for z in zones)
+        # Shared zones are unique per content, so their identities are a content key.
+        return self._zone_tuples.setdefault(tuple(map(id, shared)), shared)

@@ -1,0 +1,162 @@
+"""The incremental inventory (issue 14): random add/update/delete events of Nodes, NRTs,
+Numatopologies and Pods applied one by one give the inventory, and the snapshot verdicts,
+of a full build from the final objects."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from core.feasibility.delta import SnapshotEditor
+from core.feasibility.evaluate import decide, evaluate
+from core.feasibility.snapshot import Snapshot
+from core.inventory.build import build_inventory
+from core.inventory.incremental import IncrementalInventory, ObjectKey, parse_object
+from core.model import ContainerDemand, PodIntent
+from tests.core.feasibility.test_differential import intents
+from tests.core.inventory.test_build import (
+    SINGLE_SPEC,
+    cpu_detail,
+    koord_status,
+    node,
+    nrt,
+    numatopo,
+    pod,
+    two_zones,
+    zone,
+)
+
+NAMES = ("a", "b", "c", "d", "e")
+POLICIES = ("single-numa-node", "restricted", "best-effort", "none")
+
+
+@st.composite
+def objects(draw: st.DrawFn) -> dict[str, Any]:
+    kind = draw(st.sampled_from(["Node", "NodeResourceTopology", "Numatopology", "Pod"]))
+    name = draw(st.sampled_from(NAMES))
+    if kind == "Node":
+        labels = {"zone": draw(st.sampled_from(["x", "y"]))}
+        if draw(st.booleans()):
+            labels["node.koordinator.sh/numa-topology-policy"] = "SingleNUMANode"
+        cpu = draw(st.sampled_from(["64", "32", "bad"]))
+        gpus = draw(st.sampled_from([None, "4", "8"]))
+        alloc = {"cpu": cpu, "memory": "256Gi", **({"nvidia.com/gpu": gpus} if gpus else {})}
+        return node(name, labels=labels, allocatable=alloc)
+    if kind == "NodeResourceTopology":
+        free = str(draw(st.integers(0, 31)))
+        zones = [zone(i, {"cpu": ("32", "31", free), "memory": ("128Gi", "120Gi")}) for i in (0, 1)]
+        if draw(st.integers(0, 9)) == 0:
+            zones = two_zones()
+        policy = draw(st.sampled_from(POLICIES))
+        return nrt(name, zones, attributes={"topologyManagerPolicy": policy})
+    if kind == "Numatopology":
+        return numatopo(
+            name, allocatable=draw(st.sampled_from(["0-15", "0-7"])), detail=cpu_detail(8)
+        )
+    numa = draw(
+        st.sampled_from(
+            [
+                {0: {"cpu": "4"}},
+                {1: {"cpu": "2"}},
+                {0: {"cpu": "1"}, 1: {"cpu": "1"}},
+                {3: {"cpu": "1"}},
+            ]
+        )
+    )
+    annotations = koord_status(numa, cpuset=draw(st.sampled_from(["", "1-2"])))
+    if draw(st.booleans()):
+        annotations.update(SINGLE_SPEC)
+    phase = draw(st.sampled_from(["Running", "Running", "Succeeded"]))
+    return pod(f"p{draw(st.integers(0, 5))}", name, annotations, phase=phase)
+
+
+def _key(obj: dict[str, Any]) -> ObjectKey:
+    meta = obj["metadata"]
+    return (obj["kind"], meta.get("namespace", ""), meta["name"])
+
+
+events = st.lists(st.tuples(st.booleans(), objects()), min_size=1, max_size=40)
+
+
+def _cpu_pod(cpus: int) -> PodIntent:
+    demand = {"cpu": cpus * 1000, "memory": 2**30}
+    return PodIntent(
+        scheduler="default",
+        scheduler_name="",
+        policy=None,
+        exclusive=None,
+        scope=None,
+        qos="Guaranteed",
+        containers=(ContainerDemand("c", "app", demand, demand, exclusive_cpus=cpus),),
+        pod_requests=demand,
+    )
+
+
+def _verdicts(snap: Snapshot, intent: PodIntent) -> dict[str, tuple[Any, ...]]:
+    ev = evaluate(intent, snap)
+    return {v.name: (v.verdict, v.numa, v.preferred, v.reason) for v in ev.verdicts}
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(events=events, probes=st.lists(intents(), min_size=1, max_size=3), batch=st.integers(1, 6))
+def test_incremental_equals_full_build(
+    events: list[tuple[bool, dict[str, Any]]], probes: list[PodIntent], batch: int
+) -> None:
+    inventory = IncrementalInventory()
+    editor = SnapshotEditor(Snapshot.build(()))
+    final: dict[ObjectKey, dict[str, Any]] = {}
+    for n, (delete, obj) in enumerate(events, 1):
+        key = _key(obj)
+        if delete:
+            final.pop(key, None)
+            inventory.delete(key)
+        else:
+            final[key] = obj
+            inventory.set(parse_object(obj, inventory.units))
+        if n % batch == 0 or n == len(events):
+            editor.apply(inventory.flush())
+    full = build_inventory(list(final.values()))
+    assert inventory.nodes() == full.nodes
+    assert sorted(inventory.errors()) == sorted(full.errors)
+    snap = editor.snapshot
+    expected = Snapshot.build(full.nodes)
+    assert sorted(n.name for n in snap.nodes) == [n.name for n in full.nodes]
+    assert {snap.nodes[i].name: i for i in range(len(snap.nodes))} == dict(snap.name_index)
+    for intent in [*probes, _cpu_pod(4), _cpu_pod(20)]:
+        assert _verdicts(snap, intent) == _verdicts(expected, intent)
+        got, want = evaluate(intent, snap), evaluate(intent, expected)
+        assert got.counts == want.counts
+        assert decide(got).allowed == decide(want).allowed
+        assert decide(got).warnings == decide(want).warnings
+
+
+def test_one_event_changes_exactly_that_nodes_verdicts() -> None:
+    objs = [
+        nrt(
+            n,
+            [zone(i, {"cpu": ("32", "31", "20")}) for i in (0, 1)],
+            attributes={"topologyManagerPolicy": "single-numa-node"},
+        )
+        for n in NAMES
+    ]
+    inventory = IncrementalInventory()
+    for obj in objs:
+        inventory.set(parse_object(obj, inventory.units))
+    editor = SnapshotEditor(Snapshot.build(()))
+    before = editor.apply(inventory.flush())
+    busy = nrt(
+        "c",
+        [zone(i, {"cpu": ("32", "31", "2")}) for i in (0, 1)],
+        attributes={"topologyManagerPolicy": "single-numa-node"},
+    )
+    inventory.set(parse_object(busy, inventory.units))
+    changes = inventory.flush()
+    assert list(changes) == ["c"]
+    after = editor.apply(changes)
+    old, new = _verdicts(before, _cpu_pod(8)), _verdicts(after, _cpu_pod(8))
+    assert {n for n in NAMES if old[n] != new[n]} == {"c"}
+    assert new["c"][0] == "no-room-now" and old["c"][0] == "fits"
+    assert after.structure is before.structure  # only usage changed
+    assert after.usage_gen != before.usage_gen

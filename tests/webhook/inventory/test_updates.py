@@ -1,0 +1,213 @@
+"""The live inventory applied incrementally (webhook/inventory/updates.py) against the
+list/watch test server: events change only their node, a relist after 410 while events
+keep coming converges to the truth, staleness is per resource type."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import random
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import kubernetes.client
+import pytest
+
+from core.feasibility.evaluate import evaluate
+from core.feasibility.snapshot import Snapshot
+from core.inventory.build import build_inventory
+from core.model import ContainerDemand, PodIntent
+from tests.webhook.fake_apiserver import (
+    NODES,
+    NRTS,
+    NUMATOPOLOGIES,
+    FakeApiServer,
+    node,
+    nrt,
+    running_apiserver,
+)
+from webhook.inventory.kube import build_api_client
+from webhook.inventory.live import LiveSource
+from webhook.inventory.state import InventoryState
+from webhook.inventory.updates import InventoryUpdates
+from webhook.metrics import WebhookMetrics
+
+FAST = {"watch_timeout": 1, "backoff_initial": 0.05, "backoff_max": 0.4, "request_timeout": 5.0}
+pytestmark = pytest.mark.slow
+
+
+def busy_nrt(name: str, free: int) -> dict[str, Any]:
+    obj = nrt(name)
+    for zone in obj["zones"]:
+        zone["resources"][0]["available"] = str(free)
+    return obj
+
+
+def cpu_pod(cpus: int) -> PodIntent:
+    demand = {"cpu": cpus * 1000}
+    return PodIntent(
+        scheduler="default",
+        scheduler_name="",
+        policy=None,
+        exclusive=None,
+        scope=None,
+        qos="Guaranteed",
+        containers=(ContainerDemand("c", "app", demand, demand, exclusive_cpus=cpus),),
+        pod_requests=demand,
+    )
+
+
+class Running:
+    """An event loop in a thread (as in the server) with the updates and the source."""
+
+    def __init__(self, api: kubernetes.client.ApiClient) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+        self.state = InventoryState(metrics=WebhookMetrics())
+        self.updates = InventoryUpdates(self.state, self.loop, metrics=self.state.metrics)
+        self.live = LiveSource(
+            api,
+            updates=self.updates,
+            rng=random.Random(3),
+            **FAST,  # type: ignore[arg-type]
+        )
+        self.updates.synced = lambda: self.live.synced
+        self.state.live = True
+        self.state.last_sync = lambda: self.live.last_sync
+        self.live.start()
+
+    def stop(self) -> None:
+        self.live.stop()
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(5)
+
+    def nodes(self) -> dict[str, Any]:
+        view = self.state.view
+        return {} if view is None else {n.name: n for n in view.nodes}
+
+
+def wait_until(predicate: Callable[[], bool], timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not reached in time")
+        time.sleep(0.01)
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[FakeApiServer]:
+    with running_apiserver(tmp_path, token="t0ken") as srv:
+        yield srv
+
+
+@pytest.fixture
+def running(server: FakeApiServer, tmp_path: Path) -> Iterator[Callable[[], Running]]:
+    client = build_api_client(kubeconfig=server.write_kubeconfig(tmp_path / "kubeconfig"))
+    made: list[Running] = []
+
+    def make() -> Running:
+        made.append(Running(client))
+        return made[0]
+
+    yield make
+    for r in made:
+        r.stop()
+    client.close()
+
+
+def truth_nodes(server: FakeApiServer) -> dict[str, Any]:
+    objects = [o for r in (NODES, NRTS, NUMATOPOLOGIES) for o in server.objects(r)]
+    return {n.name: n for n in build_inventory(copy.deepcopy(objects)).nodes}
+
+
+def seed(server: FakeApiServer, names: list[str]) -> None:
+    for name in names:
+        server.apply(node(name))
+        server.apply(nrt(name))
+
+
+def test_an_event_changes_exactly_its_node(server, running):
+    names = [f"n{i}" for i in range(8)]
+    seed(server, names)
+    r = running()
+    wait_until(lambda: r.state.view is not None and len(r.state.view.nodes) == 8)
+    before = r.state.view
+    assert r.updates.full_builds == 1
+    server.apply(busy_nrt("n3", 2))
+    wait_until(lambda: r.nodes()["n3"].zones[0].available["cpu"] == 2000)
+    after = r.state.view
+    assert r.updates.full_builds == 1  # applied incrementally
+    assert after.snapshot.structure is before.snapshot.structure
+    old = {v.name: v.verdict for v in evaluate(cpu_pod(16), before.snapshot).verdicts}
+    new = {v.name: v.verdict for v in evaluate(cpu_pod(16), after.snapshot).verdicts}
+    assert {n for n in names if old[n] != new[n]} == {"n3"}
+    assert (old["n3"], new["n3"]) == ("fits", "no-room-now")
+    metrics = r.state.metrics
+    assert metrics is not None
+    assert (
+        metrics.inventory_updates.events.value(resource="noderesourcetopologies", type="MODIFIED")
+        >= 1
+    )
+    assert metrics.inventory_updates.latency.count() >= 1
+
+
+def test_relist_after_410_while_events_keep_coming(server, running):
+    names = [f"n{i}" for i in range(20)]
+    seed(server, names)
+    r = running()
+    wait_until(lambda: r.state.view is not None and len(r.state.view.nodes) == 20)
+    stop = threading.Event()
+
+    def churn() -> None:
+        rng = random.Random(5)
+        while not stop.is_set():
+            server.apply(busy_nrt(rng.choice(names), rng.randint(0, 30)))
+            time.sleep(0.005)
+
+    churner = threading.Thread(target=churn, daemon=True)
+    churner.start()
+    try:
+        time.sleep(0.3)
+        server.down()
+        server.delete(NODES, "n2")
+        server.apply(node("n77"))
+        server.apply(nrt("n77"))
+        server.compact()  # our resourceVersions are gone: 410, relist
+        server.up()
+        wait_until(lambda: r.live.relists >= 2 and "n77" in r.nodes())
+        time.sleep(0.3)
+    finally:
+        stop.set()
+        churner.join(5)
+    wait_until(lambda: r.nodes() == truth_nodes(server))
+    assert r.updates.full_builds == 1  # the relist was applied as a difference
+    expected = Snapshot.build(tuple(truth_nodes(server)[k] for k in sorted(truth_nodes(server))))
+    got = {v.name: v.verdict for v in evaluate(cpu_pod(20), r.state.view.snapshot).verdicts}
+    want = {v.name: v.verdict for v in evaluate(cpu_pod(20), expected).verdicts}
+    assert got == want
+
+
+def test_staleness_is_per_resource_type(server, running):
+    seed(server, ["n1"])
+    r = running()
+    wait_until(lambda: r.state.view is not None)
+    nodes = next(x for x in r.live.reflectors if x.resource.name == "nodes")
+    server.hold_lists(NODES)  # the Node type cannot resync; NRT events keep coming
+    server.advance(3)
+    server.compact()
+    nodes.cut()
+    wait_until(lambda: nodes.relists >= 1)
+    stalled = r.live.last_sync
+    assert stalled is not None
+    for i in range(10):
+        server.apply(busy_nrt("n1", i))
+        time.sleep(0.05)
+    wait_until(lambda: r.nodes()["n1"].zones[0].available["cpu"] == 9000)
+    assert r.live.last_sync == stalled  # the NRT events did not refresh it
+    assert r.state.age() is not None and r.state.age() >= 0.5
+    server.release_lists(NODES)
+    wait_until(lambda: r.live.last_sync is not None and r.live.last_sync > stalled)

@@ -1,0 +1,466 @@
+"""One resource type, listed then watched: the loop client-go's ``tools/cache/reflector.go``
+runs (kubernetes.io "API concepts", "Efficient detection of changes").
+
+1. list (paged with ``limit``/``continue``) and remember the list's
+   ``metadata.resourceVersion``;
+2. watch from that version with ``allowWatchBookmarks=true`` and a server-side
+   ``timeoutSeconds``, applying ADDED/MODIFIED/DELETED to an in-memory map and taking the
+   ``resourceVersion`` of every event, BOOKMARK included, so a reconnect resumes where
+   the last stream stopped;
+3. a ``410 Gone``/``Expired`` (an ERROR event or an HTTP 410) means the version was
+   compacted away: relist; a connection error means reconnect from the last version
+   after an exponential backoff with jitter; a ``404`` on list means the CRD is not
+   installed (a ``403``: not readable by our service account): reported once, retried
+   slowly, and it never holds back the other types.
+
+The kubernetes client is synchronous: each reflector runs in its own daemon thread and
+tells its owner (webhook/inventory/live.py) what changed through a ``Listener``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import kubernetes.client
+from kubernetes.client.exceptions import ApiException
+
+from webhook.inventory.stream import Backoff, cut_response, describe_error, iter_lines
+
+log = logging.getLogger("numagate.live")
+
+Key = tuple[str, str]  # (namespace, name); namespace "" for cluster-scoped objects
+
+HTTP_FORBIDDEN = 403
+HTTP_NOT_FOUND = 404
+HTTP_GONE = 410
+
+
+@dataclass(frozen=True)
+class WatchedResource:
+    """A collection to list and watch. ``versions`` are tried in order on a 404, so a
+    cluster that only serves an older version of a CRD is still read."""
+
+    name: str
+    kind: str
+    group: str
+    versions: tuple[str, ...]
+    plural: str
+    optional: bool = True
+    field_selector: str | None = None
+
+    def api_version(self, version: str) -> str:
+        return f"{self.group}/{version}" if self.group else version
+
+
+class Gone(Exception):
+    """The resourceVersion (or continue token) was compacted away: relist."""
+
+
+class Absent(Exception):
+    """The resource is not served (CRD missing) or not readable (RBAC)."""
+
+
+class WatchError(Exception):
+    """An ERROR event other than 410, or a malformed stream: reconnect."""
+
+
+class Listener(Protocol):
+    """What a reflector tells its owner (called from the reflector's thread)."""
+
+    def on_replaced(
+        self,
+        reflector: Reflector,
+        old: Mapping[Key, Any],
+        new: Mapping[Key, dict[str, Any]],
+        changed: bool,
+    ) -> None: ...
+
+    def on_event(self, reflector: Reflector, kind: str, key: Key, item: dict[str, Any]) -> None: ...
+
+    def on_touch(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class Timing:
+    watch_timeout: int
+    request_timeout: float
+    backoff_initial: float
+    backoff_max: float
+    absent_retry: float
+    page_size: int
+
+
+def object_key(obj: Mapping[str, Any]) -> Key:
+    meta = obj.get("metadata")
+    if not isinstance(meta, Mapping) or not isinstance(meta.get("name"), str):
+        raise WatchError(f"object without metadata.name: {json.dumps(obj)[:200]}")
+    return (str(meta.get("namespace") or ""), meta["name"])
+
+
+class Reflector:
+    """List and watch one resource type; keeps its objects and its resourceVersion."""
+
+    def __init__(
+        self,
+        resource: WatchedResource,
+        api_client: kubernetes.client.ApiClient,
+        listener: Listener,
+        timing: Timing,
+        stopping: threading.Event,
+        rng: random.Random,
+        *,
+        keep_objects: bool = True,
+    ) -> None:
+        """``keep_objects``: keep each object (``items`` maps key -> object); else only
+        its fingerprint (its resourceVersion), enough to tell what a relist changed,
+        when the listener keeps what it needs of each object itself."""
+        self.resource = resource
+        self._core = kubernetes.client.CoreV1Api(api_client)
+        self._custom = kubernetes.client.CustomObjectsApi(api_client)
+        self._listener = listener
+        self._timing = timing
+        self._keep = keep_objects
+        self._stopping = stopping
+        self._rng = rng
+        self.lock = threading.Lock()
+        # Guarded by ``lock``:
+        self.version: str | None = None
+        self.items: dict[Key, Any] = {}
+        self.resource_version: str | None = None
+        self.listed = False
+        self.installed: bool | None = None
+        self.connected = False
+        self.error: str | None = None
+        self.last_sync: float | None = None  # list, watch start, event or clean end
+        self.response: Any = None  # the open urllib3 response, so stop() can cut it
+        self.relists = 0
+        self.reconnects = 0
+        self.events = 0
+        self.bookmarks = 0
+
+    @property
+    def settled(self) -> bool:
+        """Listed, or known not to be installed (lock held or not: a bool read)."""
+        return self.listed or self.installed is False
+
+    def status(self) -> dict[str, Any]:
+        with self.lock:
+            return {
+                "installed": self.installed,
+                "listed": self.listed,
+                "connected": self.connected,
+                "version": self.version,
+                "objects": len(self.items),
+                "resourceVersion": self.resource_version,
+                "error": self.error,
+                "lastSync": self.last_sync,
+            }
+
+    def synced_until(self, now: float) -> float | None:
+        """Up to when this type is known to be in sync: now while its watch is open
+        (the stream brings every change), else its last sync."""
+        with self.lock:
+            return now if self.response is not None else self.last_sync
+
+    def cut(self) -> None:
+        with self.lock:
+            response = self.response
+        if response is not None:
+            cut_response(response)
+
+    def _synced_now(self) -> None:
+        self.last_sync = time.monotonic()
+
+    # ------------------------------------------------------------------ loop
+
+    def run(self) -> None:
+        t = self._timing
+        backoff = Backoff(t.backoff_initial, t.backoff_max, rng=self._rng)
+        need_list = True
+        while not self._stopping.is_set():
+            try:
+                if need_list:
+                    self._list()
+                    need_list = False
+                    backoff.reset()
+                if self._watch():
+                    backoff.reset()
+                else:
+                    # A stream that closed at once with nothing in it: do not spin.
+                    self._stopping.wait(backoff.next())
+            except Gone as exc:
+                self._on_gone(exc)
+                need_list = True
+            except Absent as exc:
+                self._on_absent(exc)
+                need_list = True
+                self._stopping.wait(t.absent_retry)
+            except Exception as exc:  # a watcher thread must survive anything
+                if self._stopping.is_set():
+                    break
+                self._on_failure(exc)
+                if not self.listed:
+                    need_list = True
+                self._stopping.wait(backoff.next())
+        with self.lock:
+            self.response = None
+
+    # ------------------------------------------------------------------ list
+
+    def _list(self) -> None:
+        versions = self.resource.versions
+        if self.version in versions:
+            # The version found last time first, then the others.
+            versions = (self.version, *(v for v in versions if v != self.version))
+        absent: list[str] = []
+        for version in versions:
+            try:
+                items, resource_version = self._list_version(version)
+            except Absent as exc:
+                absent.append(f"{self.resource.api_version(version)}: {exc}")
+                continue
+            self._replace(version, items, resource_version)
+            return
+        raise Absent("; ".join(absent))
+
+    def _list_version(self, version: str) -> tuple[dict[Key, dict[str, Any]], str | None]:
+        resource = self.resource
+        items: dict[Key, dict[str, Any]] = {}
+        token: str | None = None
+        resource_version: str | None = None
+        while True:
+            params: dict[str, Any] = {"limit": self._timing.page_size}
+            if token:
+                params["_continue"] = token
+            response = self._request(version, params, self._timing.request_timeout)
+            try:
+                body = json.loads(response.data)
+            finally:
+                response.release_conn()
+            if not isinstance(body, dict) or not isinstance(body.get("items", []), list):
+                raise WatchError(f"list of {resource.plural}: response is not a List")
+            api_version = body.get("apiVersion") or resource.api_version(version)
+            for raw in body.get("items") or []:
+                item = _complete(raw, resource, api_version)
+                items[object_key(item)] = item
+            meta = body.get("metadata") or {}
+            resource_version = meta.get("resourceVersion") or resource_version
+            token = meta.get("continue")
+            if not token:
+                return items, resource_version
+
+    def _replace(
+        self, version: str, items: dict[Key, dict[str, Any]], resource_version: str | None
+    ) -> None:
+        kept = items if self._keep else {k: fingerprint(v) for k, v in items.items()}
+        with self.lock:
+            old = self.items
+            changed = not self.listed or old != kept or self.installed is not True
+            first = not self.listed
+            self.version = version
+            self.items = kept
+            self.resource_version = resource_version
+            self.listed = True
+            self.installed = True
+            self.connected = True
+            self.error = None
+            self._synced_now()
+        if first:
+            log.info(
+                "listed %s (%s): %d objects at resourceVersion %s",
+                self.resource.plural,
+                self.resource.api_version(version),
+                len(items),
+                resource_version,
+            )
+        self._listener.on_replaced(self, old, items, changed)
+
+    # ------------------------------------------------------------------ watch
+
+    def _watch(self) -> bool:
+        """One watch request; True when it delivered something or ran its course."""
+        assert self.version is not None
+        t = self._timing
+        # client-go's reflector picks timeoutSeconds in [min, 2*min) so that many
+        # clients do not all reconnect at once (tools/cache/reflector.go).
+        timeout = self._rng.randint(t.watch_timeout, 2 * t.watch_timeout)
+        params: dict[str, Any] = {
+            "watch": True,
+            "allow_watch_bookmarks": True,
+            "timeout_seconds": timeout,
+        }
+        if self.resource_version:
+            params["resource_version"] = self.resource_version
+        started = time.monotonic()
+        response = self._request(self.version, params, timeout + t.request_timeout)
+        with self.lock:
+            self.response = response
+            self.connected = True
+            self.error = None
+            self._synced_now()
+        self._listener.on_touch()
+        # stop() cuts the responses it finds; one registered just after it looked would
+        # block for the whole watch, so check again now that it is registered.
+        if self._stopping.is_set():
+            cut_response(response)
+        received = 0
+        try:
+            for line in iter_lines(response):
+                if self._stopping.is_set():
+                    break
+                self._apply_event(line)
+                received += 1
+        finally:
+            with self.lock:
+                self.response = None
+            # Close, not just release: a watch connection is never worth reusing, and
+            # one cut by stop() must not go back to the pool.
+            response.close()
+            response.release_conn()
+        if not self._stopping.is_set():
+            # A clean end of stream (the server's timeout) means nothing was missed.
+            with self.lock:
+                self._synced_now()
+            self._listener.on_touch()
+        return received > 0 or time.monotonic() - started >= t.backoff_initial
+
+    def _apply_event(self, line: bytes) -> None:
+        plural = self.resource.plural
+        try:
+            event = json.loads(line)
+        except ValueError as exc:
+            raise WatchError(f"watch {plural}: undecodable event {line[:200]!r}") from exc
+        kind = event.get("type") if isinstance(event, dict) else None
+        obj = event.get("object") if isinstance(event, dict) else None
+        if not isinstance(obj, dict):
+            raise WatchError(f"watch {plural}: event without object: {line[:200]!r}")
+        if kind == "ERROR":
+            if obj.get("code") == HTTP_GONE:
+                raise Gone(_status_text(obj))
+            raise WatchError(f"watch {plural}: {_status_text(obj)}")
+        resource_version = _resource_version_of(obj)
+        if kind == "BOOKMARK":
+            with self.lock:
+                if resource_version:
+                    self.resource_version = resource_version
+                self.bookmarks += 1
+                self.events += 1
+                self._synced_now()
+            self._listener.on_touch()
+            return
+        if kind not in ("ADDED", "MODIFIED", "DELETED"):
+            raise WatchError(f"watch {plural}: unknown event type {kind!r}")
+        api_version = self.resource.api_version(self.version or self.resource.versions[0])
+        item = _complete(obj, self.resource, api_version)
+        key = object_key(item)
+        with self.lock:
+            if kind == "DELETED":
+                self.items.pop(key, None)
+            else:
+                self.items[key] = item if self._keep else fingerprint(item)
+            if resource_version:
+                self.resource_version = resource_version
+            self.events += 1
+            self._synced_now()
+        self._listener.on_event(self, kind, key, item)
+
+    # ------------------------------------------------------------------ HTTP
+
+    def _request(self, version: str, params: dict[str, Any], read_timeout: float) -> Any:
+        """The raw urllib3 response (``_preload_content=False``): the bodies are read as
+        JSON so no field is lost to model deserialization."""
+        resource = self.resource
+        options: dict[str, Any] = {
+            "_preload_content": False,
+            "_request_timeout": (self._timing.request_timeout, read_timeout),
+            **params,
+        }
+        if resource.field_selector:
+            options["field_selector"] = resource.field_selector
+        try:
+            if resource.group:
+                return self._custom.list_cluster_custom_object(
+                    resource.group, version, resource.plural, **options
+                )
+            if resource.plural == "nodes":
+                return self._core.list_node(**options)
+            if resource.plural == "pods":
+                return self._core.list_pod_for_all_namespaces(**options)
+        except ApiException as exc:
+            if exc.status == HTTP_GONE:
+                raise Gone(f"{exc.status} {exc.reason}") from exc
+            if exc.status == HTTP_NOT_FOUND:
+                raise Absent("404 Not Found (is the CRD installed?)") from exc
+            if exc.status == HTTP_FORBIDDEN:
+                raise Absent(
+                    "403 Forbidden (grant list and watch on this resource to numagate's "
+                    "service account)"
+                ) from exc
+            raise
+        raise ValueError(f"no client call for core resource {resource.plural!r}")
+
+    # ------------------------------------------------------------------ outcomes
+
+    def _on_gone(self, exc: Exception) -> None:
+        log.info("watch %s: %s; relisting", self.resource.plural, exc)
+        with self.lock:
+            self.relists += 1
+
+    def _on_absent(self, exc: Exception) -> None:
+        resource = self.resource
+        with self.lock:
+            reported = self.installed is False
+            old = self.items
+            had_items = bool(old)
+            self.installed = False
+            self.connected = True
+            self.items = {}
+            self.resource_version = None
+            self.error = f"{resource.plural}.{resource.group or 'core'} not available: {exc}"
+        if not reported:
+            # Once per transition, not once per retry.
+            log.warning("%s; retrying every %gs", self.error, self._timing.absent_retry)
+        if had_items or not reported:
+            self._listener.on_replaced(self, old, {}, True)
+
+    def _on_failure(self, exc: Exception) -> None:
+        text = describe_error(exc)
+        with self.lock:
+            self.connected = False
+            self.error = text
+            self.reconnects += 1
+        log.warning("watch %s: %s; reconnecting", self.resource.plural, text[:500])
+
+
+def _complete(raw: Any, resource: WatchedResource, api_version: str) -> dict[str, Any]:
+    """List items come without kind/apiVersion (the List carries them): put them back,
+    since the inventory builder dispatches on them."""
+    if not isinstance(raw, dict):
+        raise WatchError(f"{resource.plural}: item is not an object: {raw!r:.200}")
+    item = dict(raw)
+    item.setdefault("apiVersion", api_version)
+    item.setdefault("kind", resource.kind)
+    return item
+
+
+def fingerprint(obj: Mapping[str, Any]) -> Any:
+    """What tells two versions of an object apart: its resourceVersion (the object
+    itself when it has none)."""
+    return _resource_version_of(obj) or obj
+
+
+def _resource_version_of(obj: Mapping[str, Any]) -> str | None:
+    meta = obj.get("metadata")
+    rv = meta.get("resourceVersion") if isinstance(meta, Mapping) else None
+    return rv if isinstance(rv, str) and rv else None
+
+
+def _status_text(status: Mapping[str, Any]) -> str:
+    return f"{status.get('code')} {status.get('reason')}: {status.get('message')}"

@@ -1,0 +1,232 @@
+"""Watch events into the served inventory, one node at a time (issue 14; docs/inventory.md).
+
+The reflector threads (webhook/inventory/reflector.py) parse each object they receive
+(``parse_object``: the per-object half of the builder) and queue the result; a relist
+queues only what differs from what was held (by resourceVersion), so it costs what
+changed, like any event. The event loop drains the queue every ``window`` seconds:
+the touched nodes are merged again (IncrementalInventory.flush) and patched into a new
+snapshot (SnapshotEditor, copy-on-write), and the new view is swapped in. That work is
+proportional to the batch, not to the cluster.
+
+Two steps are whole-inventory and run in a thread instead, the loop keeping the last good
+view meanwhile: the first build once every resource type has listed, and a rebuild when
+a node brings a resource the packed table lacks. While one runs, the loop leaves the
+inventory alone (the thread drains the queue itself).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from core.feasibility.delta import SnapshotEditor
+from core.feasibility.snapshot import Snapshot
+from core.inventory.incremental import IncrementalInventory, ObjectKey, parse_object
+from webhook.inventory.live import LiveSource
+from webhook.inventory.reflector import Key, Reflector, fingerprint
+from webhook.inventory.state import InventoryState, InventoryView
+from webhook.logs import get_logger
+from webhook.metrics import WebhookMetrics
+
+log = get_logger("inventory")
+SOURCE = "cluster"
+# Queued: (monotonic time received, resource name, event type, key, parsed object or None).
+Queued = tuple[float, str, str, ObjectKey, Any]
+
+
+class InventoryUpdates:
+    """The LiveSource listener that keeps ``state`` up to date incrementally."""
+
+    def __init__(
+        self,
+        state: InventoryState,
+        loop: asyncio.AbstractEventLoop,
+        *,
+        window: float = 0.05,
+        metrics: WebhookMetrics | None = None,
+        synced: Callable[[], bool] = lambda: True,
+    ) -> None:
+        self.state = state
+        self.inventory = IncrementalInventory()
+        self.editor: SnapshotEditor | None = None
+        self.window = window
+        self.metrics = metrics
+        self.synced = synced
+        self._loop = loop
+        self._queue: deque[Queued] = deque()
+        self._lock = threading.Lock()
+        self._scheduled = False
+        self._building = False
+        self._errors: tuple[str, ...] = ()
+        self.applied = 0  # events applied (for tests and the debug log)
+        self.batches = 0
+        self.full_builds = 0
+
+    # ------------------------------------------------------------------ reflector threads
+
+    def on_event(self, reflector: Reflector, kind: str, key: Key, item: dict[str, Any]) -> None:
+        resource = reflector.resource
+        okey = (resource.kind, *key)
+        parsed = None if kind == "DELETED" else parse_object(item, self.inventory.units)
+        self._put((time.monotonic(), resource.name, kind, okey, parsed))
+
+    def on_replaced(
+        self,
+        reflector: Reflector,
+        old: Mapping[Key, Any],
+        new: Mapping[Key, dict[str, Any]],
+        changed: bool,
+    ) -> None:
+        """A (re)list: queue what differs from what was held, by fingerprint."""
+        resource = reflector.resource
+        now = time.monotonic()
+        units = self.inventory.units
+        items: list[Queued] = []
+        for key, item in new.items():
+            if old.get(key) != fingerprint(item):
+                items.append(
+                    (now, resource.name, "ADDED", (resource.kind, *key), parse_object(item, units))
+                )
+        for key in old.keys() - new.keys():
+            items.append((now, resource.name, "DELETED", (resource.kind, *key), None))
+        if items:
+            self._put(*items)
+        else:
+            self._schedule()  # the first list of an empty type may make the inventory ready
+
+    def on_touch(self) -> None:
+        pass
+
+    def _put(self, *items: Queued) -> None:
+        self._queue.extend(items)
+        self._schedule()
+
+    def _schedule(self) -> None:
+        with self._lock:
+            if self._scheduled:
+                return
+            self._scheduled = True
+        self._loop.call_soon_threadsafe(self._arm)
+
+    def lag(self, now: float) -> float:
+        """Age of the oldest event waiting to be applied."""
+        queue = self._queue
+        try:
+            return max(0.0, now - queue[0][0]) if queue else 0.0
+        except IndexError:  # drained meanwhile
+            return 0.0
+
+    # ------------------------------------------------------------------ event loop
+
+    def _arm(self) -> None:
+        self._loop.call_later(self.window, self._flush)
+
+    def _flush(self) -> None:
+        with self._lock:
+            self._scheduled = False
+        if self._building:
+            return  # the thread drains the queue when it is done
+        if self.editor is None:
+            if self.synced():
+                self._full_build("first build")
+            return
+        started = time.monotonic()
+        drained = self._drain()
+        changes = self.inventory.flush()
+        if not self.editor.fits(changes):
+            self._full_build("a resource new to the packed table")
+            return
+        if changes or drained:
+            self._install(self.editor.apply(changes), drained, started)
+
+    def _drain(self) -> list[Queued]:
+        drained: list[Queued] = []
+        queue, inventory = self._queue, self.inventory
+        while queue:
+            item = queue.popleft()
+            drained.append(item)
+            parsed = item[4]
+            if parsed is None:
+                inventory.delete(item[3])
+            else:
+                inventory.set(parsed)
+        return drained
+
+    def _install(self, snapshot: Snapshot, drained: list[Queued], started: float) -> None:
+        old = self.state.view
+        if self.inventory.errors_changed or old is None:
+            self._errors = self.inventory.errors()
+        view = InventoryView(snapshot.nodes, snapshot, self._errors, SOURCE, time.monotonic())
+        if old is not None and old.snapshot.structure is snapshot.structure:
+            # Only usage changed: what the request path memoized per view still holds.
+            view.memo.update(old.memo)
+        self.state.install(view, quiet=old is not None)
+        done = time.monotonic()
+        self.applied += len(drained)
+        self.batches += 1
+        if self.metrics is not None:
+            self.metrics.inventory_updates.record(drained, done, done - started)
+        if drained:
+            log.debug(
+                "inventory updated",
+                extra={
+                    "events": len(drained),
+                    "nodes": len(snapshot.nodes),
+                    "applyMs": round((done - started) * 1000, 3),
+                    "lagMs": round((done - drained[0][0]) * 1000, 3),
+                },
+            )
+
+    def _full_build(self, why: str) -> None:
+        self._building = True
+        task = self._loop.create_task(asyncio.to_thread(self._build_in_thread, why))
+        task.add_done_callback(self._built)
+
+    def _build_in_thread(self, why: str) -> tuple[Snapshot, list[Queued], float]:
+        started = time.monotonic()
+        drained = self._drain()
+        self.inventory.flush()
+        records = self.inventory.records
+        snapshot = Snapshot.build([records[k] for k in sorted(records)])
+        duration = time.monotonic() - started
+        log.info(
+            "inventory built whole",
+            extra={"reason": why, "nodes": len(records), "seconds": round(duration, 3)},
+        )
+        return snapshot, drained, started
+
+    def _built(self, task: asyncio.Future[tuple[Snapshot, list[Queued], float]]) -> None:
+        self._building = False
+        try:
+            snapshot, drained, started = task.result()
+        except Exception as exc:  # keep the last good view; try again with the next event
+            log.exception("inventory build failed")
+            self.state.record_failure(f"cluster inventory: {exc}")
+            return
+        self.editor = SnapshotEditor(snapshot)
+        self.full_builds += 1
+        if self.metrics is not None:
+            self.metrics.inventory_updates.rebuilt(time.monotonic() - started)
+        self._install(snapshot, drained, started)
+        if self._queue:
+            self._schedule()
+
+
+async def report_sync(live: LiveSource, updates: InventoryUpdates, every: float = 1.0) -> None:
+    """Keep the per-resource sync age and the watch lag gauges current."""
+    metrics = updates.metrics
+    if metrics is None:
+        return
+    gauges = metrics.inventory_updates
+    while True:
+        now = time.monotonic()
+        for reflector in live.reflectors:
+            until = reflector.synced_until(now)
+            age = float("nan") if until is None else now - until
+            gauges.sync_age.set(age, resource=reflector.resource.name)
+        gauges.watch_lag.set(updates.lag(now))
+        await asyncio.sleep(every)
