@@ -27,6 +27,7 @@ from tests.webhook.fake_apiserver import (
     pod,
     running_apiserver,
 )
+from tests.webhook.fake_apiserver_churn import node_heartbeat, nrt_available
 from webhook.inventory.kube import api_client_from_kubeconfig
 
 
@@ -258,3 +259,196 @@ def test_tls_is_verified_and_token_required(server, tmp_path):
     assert response.status == 200
     assert server.list_requests(NODES)
     assert not server.watch_requests(NRTS)
+
+
+# ----------------------------------------------------------------------------- issue 14:
+# list semantics, continue tokens, watch expiry and churn, as the benchmark relies on them
+
+
+def raw_get(server: FakeApiServer, path: str) -> tuple[int, dict[str, Any]]:
+    pool = urllib3.PoolManager(ca_certs=str(server.tls.ca), retries=False)
+    response = pool.request(
+        "GET", f"{server.url}{path}", headers={"Authorization": "Bearer s3cret"}
+    )
+    return response.status, json.loads(response.data)
+
+
+def names(body: dict[str, Any]) -> list[str]:
+    return [i["metadata"]["name"] for i in body["items"]]
+
+
+def test_paging_walks_every_object_once_at_one_version(server, api):
+    server.load(node(f"n{k:04d}") for k in range(1200))
+    seen: list[str] = []
+    versions = set()
+    token = None
+    pages = 0
+    while True:
+        body = list_nodes(api, limit=500, **({"_continue": token} if token else {}))
+        server.apply(node(f"late-{pages}"))  # writes between pages do not show up
+        seen += names(body)
+        versions.add(body["metadata"]["resourceVersion"])
+        pages += 1
+        token = body["metadata"].get("continue")
+        if not token:
+            break
+        assert body["metadata"]["remainingItemCount"] == 1200 - len(seen)
+    assert pages == 3
+    assert seen == [f"n{k:04d}" for k in range(1200)]
+    assert len(versions) == 1
+
+
+def test_expired_continue_offers_an_inconsistent_continuation(server):
+    for name in ("a", "b", "c"):
+        server.apply(node(name))
+    status, first = raw_get(server, "/api/v1/nodes?limit=1")
+    server.apply(node("bb"))
+    server.compact()
+    token = first["metadata"]["continue"]
+    status, gone = raw_get(server, f"/api/v1/nodes?limit=1&continue={token}")
+    assert (status, gone["reason"], gone["code"]) == (410, "Expired", 410)
+    assert "too old to display a consistent list" in gone["message"]
+    status, rest = raw_get(server, f"/api/v1/nodes?continue={gone['metadata']['continue']}")
+    assert status == 200
+    assert names(rest) == ["b", "bb", "c"]  # from the next key, at the latest version
+
+
+def test_list_resource_version_semantics(server):
+    server.apply(node("a"))
+    old = server.apply(node("b"))
+    server.apply({**node("a"), "metadata": {"name": "a", "labels": {"x": "2"}}})
+    server.delete(NODES, "b")
+    now = server.resource_version
+    status, cached = raw_get(server, "/api/v1/nodes?resourceVersion=0&limit=1")
+    assert status == 200 and names(cached) == ["a"] and "continue" not in cached["metadata"]
+    status, exact = raw_get(
+        server, f"/api/v1/nodes?resourceVersion={old}&resourceVersionMatch=Exact"
+    )
+    assert status == 200 and exact["metadata"]["resourceVersion"] == old
+    assert names(exact) == ["a", "b"]
+    assert (
+        "labels" not in exact["items"][0]["metadata"] or not exact["items"][0]["metadata"]["labels"]
+    )
+    status, legacy = raw_get(server, f"/api/v1/nodes?resourceVersion={old}&limit=5")
+    assert names(legacy) == ["a", "b"]  # a version plus a limit: Exact (KEP-2523)
+    status, newer = raw_get(server, f"/api/v1/nodes?resourceVersion={old}")
+    assert newer["metadata"]["resourceVersion"] == now and names(newer) == ["a"]
+    status, too_new = raw_get(server, f"/api/v1/nodes?resourceVersion={int(now) + 50}")
+    assert (status, too_new["reason"]) == (504, "Timeout")
+    status, bad = raw_get(server, "/api/v1/nodes?resourceVersionMatch=Exact")
+    assert (status, bad["reason"]) == (400, "BadRequest")
+    server.compact()
+    status, gone = raw_get(
+        server, f"/api/v1/nodes?resourceVersion={old}&resourceVersionMatch=Exact"
+    )
+    assert (status, gone["reason"]) == (410, "Expired")
+
+
+def test_custom_resource_list_items_keep_kind(server):
+    server.apply(nrt("n1"))
+    _status, body = raw_get(server, NRTS.path)
+    assert body["items"][0]["kind"] == "NodeResourceTopology"
+    assert body["items"][0]["apiVersion"] == "topology.node.k8s.io/v1alpha2"
+
+
+def test_expire_watches_sends_410_error_mid_stream(server, api):
+    since = server.resource_version
+    core = kubernetes.client.CoreV1Api(api)
+    response = core.list_node(
+        _preload_content=False, watch=True, resource_version=since, timeout_seconds=5
+    )
+    wait_for(lambda: server.open_watches(NODES) == 1)
+    server.apply(node("x"))
+    assert server.expire_watches(NODES) == 1
+    events = [json.loads(line) for line in iter_resp_lines(response) if line]
+    assert [e["type"] for e in events] == ["ADDED", "ERROR"]
+    assert (events[1]["object"]["code"], events[1]["object"]["reason"]) == (410, "Expired")
+
+
+@pytest.mark.slow
+def test_periodic_compaction_expires_old_versions(tmp_path):
+    with running_apiserver(tmp_path, compaction_interval=0.2) as srv:
+        old = srv.apply(node("a"))
+        srv.apply(node("b"))
+        time.sleep(0.7)
+        status, _body = raw_get_plain(
+            srv, f"/api/v1/nodes?resourceVersion={old}&resourceVersionMatch=Exact"
+        )
+        assert status == 410
+
+
+def raw_get_plain(server: FakeApiServer, path: str) -> tuple[int, dict[str, Any]]:
+    pool = urllib3.PoolManager(ca_certs=str(server.tls.ca), retries=False)
+    response = pool.request("GET", f"{server.url}{path}")
+    return response.status, json.loads(response.data)
+
+
+def wait_for(condition: Any, timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.01)
+
+
+@pytest.mark.slow
+def test_churn_rewrites_nrt_available_at_the_asked_rate(server, api):
+    server.load(nrt(f"n{k:03d}") for k in range(100))
+    since = server.resource_version
+    server.churn(NRTS, 200.0, nrt_available, exclude=("n000",))
+    time.sleep(2.0)
+    server.churn(NRTS, 0, nrt_available)
+    custom = kubernetes.client.CustomObjectsApi(api)
+    response = custom.list_cluster_custom_object(
+        NRTS.group, NRTS.version, NRTS.plural, watch=True, resource_version=since,
+        timeout_seconds=1, _preload_content=False,
+    )  # fmt: skip
+    events = [json.loads(line) for line in iter_resp_lines(response) if line]
+    assert 360 <= len(events) <= 440  # 200/s for 2 s, within 10%
+    assert {e["type"] for e in events} == {"MODIFIED"}
+    assert "n000" not in {e["object"]["metadata"]["name"] for e in events}
+    availables = {
+        r["available"] for e in events for z in e["object"]["zones"] for r in z["resources"]
+    }
+    assert len(availables) > 5  # values move, within allocatable
+    assert all(0 <= int(a) <= 32 for a in availables)
+
+
+def test_node_heartbeat_churn_changes_conditions_and_labels(server):
+    server.apply(node("a"))
+    server.churn(NODES, 20.0, node_heartbeat)
+    wait_for(lambda: server.churned(NODES) >= 2)
+    server.churn(NODES, 0, node_heartbeat)
+    got = server.objects(NODES)[0]
+    assert got["status"]["conditions"][0]["type"] == "Ready"
+    assert "bench.numagate.io/churn" in got["metadata"]["labels"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["refuse", "503"])
+def test_cut_off_then_back_by_itself(server, mode):
+    server.apply(node("a"))
+    server.cut_off(0.5, mode)
+    if mode == "503":
+        status, body = raw_get(server, "/api/v1/nodes")
+        assert (status, body["reason"]) == (503, "ServiceUnavailable")
+    else:
+        with pytest.raises(urllib3.exceptions.HTTPError):
+            raw_get(server, "/api/v1/nodes")
+    time.sleep(0.8)
+    status, body = raw_get(server, "/api/v1/nodes")
+    assert status == 200 and names(body) == ["a"]
+
+
+def test_slow_watcher_is_closed_when_its_buffer_is_full(server, api):
+    server.watch_buffer = 5
+    core = kubernetes.client.CoreV1Api(api)
+    response = core.list_node(
+        _preload_content=False, watch=True, resource_version=server.resource_version,
+        timeout_seconds=5,
+    )  # fmt: skip
+    wait_for(lambda: server.open_watches(NODES) == 1)
+    server.load(node(f"n{k}") for k in range(50))  # one batch: the stream cannot keep up
+    started = time.monotonic()
+    events = [json.loads(line) for line in iter_resp_lines(response) if line]
+    assert time.monotonic() - started < 3  # closed, not timed out
+    assert 0 < len(events) < 50

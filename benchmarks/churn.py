@@ -1,0 +1,223 @@
+"""Inventory under churn (issue 14): ``numagate serve --kubeconfig`` (one worker) against
+the test API server (tests/webhook/fake_apiserver.py: real TLS, list/watch with paging,
+bookmarks, compaction) holding a generated cluster whose NodeResourceTopologies are
+rewritten at a given rate, as NFD's topology-updater does (each node every 60 s = nodes/60
+events per second).
+
+    .venv/bin/python benchmarks/churn.py [--nodes 10000] [--rates 0,0.5,2,20,170]
+        [--duration 10] [--probes 10] [--outage 40] [--large] [--quick]
+
+Measured: reviews/s and p99 of /validate driven by wrk with every pod different, at each
+NRT churn rate, as ratios to no churn, with /healthz p99 beside it; the time from an NRT
+write in the API to the first decision that reflects it (a probe pod pinned to a probe
+node whose CPUs are made free or full), without churn and under the highest rate; time to
+ready from the API and from a JSON ``List`` file; the worker's RSS; recovery after an
+API outage (connections refused for ``--outage`` seconds; a change written during it;
+seconds from the API's return to the watches resumed and to the change visible).
+``--large`` adds 100,000 nodes at 1,700 events/s and the 100,000-node file (minutes).
+
+Prints a Markdown table and writes benchmarks/results/churn.json and churn.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE.parent), str(HERE)]
+
+import churn_parts as parts  # noqa: E402
+import churn_report as report  # noqa: E402
+import gen  # noqa: E402
+import server as bench  # noqa: E402
+
+from tests.webhook.fake_apiserver import NRTS, FakeApiServer, make_tls  # noqa: E402
+from tests.webhook.fake_apiserver_churn import nrt_available  # noqa: E402
+
+WATCHED = 3  # numagate watches Nodes, NRTs and Numatopologies (no pods by default)
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--nodes", type=int, default=10_000)
+    p.add_argument("--rates", default="0,0.5,2,20,170", help="NRT events/s, first must be 0")
+    p.add_argument("--duration", type=int, default=10, help="seconds of wrk per rate")
+    p.add_argument("--warmup", type=float, default=3.0, help="seconds of churn before wrk")
+    p.add_argument("--connections", type=int, default=16)
+    p.add_argument("--threads", type=int, default=2, help="wrk threads")
+    p.add_argument("--probes", type=int, default=10, help="NRT flips per visibility figure")
+    p.add_argument("--outage", type=float, default=40.0, help="API outage, seconds")
+    p.add_argument("--large", action="store_true", help="also 100,000 nodes at 1,700/s")
+    p.add_argument("--large-nodes", type=int, default=100_000)
+    p.add_argument("--quick", action="store_true", help="a smoke run of a few seconds")
+    p.add_argument("--timeout", type=float, default=900.0, help="seconds to wait for ready")
+    p.add_argument("--out", type=Path, default=bench.RESULTS)
+    args = p.parse_args(argv)
+    if args.quick:
+        args.nodes, args.rates, args.duration, args.warmup = 200, "0,20", 2, 0.5
+        args.probes, args.outage, args.connections, args.large = 2, 2.0, 4, False
+    args.rate_list = [float(r) for r in args.rates.split(",")]
+    if args.rate_list[0] != 0:
+        p.error("--rates: the first rate must be 0 (the baseline of the ratios)")
+    return args
+
+
+def fake_cluster(work: Path, nodes: int) -> FakeApiServer:
+    """The test API server with ``nodes`` generated nodes and the probe node."""
+    fake = FakeApiServer(
+        make_tls(work / "api-tls"), default_watch_timeout=300, bookmark_interval=60,
+        compaction_interval=300,
+    )  # fmt: skip
+    fake.start()
+    fake.load([*gen.inventory_objects(nodes), *parts.probe_objects()])
+    return fake
+
+
+def write_json_list(path: Path, nodes: int) -> Path:
+    """The inventory as ``kubectl get nodes,noderesourcetopologies,... -o json`` prints it."""
+    items = [*gen.inventory_objects(nodes), *parts.probe_objects()]
+    path.write_bytes(orjson.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
+    return path
+
+
+def ready_from_file(work: Path, nodes: int, timeout: float) -> dict[str, Any]:
+    path = write_json_list(work / f"inventory-{nodes}.json", nodes)
+    print(f"ready from a {nodes}-node JSON file...", file=sys.stderr)
+    ng = parts.start_numagate(
+        ["--inventory", str(path)], work / "certs", work / "file.log", timeout
+    )
+    try:
+        return {"ready_s": ng.ready_s, "rss_mib": ng.rss_mib(), "bytes": path.stat().st_size}
+    finally:
+        ng.stop()
+
+
+def churn_points(
+    fake: FakeApiServer, ng: parts.Numagate, load: parts.Load, rates: list[float], warmup: float
+) -> list[dict[str, Any]]:
+    points = []
+    for rate in rates:
+        print(f"wrk at {rate:g} NRT events/s...", file=sys.stderr)
+        fake.churn(NRTS, rate, nrt_available, exclude=(parts.PROBE,))
+        time.sleep(warmup)
+        before, t0 = fake.churned(NRTS), time.monotonic()
+        reviews, healthz = parts.wrk_pair(ng, load)
+        observed = (fake.churned(NRTS) - before) / (time.monotonic() - t0)
+        points.append({"rate": rate, "observed_rate": round(observed, 1), "reviews": reviews,
+                       "healthz": healthz, "rss_mib": ng.rss_mib()})  # fmt: skip
+    return points
+
+
+def recovery(fake: FakeApiServer, prober: parts.Prober, outage: float) -> dict[str, Any]:
+    """Refuse connections for ``outage`` s, write a probe change meanwhile, come back."""
+    print(f"API outage of {outage:g} s...", file=sys.stderr)
+    room = prober.room()
+    fake.down()
+    time.sleep(outage)
+    fake.apply(parts.probe_nrt(not room))
+    fake.up()
+    back = time.monotonic()
+    resumed = None
+    while resumed is None and time.monotonic() - back < 300:
+        if fake.open_watches() >= WATCHED:
+            resumed = round(time.monotonic() - back, 2)
+        time.sleep(0.02)
+    visible = round(prober.wait_for(not room, 300, back), 2)
+    return {"outage_s": outage, "watches_resumed_s": resumed, "change_visible_s": visible}
+
+
+def api_run(args: argparse.Namespace, work: Path, load: parts.Load, nodes: int,
+            rates: list[float]) -> dict[str, Any]:  # fmt: skip
+    """numagate on the live API: ready, visibility, the rates, recovery, RSS."""
+    print(f"loading {nodes} nodes into the test API server...", file=sys.stderr)
+    fake = fake_cluster(work, nodes)
+    try:
+        kubeconfig = fake.write_kubeconfig(work / "kubeconfig")
+        ng = parts.start_numagate(
+            ["--kubeconfig", str(kubeconfig)], work / "certs", work / f"api-{nodes}.log",
+            args.timeout,
+        )  # fmt: skip
+        sampler = parts.RssSampler(ng)
+        try:
+            out: dict[str, Any] = {"nodes": nodes, "ready_s": ng.ready_s,
+                                   "rss_mib_ready": ng.rss_mib()}  # fmt: skip
+            prober = parts.Prober(ng)
+            timeout = max(120.0, args.timeout / 4)
+            if not prober.room():
+                raise bench.BenchError("the probe pod does not fit its probe node at the start")
+            print("NRT change to decision, no churn...", file=sys.stderr)
+            out["visible_idle_s"] = parts.change_visible(fake, prober, args.probes, timeout)
+            out["points"] = churn_points(fake, ng, load, rates, args.warmup)
+            print(f"NRT change to decision at {rates[-1]:g} events/s...", file=sys.stderr)
+            out["visible_churn_s"] = parts.change_visible(fake, prober, args.probes, timeout)
+            fake.churn(NRTS, 0, nrt_available)
+            if nodes == args.nodes:
+                out["recovery"] = recovery(fake, prober, args.outage)
+            out["rss_mib_peak"] = sampler.stop()
+            out["relists_seen_by_api"] = len(fake.list_requests(NRTS))
+            return out
+        finally:
+            sampler.stop()
+            ng.stop()
+    finally:
+        fake.stop()
+
+
+def find_wrk() -> str:
+    if shutil.which("wrk") is None:
+        print("wrk is not installed: trying `apt-get install -y wrk` (the Debian package)...",
+              file=sys.stderr)  # fmt: skip
+    return bench.ensure_wrk()
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    wrk = find_wrk()
+    result: dict[str, Any] = {"machine": bench.machine(), "args": {
+        k: v for k, v in vars(args).items() if k not in ("out", "rate_list")}}  # fmt: skip
+    with tempfile.TemporaryDirectory(prefix="numagate-churn-") as tmp:
+        work = Path(tmp)
+        bodies = []
+        for k, body in enumerate(gen.review_bodies(gen.realistic_pods(12), prefix="c")):
+            bodies.append(work / f"review-{k:02d}.json")
+            bodies[-1].write_bytes(body)
+        load = parts.Load(wrk, bodies, args.duration, args.connections, args.threads)
+        # The floor: Python, imports and TLS setup with an inventory of one node.
+        result["startup_floor_s"] = ready_from_file(work, 0, args.timeout)["ready_s"]
+        result["file"] = {str(args.nodes): ready_from_file(work, args.nodes, args.timeout)}
+        result["api"] = api_run(args, work, load, args.nodes, args.rate_list)
+        if args.large:
+            big = args.large_nodes
+            result["file"][str(big)] = ready_from_file(work, big, args.timeout)
+            result["large"] = api_run(args, work, load, big, [0.0, big / 60])
+    result["figures"] = report.figures(result)
+    return result
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        result = run(args)
+    except bench.BenchError as exc:
+        print(f"benchmarks/churn.py: {exc}", file=sys.stderr)
+        return 1
+    text = report.markdown(result)
+    args.out.mkdir(parents=True, exist_ok=True)
+    name = "churn-quick" if args.quick else "churn"
+    (args.out / f"{name}.json").write_text(json.dumps(result, indent=2) + "\n")
+    (args.out / f"{name}.md").write_text(text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

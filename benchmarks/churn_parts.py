@@ -1,0 +1,239 @@
+"""The pieces of benchmarks/churn.py: the numagate process, the probe that sees an NRT
+change reach the decisions, the paired wrk runs and the RSS sampler."""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import os
+import random
+import re
+import ssl
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path[:0] = [str(ROOT), str(HERE)]
+
+import gen  # noqa: E402
+import server as bench  # noqa: E402
+
+from tests.webhook.fake_apiserver import FakeApiServer  # noqa: E402
+
+HEALTHZ_LUA = HERE / "wrk" / "healthz.lua"
+PROBE = "probe-node"
+NO_ROOM = "no node has room now"
+WORKER_LINE = re.compile(r"numagate: worker (\d+) serving")
+
+
+# ----------------------------------------------------------------------------- numagate
+
+
+@dataclass
+class Numagate:
+    """``numagate serve`` with one worker; ``ready_s`` from the process start to /readyz 200."""
+
+    proc: subprocess.Popen[bytes]
+    port: int
+    ca: Path
+    log: Path
+    worker: int = 0
+    ready_s: float = 0.0
+
+    @property
+    def url(self) -> str:
+        return f"https://127.0.0.1:{self.port}"
+
+    def rss_mib(self) -> float:
+        kib = bench.rss_kib(self.worker) if self.worker else None
+        return round(kib / 1024, 1) if kib else 0.0
+
+    def stop(self) -> None:
+        bench.Server("numagate", self.proc, self.port, self.log).stop()
+
+
+def start_numagate(source: list[str], cert_dir: Path, log: Path, timeout: float) -> Numagate:
+    """Start ``numagate serve SOURCE --workers 1`` and wait until it is ready (polled every
+    50 ms, so the readiness figure is that precise)."""
+    ca = bench.ensure_certs(cert_dir)
+    port = bench.free_port()
+    cmd = [str(bench.VENV_BIN / "numagate"), "serve", *source, "--workers", "1",
+           "--port", str(port), "--cert-dir", str(cert_dir), "--log-level", "warning"]  # fmt: skip
+    started = time.monotonic()
+    with log.open("wb") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT)
+    ng = Numagate(proc, port, ca, log)
+    ctx = ssl.create_default_context(cafile=str(ca))
+    while time.monotonic() - started < timeout:
+        if proc.poll() is not None:
+            raise bench.BenchError(f"numagate exited with {proc.returncode}:\n{_tail(log)}")
+        with contextlib.suppress(OSError, ssl.SSLError, http.client.HTTPException):
+            conn = http.client.HTTPSConnection("127.0.0.1", port, context=ctx, timeout=5)
+            conn.request("GET", "/readyz")
+            if conn.getresponse().status == 200:
+                ng.ready_s = round(time.monotonic() - started, 2)
+                found = WORKER_LINE.search(log.read_text(errors="replace"))
+                ng.worker = int(found[1]) if found else proc.pid
+                return ng
+        time.sleep(0.05)
+    ng.stop()
+    raise bench.BenchError(f"numagate not ready after {timeout:.0f} s:\n{_tail(log)}")
+
+
+def _tail(path: Path) -> str:
+    with contextlib.suppress(OSError):
+        return "\n".join(path.read_text(errors="replace").splitlines()[-15:])
+    return ""
+
+
+class RssSampler:
+    """The worker's RSS every 0.5 s in a thread; ``peak`` is the largest seen."""
+
+    def __init__(self, ng: Numagate) -> None:
+        self.ng = ng
+        self.peak = 0.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.5):
+            self.peak = max(self.peak, self.ng.rss_mib())
+
+    def stop(self) -> float:
+        self._stop.set()
+        self._thread.join()
+        return max(self.peak, self.ng.rss_mib())
+
+
+# ----------------------------------------------------------------------------- probe
+
+
+def probe_objects() -> list[dict[str, Any]]:
+    """A node of its own (never churned) with an NRT of two 32-CPU NUMA nodes under
+    single-numa-node: the probe pod (8 exclusive CPUs, pinned there) fits while a zone
+    has 8 CPUs available, and has "no room now" when none has."""
+    shape = gen.SHAPES[0]
+    return [
+        gen.node_object(PROBE, shape, "nrt-attributes", "single-numa-node"),
+        gen.nrt_object(PROBE, shape, "single-numa-node", 1.0, koord=False),
+    ]
+
+
+def probe_nrt(room: bool) -> dict[str, Any]:
+    nrt = probe_objects()[1]
+    for zone in nrt["zones"]:
+        for res in zone["resources"]:
+            if res["name"] == "cpu":
+                res["available"] = res["allocatable"] if room else "0"
+    return nrt
+
+
+def probe_body() -> bytes:
+    pod = gen.pod_object(random.Random(5), dialect="kubelet", name="probe", app_cpu="8")
+    pod["spec"]["nodeSelector"] = {"kubernetes.io/hostname": PROBE}
+    return gen.review_bodies([pod], prefix="probe")[0]
+
+
+class Prober:
+    """Asks /validate about the probe pod (a different pod every time, so no cache can
+    answer) over one keep-alive connection; ``room()`` says which answer came back."""
+
+    def __init__(self, ng: Numagate) -> None:
+        self.ng = ng
+        self.body = probe_body()
+        self.n = 0
+        self.ctx = ssl.create_default_context(cafile=str(ng.ca))
+        self.conn: http.client.HTTPSConnection | None = None
+
+    def room(self) -> bool:
+        self.n += 1
+        body = gen.vary(self.body, 10_000_000 + self.n, unique=True)
+        for _ in range(3):
+            try:
+                if self.conn is None:
+                    self.conn = http.client.HTTPSConnection(
+                        "127.0.0.1", self.ng.port, context=self.ctx, timeout=30
+                    )
+                self.conn.request(
+                    "POST", "/validate", body=body, headers={"Content-Type": "application/json"}
+                )
+                raw = self.conn.getresponse().read()
+                break
+            except (OSError, http.client.HTTPException):
+                self.conn = None
+        else:
+            raise bench.BenchError("the probe cannot reach numagate's /validate")
+        response = orjson.loads(raw)["response"]
+        return not any(NO_ROOM in w for w in response.get("warnings") or [])
+
+    def wait_for(self, room: bool, timeout: float, since: float) -> float:
+        """Seconds from ``since`` until the answer says ``room``."""
+        while time.monotonic() - since < timeout:
+            if self.room() == room:
+                return time.monotonic() - since
+            time.sleep(0.01)
+        raise bench.BenchError(f"the probe's verdict did not change within {timeout:.0f} s")
+
+
+def change_visible(
+    fake: FakeApiServer, prober: Prober, samples: int, timeout: float
+) -> list[float]:
+    """Flip the probe node's NRT ``samples`` times; each time, seconds from the write in
+    the API to the first decision that reflects it."""
+    room = prober.room()
+    out = []
+    rng = random.Random(3)
+    for _ in range(samples):
+        room = not room
+        fake.apply(probe_nrt(room))
+        out.append(round(prober.wait_for(room, timeout, time.monotonic()), 3))
+        time.sleep(rng.uniform(0.05, 0.3))  # not in step with any timer of the server
+    return out
+
+
+# ----------------------------------------------------------------------------- wrk
+
+
+@dataclass
+class Load:
+    """wrk options for the review load."""
+
+    wrk: str
+    bodies: Sequence[Path]
+    duration: int
+    connections: int
+    threads: int
+    extra_env: dict[str, str] = field(default_factory=dict)
+
+
+def wrk_pair(ng: Numagate, load: Load) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The review load (every pod different) and, beside it, a paced /healthz probe;
+    their results and the worker's CPU per review."""
+    review = [load.wrk, f"-t{load.threads}", f"-c{load.connections}", f"-d{load.duration}s",
+              "--timeout", "10s", "-s", str(bench.LUA), ng.url, "--", "/validate?timeout=10s",
+              *map(str, load.bodies)]  # fmt: skip
+    health = [load.wrk, "-t1", "-c1", f"-d{load.duration}s", "--timeout", "10s",
+              "-s", str(HEALTHZ_LUA), ng.url]  # fmt: skip
+    env = {**os.environ, "NUMAGATE_WRK_UNIQUE": "1", **load.extra_env}
+    cpu_before = bench.cpu_seconds(ng.worker)
+    procs = [
+        subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        for cmd in (review, health)
+    ]
+    outs = [p.communicate(timeout=load.duration + 120)[0] for p in procs]
+    reviews, healthz = (bench.parse_wrk(out) for out in outs)
+    spent = bench.cpu_seconds(ng.worker) - cpu_before
+    reviews["server_cpu_ms_per_review"] = (
+        round(spent * 1000 / reviews["requests"], 3) if reviews["requests"] else None
+    )
+    return reviews, healthz

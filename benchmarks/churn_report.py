@@ -1,0 +1,137 @@
+"""The figures of benchmarks/churn.py against issue 14's targets, and its Markdown."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import server as bench
+
+# (figure, key in figures(), target text, test); None measured = "not run".
+TARGETS: tuple[tuple[str, str, str, Any], ...] = (
+    ("reviews/s under the highest rate / no churn", "rps_ratio", ">= 0.9", lambda v: v >= 0.9),
+    ("p99 under the highest rate / no churn", "p99_ratio", "<= 1.5", lambda v: v <= 1.5),
+    ("large: reviews/s at nodes/60 events/s / no churn", "large_rps_ratio", ">= 0.8",
+     lambda v: v >= 0.8),
+    ("large: p99 at nodes/60 events/s / no churn", "large_p99_ratio", "<= 2", lambda v: v <= 2),
+    ("NRT change visible in decisions, p99, no churn (s)", "visible_idle_p99_s", "<= 0.5",
+     lambda v: v <= 0.5),
+    ("NRT change visible in decisions, p99, under churn (s)", "visible_churn_p99_s", "<= 1",
+     lambda v: v <= 1),
+    ("ready from the API (s)", "ready_api_s", "<= 3", lambda v: v <= 3),
+    ("ready from a JSON file (s)", "ready_file_s", "<= 2", lambda v: v <= 2),
+    ("large: ready from a JSON file (s)", "large_ready_file_s", "<= 20", lambda v: v <= 20),
+    ("RSS per worker, peak (MiB)", "rss_mib", "<= 150", lambda v: v <= 150),
+    ("large: RSS per worker, peak (MiB)", "large_rss_mib", "<= 1024", lambda v: v <= 1024),
+    ("recovery after the outage: change visible (s)", "recovery_s", "<= 5", lambda v: v <= 5),
+    ("/healthz p99 under the highest rate / no churn", "healthz_p99_ratio", "", None),
+)  # fmt: skip
+
+
+def _ratios(points: list[dict[str, Any]]) -> tuple[float, float, float]:
+    base, last = points[0], points[-1]
+    rps = last["reviews"]["reviews_per_s"] / max(base["reviews"]["reviews_per_s"], 1e-9)
+    p99 = last["reviews"]["p99_ms"] / max(base["reviews"]["p99_ms"], 1e-9)
+    health = last["healthz"]["p99_ms"] / max(base["healthz"]["p99_ms"], 1e-9)
+    return round(rps, 3), round(p99, 2), round(health, 2)
+
+
+def figures(result: dict[str, Any]) -> dict[str, float | None]:
+    api, large = result["api"], result.get("large")
+    nodes = str(result["args"]["nodes"])
+    rps, p99, health = _ratios(api["points"])
+    out: dict[str, float | None] = {
+        "rps_ratio": rps,
+        "p99_ratio": p99,
+        "healthz_p99_ratio": health,
+        "visible_idle_p99_s": bench.percentile(api["visible_idle_s"], 99),
+        "visible_churn_p99_s": bench.percentile(api["visible_churn_s"], 99),
+        "ready_api_s": api["ready_s"],
+        "ready_file_s": result["file"][nodes]["ready_s"],
+        "rss_mib": max(api["rss_mib_peak"], result["file"][nodes]["rss_mib"]),
+        "recovery_s": api["recovery"]["change_visible_s"],
+        "large_rps_ratio": None,
+        "large_p99_ratio": None,
+        "large_ready_file_s": None,
+        "large_rss_mib": None,
+    }
+    if large is not None:
+        big = str(result["args"]["large_nodes"])
+        out["large_rps_ratio"], out["large_p99_ratio"], _ = _ratios(large["points"])
+        out["large_ready_file_s"] = result["file"][big]["ready_s"]
+        out["large_rss_mib"] = max(large["rss_mib_peak"], result["file"][big]["rss_mib"])
+    return out
+
+
+def _rate_table(run: dict[str, Any]) -> list[str]:
+    base = run["points"][0]
+    lines = [
+        f"{run['nodes']} nodes, ready from the API in {run['ready_s']} s "
+        f"(RSS {run['rss_mib_ready']} MiB; peak {run['rss_mib_peak']} MiB):",
+        "",
+        "| NRT events/s (observed) | reviews/s | ratio | p99 ms | p99 ratio | /healthz p99 ms "
+        "| worker CPU ms/review | non-2xx + socket errors |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for p in run["points"]:
+        r, h = p["reviews"], p["healthz"]
+        ratio = r["reviews_per_s"] / max(base["reviews"]["reviews_per_s"], 1e-9)
+        p99r = r["p99_ms"] / max(base["reviews"]["p99_ms"], 1e-9)
+        lines.append(
+            f"| {p['rate']:g} ({p['observed_rate']:g}) | {r['reviews_per_s']:.0f} | {ratio:.2f} "
+            f"| {r['p99_ms']:.1f} | {p99r:.1f}x | {h['p99_ms']:.1f} "
+            f"| {r['server_cpu_ms_per_review']} | {r['non_2xx'] + r['socket_errors']} |"
+        )
+    lines += [
+        "",
+        f"NRT change visible in decisions (s), no churn: {_samples(run['visible_idle_s'])}; "
+        f"at {run['points'][-1]['rate']:g} events/s: {_samples(run['visible_churn_s'])}.",
+    ]
+    return lines
+
+
+def _samples(values: list[float]) -> str:
+    ordered = sorted(values)
+    return (
+        f"p50 {bench.percentile(ordered, 50):.2f}, p99 {bench.percentile(ordered, 99):.2f}, "
+        f"max {ordered[-1]:.2f} ({len(ordered)} flips)"
+    )
+
+
+def markdown(result: dict[str, Any]) -> str:
+    m, a = result["machine"], result["args"]
+    lines = [
+        "# Inventory under churn (benchmarks/churn.py)",
+        "",
+        f"Machine: {m['nproc']} CPUs ({m['cpu']}), load average at start "
+        f"{m['loadavg_at_start']:.2f}. One worker; wrk {a['threads']} threads, "
+        f"{a['connections']} connections, {a['duration']} s per rate, /validate with every "
+        "pod different; /healthz paced at 50/s beside it.",
+        "",
+        *_rate_table(result["api"]),
+    ]
+    if "large" in result:
+        lines += ["", *_rate_table(result["large"])]
+    rec = result["api"]["recovery"]
+    lines += [
+        "",
+        f"Recovery after a {rec['outage_s']:g} s outage (connections refused): watches "
+        f"resumed {rec['watches_resumed_s']} s, the change written during the outage "
+        f"visible {rec['change_visible_s']} s after the API came back.",
+        "Ready from a JSON List file: "
+        + ", ".join(
+            f"{n} nodes {f['ready_s']} s ({f['bytes'] / 1e6:.1f} MB, RSS {f['rss_mib']} MiB)"
+            for n, f in result["file"].items()
+        )
+        + f"; one node (the startup floor: Python, imports, TLS) {result['startup_floor_s']} s.",
+        "",
+        "| figure | measured | target | met |",
+        "|---|---:|---:|---|",
+    ]
+    for label, key, target, test in TARGETS:
+        value = result["figures"].get(key)
+        if value is None:
+            lines.append(f"| {label} | not run | {target} | |")
+        else:
+            met = "" if test is None else ("yes" if test(value) else "NO")
+            lines.append(f"| {label} | {value:g} | {target} | {met} |")
+    return "\n".join(lines) + "\n"

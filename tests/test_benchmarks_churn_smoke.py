@@ -1,0 +1,48 @@
+"""Smoke test of the churn benchmark (benchmarks/churn.py --quick): the whole chain runs
+(test API server over TLS, numagate serve --kubeconfig, wrk, the probe, the outage) and
+the report has the issue-14 shape. Speed is not checked here: the benchmark prints it."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.paths import ROOT
+
+pytestmark = pytest.mark.slow
+
+
+def test_quick_churn_benchmark_reports_every_figure(tmp_path: Path) -> None:
+    if shutil.which("wrk") is None:
+        pytest.skip("wrk is not installed (apt-get install -y wrk)")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "churn.py"), "--quick", "--out", str(tmp_path)],
+        capture_output=True, text=True, timeout=300, env=env, check=False, cwd=ROOT,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads((tmp_path / "churn-quick.json").read_text())
+    points = result["api"]["points"]
+    assert [p["rate"] for p in points] == [0.0, 20.0]
+    for p in points:
+        assert p["reviews"]["requests"] > 0
+        assert p["reviews"]["non_2xx"] == 0 and p["reviews"]["socket_errors"] == 0
+        assert p["healthz"]["requests"] > 0
+    assert points[1]["observed_rate"] > 0
+    assert len(result["api"]["visible_idle_s"]) == len(result["api"]["visible_churn_s"]) == 2
+    recovery = result["api"]["recovery"]
+    assert recovery["watches_resumed_s"] is not None and recovery["change_visible_s"] > 0
+    assert result["file"]["200"]["ready_s"] > 0
+    figures = result["figures"]
+    assert figures["large_rps_ratio"] is None  # --quick never runs the 100k case
+    assert all(figures[k] is not None for k in ("rps_ratio", "p99_ratio", "ready_api_s"))
+    text = (tmp_path / "churn-quick.md").read_text()
+    assert "| NRT events/s (observed) | reviews/s |" in text
+    assert "| reviews/s under the highest rate / no churn |" in text
+    assert text in done.stdout
