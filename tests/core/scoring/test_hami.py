@@ -11,7 +11,8 @@ import pytest
 
 from core.errors import InvalidInput
 from core.scoring import hami
-from core.scoring.rank import ScoringArgs, choose_gpus_for, rank
+from core.scoring.args import ScoringArgs
+from core.scoring.rank import choose_gpus_for, rank
 from tests.fixtures.scoring.builders import container, fits, intent, node, zone
 from tests.paths import FIXTURES as _FIXTURES
 
