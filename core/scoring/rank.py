@@ -5,11 +5,14 @@
   n = NUMA nodes of the node's admitted hint, max = the largest n over the `fits` nodes.
 - Koordinator (seed 000, research §1.3): ``NodeNUMAResource weight * ((100 - n*10) +
   10*(requested/allocated))`` with the CPU ratio of :func:`core.scoring.koordinator.cpu_utilisation`,
-  plus NodeResourcesFitPlus and ScarceResourceAvoidance times their plugin weights when
-  :class:`ScoringArgs` enables them.
-- HAMi (seed 003, research §3.4): the node policy score in hundredths (750 = 7.5); binpack
-  ranks the highest first, spread the lowest first. GPU pods also get the cards HAMi would
-  choose, in the verdict's reason (:func:`choose_gpus_for` returns them as data).
+  plus NodeResourcesFitPlus (the node's requested amount from its bound pods, as
+  kube-scheduler's NodeInfo counts them) and ScarceResourceAvoidance times their plugin
+  weights when :class:`ScoringArgs` enables them.
+- HAMi (HAMi's code at 4707fb0 where seed 003 simplifies, :mod:`core.scoring.hami`): the node
+  score from what bound pods hold, in hundredths (750 = 7.5); binpack ranks the highest first,
+  spread the lowest first; a GPU pod's node that HAMi would filter (unregistered, no card
+  fits) goes last. GPU pods also get the cards HAMi would choose, with their scores, in the
+  verdict's reason (:func:`choose_gpus_for` returns them as data).
 - Default scheduler: a LeastNUMANodes-like order, ``score = max(0, 100 - 10*n) + 5 if the hint
   is preferred``: fewer NUMA nodes first, then preferred hints.
 
@@ -78,9 +81,9 @@ def _koord_parts(
     total = args.numa_weight * numa
     parts = [f"NUMA (100-{n}*10)+10*cpu {requested}m/{allocated}m = {numa} x{args.numa_weight}"]
     if args.fit_plus is not None and node is not None:
-        fit = koord.fitplus_for_node(args.fit_plus, intent.containers, intent.pod_requests, node)
+        fit, text = koord.fitplus_parts(args.fit_plus, intent.containers, intent.pod_requests, node)
         total += args.fit_plus_weight * fit
-        parts.append(f"{FIT_PLUS} {fit} x{args.fit_plus_weight}")
+        parts.append(f"{FIT_PLUS} {text} x{args.fit_plus_weight}")
     if args.scarce_resources is not None and node is not None:
         scarce = koord.scarce_for_node(args.scarce_resources, intent.pod_requests, node)
         total += args.scarce_weight * scarce
@@ -108,6 +111,10 @@ def _gpu_requests(intent: PodIntent) -> list[hami.GpuRequest]:
     )
 
 
+def _cards(node: NodeTopology) -> tuple[hami.Card, ...]:
+    return hami.node_cards(node.annotations, node.gpu_usage)
+
+
 def choose_gpus_for(
     intent: PodIntent, node: NodeTopology, args: ScoringArgs | None = None
 ) -> hami.Choice:
@@ -117,9 +124,9 @@ def choose_gpus_for(
     requests = _gpu_requests(intent)
     if not requests:
         return hami.Choice((), "the pod requests no GPU")
-    cards = hami.node_cards(node.annotations)
+    cards = _cards(node)
     if not cards:
-        return hami.Choice((), f"no {hami.REGISTER_ANNOTATION} annotation on the node")
+        return hami.Choice((), f"node unregistered: no {hami.REGISTER_ANNOTATION} annotation")
     raw_pairs = node.annotations.get(hami.PAIR_SCORE_ANNOTATION)
     pairs = hami.parse_pair_scores(raw_pairs) if raw_pairs else {}
     policy = hami.gpu_policy_of(intent.hami_gpu_policy, ",".join(args.hami_gpu_policy))
@@ -134,33 +141,31 @@ def _hami_node(
     requests = _gpu_requests(intent)
     if node is None:
         return 0.0, False, "node not in the inventory"
-    bad = ""
     try:
-        cards = hami.node_cards(node.annotations)
+        cards = _cards(node)
     except InvalidInput as exc:
         # A register HAMi cannot decode leaves the node without GPUs for HAMi.
-        cards, bad = (), f"; ignored: {exc}"
-    choice = None
-    if requests and bad:
-        choice = hami.Choice((), bad[2:])
-    elif requests and cards:
-        try:
-            choice = choose_gpus_for(intent, node, args)
-        except InvalidInput as exc:  # a malformed hami.io/node-nvidia-score
-            choice = hami.Choice((), str(exc))
-    if cards:
-        score = hami.node_score(cards, requests)
-        basis = f"{len(cards)} registered card(s)"
-    else:
-        total, used = koord.node_allocatable(node, hami.GPU), koord.node_used(node, hami.GPU)
-        score = hami.count_score(sum(r.nums for r in requests), used, total)
-        basis = f"counts only: {used} of {total} {hami.GPU} in use"
-    note = f"hami node score {score:.2f} ({basis}){bad}"
-    if choice is None:
+        note = f"hami node score 0 (ignored: {exc})"
+        return (
+            0.0,
+            bool(requests),
+            note + (f"; HAMi would filter the node out: {exc}" if requests else ""),
+        )
+    if not cards:
+        note = f"hami node score 0 (no {hami.REGISTER_ANNOTATION}: HAMi has no cards here)"
+        if requests:
+            return 0.0, True, f"{note}; HAMi would filter the node out: node unregistered"
+        return 0.0, False, note
+    score, note = hami.node_score(cards), hami.node_score_text(cards, requests)
+    if not requests:
         return score, False, note
+    try:
+        choice = choose_gpus_for(intent, node, args)
+    except InvalidInput as exc:  # a malformed hami.io/node-nvidia-score
+        choice = hami.Choice((), str(exc))
     if not choice.cards:
         return score, True, f"{note}; HAMi would filter the node out: {choice.reason}"
-    return score, False, f"{note}; cards {','.join(choice.cards)}"
+    return score, False, f"{note}; cards {','.join(choice.cards)} ({'; '.join(choice.notes)})"
 
 
 def _rank_hami(
