@@ -148,6 +148,13 @@ class NodeTopology:
     # aligned with ``zones``.
     numa_states: tuple[str, ...] = ()
     sources: tuple[str, ...] = ()  # which objects built it, e.g. ("Node", "NodeResourceTopology")
+    # Sum of the bound pods' requests as kube-scheduler's NodeInfo counts them
+    # (GetNonZeroRequested: 100m cpu / 200Mi memory for a container that sets none);
+    # None when the inventory holds no bound pod for the node.
+    bound_requests: Mapping[str, int] | None = None
+    # HAMi card usage from bound pods' hami.io/vgpu-devices-allocated:
+    # card id -> (slots, memory MiB, cores percent).
+    gpu_usage: Mapping[str, tuple[int, int, int]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,7 +28,7 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 from referencing import Registry, Resource
 
-from core.scoring.rank import ScoringArgs, parse_scoring_args
+from core.scoring.args import ScoringArgs, parse_scoring_args
 from webhook.logs import get_logger
 
 Mode = Literal["enforce", "warn", "dryrun"]
@@ -120,7 +120,7 @@ class Certificates(_Model):
 
 def _scoring_problems(section: Mapping[str, Any]) -> list[str]:
     """Problems of the ``scoring`` section: schemas/scheduler-args.schema.json first, then
-    what core.scoring.rank.parse_scoring_args finds (each names ``scoring.<field>``)."""
+    what core.scoring.args.parse_scoring_args finds (each names ``scoring.<field>``)."""
     validator = jsonschema.Draft202012Validator(scheduler_args_schema())
     errors = _relevant(list(validator.iter_errors(section)))
     if errors:

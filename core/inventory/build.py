@@ -8,8 +8,9 @@ Accepted kinds (others are counted in ``InventoryResult.ignored`` and otherwise 
   settings (core/inventory/nrt.py).
 - ``Numatopology`` (nodeinfo.volcano.sh v1alpha1): CPU zones and Volcano's policies
   (core/inventory/volcano.py).
-- ``Pod`` (v1), bound (``spec.nodeName`` set, not Succeeded/Failed): per-NUMA usage and
-  Koordinator NUMA node states (core/inventory/usage.py).
+- ``Pod`` (v1), bound (``spec.nodeName`` set, not Succeeded/Failed): per-NUMA usage,
+  Koordinator NUMA node states, the requests kube-scheduler counts (``bound_requests``) and
+  HAMi's card usage (``gpu_usage``) (core/inventory/usage.py).
 
 Objects are merged by node name (an NRT and a Numatopology are named after their node):
 each object is identified and parsed on its own (``identify``, ``parse``: node.py, nrt.py,
@@ -22,20 +23,27 @@ Rules, each chosen so that bad or partial data never makes a pod look impossible
   none (verdict ``unknown-topology``). A Node whose quantities do not parse is kept but
   loses its zones for the same reason.
 - ``available`` per zone and resource: the source's value when it gives one (an NRT
-  exporter already accounts for running pods). Otherwise ``allocatable`` minus what bound
-  pods hold on that NUMA node according to Koordinator's
-  ``scheduling.koordinator.sh/resource-status`` (``numaNodeResources``) or Volcano's
-  ``volcano.sh/topology-decision``, never below 0. Pods without per-NUMA data cannot be
-  placed on a NUMA node and are not subtracted.
+  exporter already accounts for running pods; a Numatopology gives its free cpuset).
+  Otherwise ``allocatable`` minus what bound pods hold on that NUMA node according to
+  Koordinator's ``scheduling.koordinator.sh/resource-status`` (``numaNodeResources``), never
+  below 0. Pods without per-NUMA data cannot be placed on a NUMA node and are not
+  subtracted; Volcano's ``volcano.sh/topology-decision`` is not read (Volcano never
+  subtracts it).
+- ``bound_requests``: the sum of the bound pods' requests as kube-scheduler's NodeInfo
+  counts them (100m CPU / 200Mi memory for a container without), None without bound pods.
+  ``gpu_usage``: per HAMi card, what pods with ``hami.io/vgpu-node`` hold
+  (``hami.io/vgpu-devices-allocated``; core/scoring/hami_devices.py).
 - Settings: NRT attributes > NRT ``topologyPolicies`` > koordlet NRT annotations >
   Numatopology ``spec.policies`` > the NodeTopology defaults.
 - A device-plugin resource (a ``domain/name`` resource) whose count in Node
   ``status.allocatable`` exceeds the sum over the zones has that many devices without
   NUMA affinity (``unaligned_devices``).
-- Koordinator NUMA node states (nodeallocation.go ``NUMANodeSharedStatus``): a pod with an
-  exclusive cpuset or a ``SingleNUMANode`` numa-topology-spec counts; on one NUMA node it
-  makes that node ``single``, spread over several it makes each ``shared``; ``shared``
-  wins over ``single``; no such pod: ``idle``. ``numa_states`` is aligned with ``zones``.
+- Koordinator NUMA node states (node_allocation.go ``addPodAllocation``,
+  ``NUMANodeSharedStatus``): only a pod holding a cpuset counts (an LS pod with a
+  SingleNUMANode spec but no cpuset marks nothing; a cpuset that does not parse drops the
+  pod's NUMA data); on one NUMA node it makes that node ``single``, spread over several it
+  makes each ``shared``; ``shared`` wins over ``single``; no such pod: ``idle``.
+  ``numa_states`` is aligned with ``zones``.
 - ``koord_policy`` is what koord-scheduler sees, in kubelet spelling: the label when it is
   non-empty, else koord-scheduler's own narrow reading of the NRT ``topologyPolicies``
   (only BestEffort, Restricted, SingleNUMANodePodLevel map; anything else, and NRT
@@ -110,7 +118,7 @@ def identify(index: int, obj: object, errors: list[str]) -> Identified | str | N
 
 
 def parse(found: Identified, obj: Mapping[str, Any], units: Units) -> Parsed:
-    """What one object contributes (None: a pod holding nothing placeable)."""
+    """What one object contributes (None: a pod not bound, or finished)."""
     kind, name, report = found.kind, found.name, found.report
     if kind == "Pod":
         return parse_pod(obj, report, units)

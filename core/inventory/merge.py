@@ -75,6 +75,8 @@ def merge(name: str, parts: Parts, share: Sharer) -> NodeTopology:
         unaligned_devices=share.mapping(_unaligned(allocatable, zones) if zones and node else {}),
         numa_states=share.items(states),
         sources=share.items(tuple(sources)),
+        bound_requests=None if usage.requests is None else share.mapping(usage.requests),
+        gpu_usage=share.mapping(usage.gpu),
         **kwargs,
     )
 

@@ -1,33 +1,36 @@
-"""Bound pods: what they hold per NUMA node, and Koordinator's NUMA node states
-(core/inventory/build.py describes the rules)."""
+"""Bound pods: what they hold per NUMA node, Koordinator's NUMA node states, the requests
+kube-scheduler's NodeInfo counts, and HAMi's card usage (core/inventory/build.py describes the
+rules)."""
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 from core.errors import InvalidInput
 from core.inventory.cpuset import parse_cpuset
 from core.inventory.node import resource_list
 from core.inventory.nrt import Reporter, Units, is_map, json_object
+from core.model import ContainerDemand
+from core.scoring.hami_devices import Usage, add_usage, pod_gpu_usage
+from core.scoring.koordinator import pod_nonzero_requests
 
 KOORD_RESOURCE_STATUS: Final = "scheduling.koordinator.sh/resource-status"
-KOORD_NUMA_SPEC: Final = "scheduling.koordinator.sh/numa-topology-spec"
-VOLCANO_DECISION: Final = "volcano.sh/topology-decision"
 _FINISHED_PHASES: Final = ("Succeeded", "Failed")
 
 
 @dataclass(frozen=True, slots=True)
 class PodUsage:
-    """One bound pod's per-NUMA holding on ``node``."""
+    """One bound pod's holding on ``node``."""
 
     report: Reporter
     node: str
-    usage: Mapping[int, Mapping[str, int]]
+    usage: Mapping[int, Mapping[str, int]]  # per NUMA node (Koordinator resource-status)
     numas: tuple[int, ...]  # sorted NUMA ids it uses
-    exclusive: bool  # exclusive cpuset or SingleNUMANode spec (Koordinator states)
+    exclusive: bool  # holds a cpuset (Koordinator NUMA node states)
+    requests: Mapping[str, int] = field(default_factory=dict)  # NodeInfo.NonZeroRequested
+    gpu: Mapping[str, tuple[int, int, int]] = field(default_factory=dict)  # HAMi cards
 
 
 @dataclass(slots=True)
@@ -37,20 +40,24 @@ class NodeUsage:
     held: dict[int, dict[str, int]]
     single: set[int]
     shared: set[int]
+    requests: dict[str, int] | None  # None: no bound pod
+    gpu: Usage
 
     @classmethod
     def of(cls, pods: Iterable[PodUsage]) -> NodeUsage:
-        out = cls({}, set(), set())
+        out = cls({}, set(), set(), None, {})
         for pod in pods:
             for numa, resources in pod.usage.items():
-                held = out.held.setdefault(numa, {})
-                for resource, amount in resources.items():
-                    held[resource] = held.get(resource, 0) + amount
+                _add(out.held.setdefault(numa, {}), resources)
             if pod.exclusive:
+                # node_allocation.go addPodAllocation: one NUMA node -> single, several ->
+                # shared, from the cpuset; a pod without a cpuset marks nothing.
                 if len(pod.numas) == 1:
                     out.single.add(pod.numas[0])
                 else:
                     out.shared.update(pod.numas)
+            out.requests = _add(out.requests if out.requests is not None else {}, pod.requests)
+            add_usage(out.gpu, pod.gpu)
         return out
 
     def state(self, numa: int) -> str:
@@ -62,49 +69,94 @@ class NodeUsage:
         return "idle"
 
 
+def _add(into: dict[str, int], amounts: Mapping[str, int]) -> dict[str, int]:
+    for resource, amount in amounts.items():
+        into[resource] = into.get(resource, 0) + amount
+    return into
+
+
 def parse_pod(obj: Mapping[str, Any], report: Reporter, units: Units) -> PodUsage | None:
-    """The pod's holding, or None when it holds nothing placeable (not bound, finished,
-    no per-NUMA data)."""
+    """The pod's holding, or None when it holds nothing (not bound, or finished)."""
     spec = obj.get("spec") if is_map(obj.get("spec")) else {}
     status = obj.get("status") if is_map(obj.get("status")) else {}
     node = spec.get("nodeName")
     if not isinstance(node, str) or not node or status.get("phase") in _FINISHED_PHASES:
         return None  # not holding node resources
     annotations = obj["metadata"].get("annotations")
-    if not is_map(annotations):
-        return None
-    usage, exclusive = _pod_usage(annotations, report, units)
-    if usage is None:
-        return None
-    exclusive = exclusive or _single_numa_spec(annotations.get(KOORD_NUMA_SPEC))
-    return PodUsage(report, node, usage, tuple(sorted(usage)), exclusive)
+    usage, exclusive = None, False
+    if is_map(annotations):
+        usage, exclusive = _pod_usage(annotations, report, units)
+    usage = usage or {}
+    requests = pod_nonzero_requests(_containers(spec, report, units))
+    return PodUsage(
+        report, node, usage, tuple(sorted(usage)), exclusive, requests, _gpu(obj, node, report)
+    )
+
+
+def _containers(
+    spec: Mapping[str, Any], report: Reporter, units: Units
+) -> Sequence[ContainerDemand]:
+    """The pod's containers with their requests (init containers with restartPolicy Always
+    are sidecars), plus the pod overhead as one more app container."""
+    out: list[ContainerDemand] = []
+    for key, default in (("initContainers", "init"), ("containers", "app")):
+        items = spec.get(key)
+        for i, c in enumerate(items if isinstance(items, list) else []):
+            if not is_map(c):
+                continue
+            resources = c.get("resources") if is_map(c.get("resources")) else {}
+            path = f"spec.{key}[{i}].resources.requests"
+            requests, _ = resource_list(units, resources.get("requests"), path, report)
+            kind = (
+                "sidecar" if default == "init" and c.get("restartPolicy") == "Always" else default
+            )
+            out.append(ContainerDemand(str(c.get("name", i)), kind, requests, {}))  # type: ignore[arg-type]
+    overhead, _ = resource_list(units, spec.get("overhead"), "spec.overhead", report)
+    if overhead:
+        # Zero-default for what the overhead does not name: only its own amounts count.
+        out.append(ContainerDemand("overhead", "app", {"cpu": 0, "memory": 0, **overhead}, {}))
+    return out
+
+
+def _gpu(obj: Mapping[str, Any], node: str, report: Reporter) -> Usage:
+    try:
+        found = pod_gpu_usage(obj)
+    except InvalidInput as exc:
+        report.error("metadata.annotations", f"{exc}; HAMi ignores this pod")
+        return {}
+    if found is None:
+        return {}
+    if found[0] != node:
+        report.error(
+            "metadata.annotations[hami.io/vgpu-node]",
+            f"{found[0]!r} differs from spec.nodeName {node!r}; its GPU usage is not counted",
+        )
+        return {}
+    return found[1]
 
 
 def _pod_usage(
     annotations: Mapping[str, Any], report: Reporter, units: Units
 ) -> tuple[dict[int, dict[str, int]] | None, bool]:
-    """Per-NUMA usage of one pod, and whether it holds an exclusive cpuset."""
-    if KOORD_RESOURCE_STATUS in annotations:
-        path = f"metadata.annotations[{KOORD_RESOURCE_STATUS}]"
-        data = json_object(annotations[KOORD_RESOURCE_STATUS], path, report)
-        if data is None:
+    """Per-NUMA usage of one pod, and whether it holds a cpuset (Koordinator). A
+    ``volcano.sh/topology-decision`` is not read: Volcano writes it and never subtracts it
+    (its exporter's free cpuset already excludes pinned CPUs)."""
+    if KOORD_RESOURCE_STATUS not in annotations:
+        return None, False
+    path = f"metadata.annotations[{KOORD_RESOURCE_STATUS}]"
+    data = json_object(annotations[KOORD_RESOURCE_STATUS], path, report)
+    if data is None:
+        return None, False
+    cpuset = data.get("cpuset")
+    if cpuset:
+        try:
+            parse_cpuset(cpuset)
+        except InvalidInput as exc:
+            # pod_eventhandler.go: a cpuset that does not parse drops the whole pod.
+            report.error(f"{path}.cpuset", f"{exc}; koord-scheduler ignores this pod")
             return None, False
-        usage = _numa_list(units, data.get("numaNodeResources"), path, report)
-        cpuset = data.get("cpuset")
-        exclusive = False
-        if cpuset:
-            try:
-                exclusive = bool(parse_cpuset(cpuset))
-            except InvalidInput as exc:
-                report.error(f"{path}.cpuset", str(exc))
-        return usage, exclusive
-    if VOLCANO_DECISION in annotations:
-        path = f"metadata.annotations[{VOLCANO_DECISION}]"
-        data = json_object(annotations[VOLCANO_DECISION], path, report)
-        if data is None:
-            return None, False
-        return _numa_map(units, data.get("numa"), f"{path}.numa", report), False
-    return None, False
+    usage = _numa_list(units, data.get("numaNodeResources"), path, report)
+    return usage, bool(cpuset) and usage is not None
 
 
 def _numa_list(
@@ -127,34 +179,6 @@ def _numa_list(
             return None
         out[int(numa)] = resources  # type: ignore[arg-type]
     return out
-
-
-def _numa_map(
-    units: Units, raw: object, path: str, report: Reporter
-) -> dict[int, dict[str, int]] | None:
-    if not is_map(raw):
-        report.error(path, "must be a map of NUMA id -> resources")
-        return None
-    out: dict[int, dict[str, int]] = {}
-    for key, resources in raw.items():
-        numa = int(key) if isinstance(key, str) and key.isdigit() else key
-        if not _numa_id(numa):
-            report.error(f"{path}[{key}]", f"{key!r} is not a NUMA id between 0 and 63")
-            return None
-        got, ok = resource_list(units, resources, f"{path}[{key}]", report)
-        if not ok:
-            return None
-        out[int(numa)] = got  # type: ignore[arg-type]
-    return out
-
-
-def _single_numa_spec(text: object) -> bool:
-    # Malformed specs are the dialect reader's business (lint); here they just don't count.
-    try:
-        data = json.loads(text) if isinstance(text, str) else None
-    except ValueError:
-        return False
-    return isinstance(data, dict) and data.get("numaTopologyPolicy") == "SingleNUMANode"
 
 
 def _numa_id(value: object) -> bool:

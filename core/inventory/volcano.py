@@ -1,17 +1,21 @@
 """Volcano ``Numatopology`` (``nodeinfo.volcano.sh/v1alpha1``) -> CPU-only NUMA zones and
 the node's policies (research/upstream-schedulers.md §2.2-2.3).
 
-- ``spec.numares.cpu.allocatable`` is a cpuset list ("2-15,18-31"), not a count: Volcano
-  parses it with ``cpuset.Parse`` (scheduler cache event_handlers.go). ``capacity`` is the
-  node's CPU count.
+- ``spec.numares.cpu.allocatable`` is a cpuset list ("2-15,18-31") of the node's FREE CPUs
+  now: the resource exporter writes the CPU manager's default set (volcano-sh/resource-exporter
+  pkg/numatopo/cpunumainfo.go ``GetResourceInfoMap``) and Volcano uses it as the free set
+  (``GenerateNodeResNumaSets``), parsed with ``cpuset.Parse``. ``capacity`` is the node's
+  CPU count.
 - ``spec.cpuDetail`` maps "<cpu id>" -> {numa, socket, core} (omitempty: a missing field
   is 0). It puts each CPU on its NUMA node; CPUs sharing (socket, core) are SMT siblings.
 - ``spec.resReserved.cpu``: Volcano's CPU hint provider reserves ceil(cpu) CPUs with
   takeByTopology on the whole machine; on an idle machine that takes whole cores in
   (socket, core) order, which is what we model. They are removed from allocatable.
-- Zone ``capacity`` counts every CPU of the NUMA node (kubelet's minimal-width rule),
-  ``allocatable`` the allocatable CPUs there; ``available`` is left to the inventory's
-  usage rule (bound pods' ``volcano.sh/topology-decision``).
+- Zone ``capacity`` counts every CPU of the NUMA node (kubelet's and Volcano's minimal-width
+  rule), ``allocatable`` the CPUs of the NUMA node less the reserved ones (what does not
+  shrink with usage: a busy node is never "never fits"), ``available`` the free CPUs there
+  less the reserved ones. Bound pods' ``volcano.sh/topology-decision`` is not subtracted:
+  Volcano never does, the free set already excludes pinned CPUs.
 - ``spec.policies`` values are kept verbatim: Volcano compares the pod's policy with
   ``TopologyManagerPolicy`` case-sensitively (numaaware.go).
 """
@@ -186,13 +190,15 @@ def _cpu_zones(
         report.error("spec.numares.cpu.capacity", f"{capacity!r} is not a non-negative integer")
         return None
     reserved = reserved_cpus(cpus, _reserved_count(spec.get("resReserved"), report, units))
-    usable = allocatable - reserved
+    free = allocatable - reserved
     zones: dict[int, ZoneRecord] = {}
     for cpu, info in cpus.items():
-        zone = zones.setdefault(info.numa, ZoneRecord({"cpu": 0}, {"cpu": 0}))
+        zone = zones.setdefault(info.numa, ZoneRecord({"cpu": 0}, {"cpu": 0}, {"cpu": 0}))
         zone.capacity["cpu"] += 1000
-        if cpu in usable:
+        if cpu not in reserved:
             zone.allocatable["cpu"] += 1000
+        if cpu in free:
+            zone.available["cpu"] += 1000
     return zones
 
 

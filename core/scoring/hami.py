@@ -1,75 +1,61 @@
-"""HAMi's own scoring, for `explain`: node policy (binpack / spread) and the GPU cards HAMi
-would pick on a node (binpack, spread, mutex, numa, topology-aware).
+"""HAMi's own scoring, for `explain`: the node score and node policy (binpack / spread) and the
+GPU cards HAMi would pick on a node (binpack, spread, mutex, numa chains, topology-aware),
+following HAMi's code at 4707fb0 (``pkg/scheduler/score.go``, ``policy/node_policy.go``,
+``policy/gpu_policy.go``, ``pkg/device/nvidia/device.go``). Device data and the bound pods'
+usage are decoded in :mod:`core.scoring.hami_devices`; the inventory puts the usage in
+``NodeTopology.gpu_usage``.
 
-Inputs are HAMi's own node annotations (research upstream-schedulers §3.1, §3.4):
+Where HAMi's code and its scheduler-policy design doc (seed 003) differ, the code wins:
 
-- ``hami.io/node-nvidia-register``: the cards of the node. Current HAMi writes a JSON list
-  of ``{"id", "index", "count", "devmem", "devcore", "type", "numa", "mode", "health"}``
-  (``MarshalNodeDevices``); older releases wrote ``id,count,devmem,devcore,type,numa,health``
-  (optionally ``,index,mode``) entries each ended by ``:`` (``EncodeNodeDevices``). Both are read.
-  ``count`` is the card's vGPU slots, ``devmem`` MiB, ``devcore`` percent (100).
-- ``hami.io/node-nvidia-score``: pairwise link scores, a JSON list of
-  ``{"uuid": "gpu0", "score": {"gpu1": 100, ...}}`` (``DeviceScore``; values may be numbers
-  or numeric strings, as the design doc prints them).
+- Node score: ``10 * (Σused/Σcount + Σusedcores/Σtotalcore + Σusedmem/Σtotalmem)`` over all
+  the node's cards, from what bound pods already hold: ``scoreNode`` computes it before it
+  places the pod (score_test.go: 15 for a card at 5/10 slots, 50% cores, 4000/8000 MiB). The
+  doc's ``((request + used) / allocatable) * 10`` adds the pod and has one term. 0 when any
+  total is 0.
+- Card score: ``10 * (slot*(req+used)/count + core*(reqcores+usedcores)/totalcore +
+  memory*(reqmem+usedmem)/totalmem)``, where the request terms count only when the request's
+  type equals the card's registered ``type`` exactly. Every ``nvidia.com/gpu`` request has
+  type ``NVIDIA`` while the device plugin registers the model (``NVIDIA A100-SXM4-80GB``), so
+  on real nodes the card score is its usage alone. The doc's formula has no slot term and
+  always adds the request (its 6.75 / 17.75).
+- Card choice: the cards are sorted (spread: higher score first; binpack: lower first; ties by
+  NUMA id; comma chains by their keys, then index) and ``Fit`` walks the list from its end, so
+  binpack takes the fullest card, spread the emptiest, and among equal cards the one
+  registered last (score_test.go: uuid2).
 
-Per-card usage is not on the node in HAMi (the scheduler sums its pods'
-``hami.io/vgpu-devices-allocated``). numagate reads it from :data:`USAGE_ANNOTATION`, which the
-inventory fills from bound pods with :func:`usage_from_pods` and :func:`encode_usage`.
-
-Scores are HAMi's floats; callers that need an integer use hundredths (:func:`to_hundredths`).
+Scores are HAMi's float32 values; callers that need an integer use hundredths.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterable, Mapping, Sequence
+import struct
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from itertools import combinations
-from typing import Any, Final
+from typing import Final
 
-from core.errors import InvalidInput
+from core.scoring.hami_devices import (
+    PAIR_SCORE_ANNOTATION,
+    REGISTER_ANNOTATION,
+    Card,
+    parse_pair_scores,
+    parse_register,
+)
 
-REGISTER_ANNOTATION: Final = "hami.io/node-nvidia-register"
-PAIR_SCORE_ANNOTATION: Final = "hami.io/node-nvidia-score"
-ALLOCATED_ANNOTATION: Final = "hami.io/vgpu-devices-allocated"
-VGPU_NODE_ANNOTATION: Final = "hami.io/vgpu-node"
-# numagate's own node annotation carrying per-card usage (JSON list of CardUsage fields).
-USAGE_ANNOTATION: Final = "numagate.io/hami-gpu-usage"
+__all__ = ["PAIR_SCORE_ANNOTATION", "REGISTER_ANNOTATION", "Card", "parse_pair_scores"]
 
 GPU: Final = "nvidia.com/gpu"
 GPUMEM: Final = "nvidia.com/gpumem"
 GPUMEM_PERCENTAGE: Final = "nvidia.com/gpumem-percentage"
 GPUCORES: Final = "nvidia.com/gpucores"
+REQUEST_TYPE: Final = "NVIDIA"  # nvidia.NvidiaGPUDevice: the type of every nvidia.com/gpu request
 
 NODE_POLICIES: Final = ("binpack", "spread")
 GPU_POLICIES: Final = ("binpack", "spread", "topology-aware", "mutex", "numa")
+SORT_KEYS: Final = ("binpack", "spread", "numa")  # gpuSortKeyOrder; the rest are Fit filters
 DEFAULT_NODE_POLICY: Final = "binpack"  # HAMi scheduler default (research §3.1)
 DEFAULT_GPU_POLICY: Final = "spread"
 WEIGHT: Final = 10  # HAMi util.Weight
-
-
-@dataclass(frozen=True, slots=True)
-class Card:
-    """One physical GPU from the register annotation, with its current usage."""
-
-    id: str
-    index: int
-    count: int  # vGPU slots
-    devmem: int  # MiB
-    devcore: int  # percent
-    type: str = ""
-    numa: int = 0
-    health: bool = True
-    used: int = 0
-    usedmem: int = 0
-    usedcores: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class CardUsage:
-    used: int = 0
-    usedmem: int = 0
-    usedcores: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,195 +80,25 @@ class ScoringWeights:
 
 @dataclass(frozen=True, slots=True)
 class Choice:
-    """Cards chosen for a pod on one node; ``cards`` empty with ``reason`` when none fit."""
+    """Cards chosen for a pod on one node, each with the card score that ranked it
+    (``notes``); ``cards`` empty with ``reason`` when none fit."""
 
     cards: tuple[str, ...]
     reason: str = ""
+    notes: tuple[str, ...] = ()
 
 
-# ---------------------------------------------------------------------------- parsing
-
-
-def _int_field(entry: Mapping[str, Any], key: str, where: str, default: int | None = None) -> int:
-    value = entry.get(key, default)
-    if isinstance(value, bool) or value is None:
-        raise InvalidInput(f"{where}: field {key!r} is {value!r}, expected an integer")
-    if isinstance(value, str):
-        try:
-            return int(value.strip())
-        except ValueError:
-            raise InvalidInput(
-                f"{where}: field {key!r} is {value!r}, expected an integer"
-            ) from None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    raise InvalidInput(f"{where}: field {key!r} is {value!r}, expected an integer")
-
-
-def _card_from_json(entry: object, position: int) -> Card:
-    where = f"{REGISTER_ANNOTATION}[{position}]"
-    if not isinstance(entry, Mapping):
-        raise InvalidInput(f"{where} is {entry!r}, expected an object with id, count, devmem")
-    card_id = entry.get("id")
-    if not isinstance(card_id, str) or not card_id:
-        raise InvalidInput(f"{where}: field 'id' is {card_id!r}, expected a non-empty string")
-    health = entry.get("health", True)
-    if not isinstance(health, bool):
-        raise InvalidInput(f"{where}: field 'health' is {health!r}, expected true or false")
-    return Card(
-        id=card_id,
-        index=_int_field(entry, "index", where, position),
-        count=_int_field(entry, "count", where),
-        devmem=_int_field(entry, "devmem", where),
-        devcore=_int_field(entry, "devcore", where, 100),
-        type=str(entry.get("type", "")),
-        numa=_int_field(entry, "numa", where, 0),
-        health=health,
-    )
-
-
-def _card_from_legacy(segment: str, position: int) -> Card:
-    # EncodeNodeDevices: id,count,devmem,devcore,type,numa,health[,index,mode]
-    where = f"{REGISTER_ANNOTATION} entry {position} ({segment!r})"
-    items = segment.split(",")
-    if len(items) not in (7, 9):
-        raise InvalidInput(
-            f"{where} has {len(items)} fields, expected 7 (id,count,devmem,devcore,type,numa,"
-            "health) or 9 (… ,index,mode)"
-        )
-    fields = dict(zip(("id", "count", "devmem", "devcore", "type", "numa"), items, strict=False))
-    health_text = items[6].strip().lower()
-    if health_text not in ("true", "false", "1", "0", "t", "f"):
-        raise InvalidInput(f"{where}: health {items[6]!r} is not a boolean")
-    return Card(
-        id=items[0],
-        index=_int_field({"i": items[7]}, "i", where) if len(items) == 9 else position,
-        count=_int_field(fields, "count", where),
-        devmem=_int_field(fields, "devmem", where),
-        devcore=_int_field(fields, "devcore", where),
-        type=items[4],
-        numa=_int_field(fields, "numa", where),
-        health=health_text in ("true", "1", "t"),
-    )
-
-
-def parse_register(value: str) -> tuple[Card, ...]:
-    """Parse ``hami.io/node-nvidia-register`` (JSON list, or the older ``:``-separated form)."""
-    text = value.strip()
-    if text.startswith("["):
-        try:
-            data = json.loads(text)
-        except ValueError as exc:
-            raise InvalidInput(f"{REGISTER_ANNOTATION} is not valid JSON: {exc}") from None
-        return tuple(_card_from_json(entry, i) for i, entry in enumerate(data))
-    segments = [s for s in text.split(":") if s.strip()]
-    if not segments:
-        raise InvalidInput(f"{REGISTER_ANNOTATION} is {value!r}: no devices")
-    return tuple(_card_from_legacy(s.strip(), i) for i, s in enumerate(segments))
-
-
-def parse_pair_scores(value: str) -> dict[str, dict[str, int]]:
-    """Parse ``hami.io/node-nvidia-score`` into ``{uuid: {other_uuid: score}}``."""
-    try:
-        data = json.loads(value)
-    except ValueError as exc:
-        raise InvalidInput(f"{PAIR_SCORE_ANNOTATION} is not valid JSON: {exc}") from None
-    if not isinstance(data, list):
-        raise InvalidInput(f"{PAIR_SCORE_ANNOTATION} is {data!r}, expected a list")
-    scores: dict[str, dict[str, int]] = {}
-    for i, entry in enumerate(data):
-        where = f"{PAIR_SCORE_ANNOTATION}[{i}]"
-        if not isinstance(entry, Mapping) or not isinstance(entry.get("uuid"), str):
-            raise InvalidInput(f"{where} is {entry!r}, expected {{'uuid': str, 'score': {{}}}}")
-        raw = entry.get("score") or {}
-        if not isinstance(raw, Mapping):
-            raise InvalidInput(f"{where}.score is {raw!r}, expected an object")
-        scores[entry["uuid"]] = {str(k): _int_field(raw, k, f"{where}.score") for k in raw}
-    return scores
-
-
-def parse_usage(value: str) -> dict[str, CardUsage]:
-    """Parse :data:`USAGE_ANNOTATION`: ``[{"id", "used", "usedmem", "usedcores"}]``."""
-    try:
-        data = json.loads(value)
-    except ValueError as exc:
-        raise InvalidInput(f"{USAGE_ANNOTATION} is not valid JSON: {exc}") from None
-    if not isinstance(data, list):
-        raise InvalidInput(f"{USAGE_ANNOTATION} is {data!r}, expected a list")
-    usage: dict[str, CardUsage] = {}
-    for i, entry in enumerate(data):
-        where = f"{USAGE_ANNOTATION}[{i}]"
-        if not isinstance(entry, Mapping) or not isinstance(entry.get("id"), str):
-            raise InvalidInput(f"{where} is {entry!r}, expected an object with an 'id'")
-        usage[entry["id"]] = CardUsage(
-            used=_int_field(entry, "used", where, 0),
-            usedmem=_int_field(entry, "usedmem", where, 0),
-            usedcores=_int_field(entry, "usedcores", where, 0),
-        )
-    return usage
-
-
-def encode_usage(usage: Mapping[str, CardUsage]) -> str:
-    """The value of :data:`USAGE_ANNOTATION` for ``usage`` (sorted by card id)."""
-    return json.dumps(
-        [
-            {"id": k, "used": u.used, "usedmem": u.usedmem, "usedcores": u.usedcores}
-            for k, u in sorted(usage.items())
-        ],
-        separators=(",", ":"),
-    )
-
-
-def usage_from_pods(pods: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, CardUsage]]:
-    """Per node, per card usage from bound pods' ``hami.io/vgpu-devices-allocated``
-    (containers separated by ``;``, cards by ``:``, each ``uuid,type,usedmem,usedcores``).
-    Pods that finished (Succeeded/Failed) hold nothing."""
-    result: dict[str, dict[str, CardUsage]] = {}
-    for pod in pods:
-        meta = pod.get("metadata") or {}
-        annotations = meta.get("annotations") or {}
-        allocated = annotations.get(ALLOCATED_ANNOTATION)
-        if not isinstance(allocated, str) or not allocated.strip():
-            continue
-        if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
-            continue
-        node = (pod.get("spec") or {}).get("nodeName") or annotations.get(VGPU_NODE_ANNOTATION)
-        if not node:
-            continue
-        per_node = result.setdefault(str(node), {})
-        for container in allocated.split(";"):
-            for device in container.split(":"):
-                if device.strip():
-                    _add_allocation(per_node, device.strip(), str(meta.get("name", "?")))
-    return result
-
-
-def _add_allocation(per_node: dict[str, CardUsage], device: str, pod_name: str) -> None:
-    items = device.split(",")
-    where = f"pod {pod_name}: {ALLOCATED_ANNOTATION} entry {device!r}"
-    if len(items) < 4:
-        raise InvalidInput(f"{where} has {len(items)} fields, expected uuid,type,usedmem,usedcores")
-    mem = _int_field({"m": items[2]}, "m", where)
-    cores = _int_field({"c": items[3]}, "c", where)
-    old = per_node.get(items[0], CardUsage())
-    per_node[items[0]] = CardUsage(old.used + 1, old.usedmem + mem, old.usedcores + cores)
-
-
-def node_cards(annotations: Mapping[str, str]) -> tuple[Card, ...]:
-    """The node's cards with their usage applied; () when HAMi registered nothing."""
+def node_cards(
+    annotations: Mapping[str, str], usage: Mapping[str, tuple[int, int, int]]
+) -> tuple[Card, ...]:
+    """The node's registered cards with the bound pods' usage applied; () when HAMi
+    registered nothing. Raises InvalidInput for a register HAMi cannot decode."""
     raw = annotations.get(REGISTER_ANNOTATION)
     if not raw:
         return ()
-    cards = parse_register(raw)
-    usage_raw = annotations.get(USAGE_ANNOTATION)
-    usage = parse_usage(usage_raw) if usage_raw else {}
     return tuple(
-        replace(c, used=u.used, usedmem=u.usedmem, usedcores=u.usedcores)
-        if (u := usage.get(c.id))
-        else c
-        for c in cards
+        replace(c, used=u[0], usedmem=u[1], usedcores=u[2]) if (u := usage.get(c.id)) else c
+        for c in parse_register(raw)
     )
 
 
@@ -319,9 +135,13 @@ def container_gpu_requests(
 # ---------------------------------------------------------------------------- scores
 
 
-def _ratio(numerator: float, denominator: float) -> float:
-    # HAMi divides by zero-capacity devices as 0 contribution (node_policy_test "zero capacity").
-    return numerator / denominator if denominator > 0 else 0.0
+def _f32(value: float) -> float:
+    """Round to float32, as HAMi computes its scores (ties between cards depend on it)."""
+    return struct.unpack("f", struct.pack("f", value))[0]
+
+
+def _div(numerator: int, denominator: int) -> float:
+    return _f32(_f32(numerator) / _f32(denominator))
 
 
 def request_mem(card: Card, request: GpuRequest) -> int:
@@ -330,40 +150,102 @@ def request_mem(card: Card, request: GpuRequest) -> int:
     return request.mem
 
 
+def _card_terms(card: Card, request: GpuRequest) -> tuple[int, int, int]:
+    # ComputeScore: the request counts only for a card whose type is exactly the request's.
+    if card.type == REQUEST_TYPE:
+        return 1, request.cores, request_mem(card, request)
+    return 0, 0, 0
+
+
 def card_score(
     card: Card, request: GpuRequest, weights: ScoringWeights = ScoringWeights()
 ) -> float:
-    """HAMi device score (``gpu_policy.go ComputeScore``): ``10 * (slot*(1+used)/count +
-    core*(cores+usedcores)/devcore + memory*(mem+usedmem)/devmem)`` for one card of the request.
-    The seed's worked example (6.75 / 17.75) is the core and memory terms: slot weight 0."""
-    return WEIGHT * (
-        weights.slot * _ratio(1 + card.used, card.count)
-        + weights.core * _ratio(request.cores + card.usedcores, card.devcore)
-        + weights.memory * _ratio(request_mem(card, request) + card.usedmem, card.devmem)
+    """HAMi device score (``gpu_policy.go ComputeScore``), 0 for a card with no slots, cores
+    or memory registered."""
+    if not card.count or not card.devcore or not card.devmem:
+        return 0.0
+    req, cores, mem = _card_terms(card, request)
+    slot = _f32(_f32(weights.slot) * _div(req + card.used, card.count))
+    core = _f32(_f32(weights.core) * _div(cores + card.usedcores, card.devcore))
+    memory = _f32(_f32(weights.memory) * _div(mem + card.usedmem, card.devmem))
+    return _f32(WEIGHT * _f32(_f32(slot + core) + memory))
+
+
+def card_score_text(card: Card, request: GpuRequest, weights: ScoringWeights) -> str:
+    req, cores, mem = _card_terms(card, request)
+    w = (
+        ""
+        if weights == ScoringWeights()
+        else f" weights {weights.slot:g}/{weights.core:g}/{weights.memory:g}"
+    )
+    return (
+        f"{card.id} 10*(({req}+{card.used})/{card.count} + ({cores}+{card.usedcores})/"
+        f"{card.devcore} + ({mem}+{card.usedmem})/{card.devmem}){w} = "
+        f"{card_score(card, request, weights):.2f}{_seed_card_note(card, request, weights)}"
     )
 
 
-def node_score(cards: Sequence[Card], requests: Sequence[GpuRequest]) -> float:
-    """HAMi node score after placing the pod: ``10 * ((req+used)/total + (reqCores+usedCores)/
-    totalCores + (reqMem+usedMem)/totalMem)`` over the node's cards (``node_policy.go``,
-    seed: ``((request + used) / allocatable) * 10``). A term whose total is 0 contributes 0."""
-    total = sum(c.count for c in cards)
-    total_cores = sum(c.devcore for c in cards)
-    total_mem = sum(c.devmem for c in cards)
-    req = sum(r.nums for r in requests)
-    req_cores = sum(r.nums * r.cores for r in requests)
-    # Memory requested as a percentage is taken of the first card (cards are alike on a node).
-    req_mem = sum(r.nums * request_mem(cards[0], r) for r in requests) if cards else 0
+def _seed_card_note(card: Card, request: GpuRequest, weights: ScoringWeights) -> str:
+    seed = seed_card_score(card, request)
+    if round(seed, 2) == round(card_score(card, request, weights), 2):
+        return ""
+    return f" (seed 003's formula, without the slot term and always adding the request: {seed:.2f})"
+
+
+def seed_card_score(card: Card, request: GpuRequest) -> float:
+    """Seed 003's card score: ``((req.core+used.core)/alloc.core + (req.mem+used.mem)/
+    alloc.mem) * 10`` (no slot term; the request always added)."""
+    if not card.devcore or not card.devmem:
+        return 0.0
     return WEIGHT * (
-        _ratio(req + sum(c.used for c in cards), total)
-        + _ratio(req_cores + sum(c.usedcores for c in cards), total_cores)
-        + _ratio(req_mem + sum(c.usedmem for c in cards), total_mem)
+        (request.cores + card.usedcores) / card.devcore
+        + (request_mem(card, request) + card.usedmem) / card.devmem
     )
 
 
-def count_score(request: int, used: int, allocatable: int) -> float:
-    """The seed's node score when only counts are known: ``((request + used) / allocatable) * 10``."""
-    return WEIGHT * _ratio(request + used, allocatable)
+def _totals(cards: Sequence[Card]) -> tuple[int, int, int, int, int, int]:
+    return (
+        sum(c.used for c in cards),
+        sum(c.count for c in cards),
+        sum(c.usedcores for c in cards),
+        sum(c.devcore for c in cards),
+        sum(c.usedmem for c in cards),
+        sum(c.devmem for c in cards),
+    )
+
+
+def node_score(cards: Sequence[Card]) -> float:
+    """HAMi's node score (``node_policy.go ComputeDefaultScore``) from the cards' usage before
+    the pod is placed; 0 when the node registers no slots, cores or memory."""
+    used, total, cores, total_cores, mem, total_mem = _totals(cards)
+    if not total or not total_cores or not total_mem:
+        return 0.0
+    terms = _f32(_f32(_div(used, total) + _div(cores, total_cores)) + _div(mem, total_mem))
+    return _f32(WEIGHT * terms)
+
+
+def seed_node_score(cards: Sequence[Card], requests: Sequence[GpuRequest]) -> float:
+    """Seed 003's node score ``((request + used) / allocatable) * 10`` in vGPU slots."""
+    used, total = sum(c.used for c in cards), sum(c.count for c in cards)
+    return WEIGHT * (sum(r.nums for r in requests) + used) / total if total else 0.0
+
+
+def node_score_text(cards: Sequence[Card], requests: Sequence[GpuRequest]) -> str:
+    """The node score with its numbers, and seed 003's value when it differs."""
+    used, total, cores, total_cores, mem, total_mem = _totals(cards)
+    score = node_score(cards)
+    text = (
+        f"hami node score 10*(used {used}/{total} + cores {cores}/{total_cores} + "
+        f"memory {mem}/{total_mem} MiB) = {score:.2f} (what bound pods hold; score.go "
+        "scores before placing the pod)"
+    )
+    seed = seed_node_score(cards, requests)
+    if requests and round(seed, 2) != round(score, 2):
+        text += (
+            f"; seed 003's ((request+used)/allocatable)*10 gives {seed:.2f}: numagate follows "
+            "HAMi's code (three terms, pod not added)"
+        )
+    return text
 
 
 def node_policy_of(pod_policy: str | None, default: str = DEFAULT_NODE_POLICY) -> str:
@@ -385,35 +267,52 @@ def to_hundredths(score: float) -> int:
 # ---------------------------------------------------------------------------- card choice
 
 
-def fits_card(card: Card, request: GpuRequest) -> bool:
-    """HAMi's per-card checks: healthy, a free slot, memory and cores left, and a card held
-    exclusively (all cores used) or a whole-card request only on an untouched card."""
-    if not card.health or card.used + 1 > card.count:
-        return False
-    if request_mem(card, request) + card.usedmem > card.devmem:
-        return False
-    if request.cores + card.usedcores > card.devcore:
-        return False
-    if card.devcore and card.usedcores >= card.devcore:
-        return False
-    return not (request.cores >= card.devcore and card.used > 0)
+def card_refusal(card: Card, request: GpuRequest, mutex: bool = False) -> str | None:
+    """Why HAMi's ``Fit`` skips ``card`` for one card of ``request`` (None: it fits), in
+    Fit's order: health, slots, mutex, memory, cores, exclusive use, full cores."""
+    cores = min(request.cores, 100)  # Fit caps a core request at 100
+    mem = request.mem if request.mem > 0 else request_mem(card, request)
+    if not card.health:
+        return "unhealthy"
+    if card.count <= card.used:
+        return "no free slot"
+    if mutex and card.used > 0:
+        return "in use (mutex)"
+    if card.devmem - card.usedmem < mem:
+        return "not enough memory"
+    if card.devcore - card.usedcores < cores:
+        return "not enough cores"
+    if card.devcore == 100 and cores == 100 and card.used > 0:
+        return "in use (whole card wanted)"
+    if card.devcore and card.usedcores == card.devcore and cores == 0:
+        return "all cores used"
+    return None
 
 
-def _preference(policy: tuple[str, ...], card: Card, score: float) -> tuple[float, ...]:
-    """Sort key, smallest preferred. ``numa`` in the chain makes the NUMA id the primary key;
-    binpack prefers the highest score, spread (HAMi's default) the lowest; mutex prefers idle
-    cards; index breaks ties (research §3.5 TestDeviceUsageList_Less)."""
-    key: list[float] = []
-    if "numa" in policy:
-        key.append(card.numa)
-    if "mutex" in policy:
-        key.append(1 if card.used else 0)
-    if "binpack" in policy:
-        key.append(-score)
-    elif "spread" in policy or "mutex" in policy or "numa" not in policy:
-        key.append(score)
-    key.extend((card.numa, card.index))
-    return tuple(key)
+def _is_chain(policy: tuple[str, ...]) -> bool:
+    # DeviceUsageList.Less: a comma list, or a bare "numa", is compared key by key.
+    return len(policy) > 1 or policy == ("numa",)
+
+
+def sort_cards(
+    cards: Sequence[Card], scores: Mapping[str, float], policy: tuple[str, ...]
+) -> list[Card]:
+    """``sort.Sort(DeviceUsageList)`` (gpu_policy.go Less); Fit then walks from the end. The
+    sort is stable, as Go's is for the 12 or fewer cards of a node (insertion sort)."""
+    if _is_chain(policy):
+        keys = [k for i, k in enumerate(policy) if k in SORT_KEYS and k not in policy[:i]]
+        keys = keys or ["spread"]
+
+        def chained(c: Card) -> tuple[float, ...]:
+            parts = {"binpack": scores[c.id], "spread": -scores[c.id], "numa": c.numa}
+            return (*(parts[k] for k in keys), c.index)
+
+        return sorted(cards, key=chained)
+    single = policy[0] if policy else DEFAULT_GPU_POLICY
+    if single == "mutex":
+        return sorted(cards, key=lambda c: (-c.used, c.numa))
+    sign = 1 if single == "binpack" else -1
+    return sorted(cards, key=lambda c: (sign * scores[c.id], c.numa))
 
 
 def _pair_total(group: Sequence[Card], pairs: Mapping[str, Mapping[str, int]]) -> int:
@@ -453,26 +352,32 @@ def _choose_for_container(
     pairs: Mapping[str, Mapping[str, int]],
     weights: ScoringWeights,
 ) -> tuple[Card, ...] | str:
-    fitting = [c for c in cards if fits_card(c, request)]
+    # getNodeResources: the cards whose type contains "nvidia" (any case) are candidates.
+    candidates = [c for c in cards if REQUEST_TYPE.lower() in c.type.lower()]
+    if request.nums > len(candidates):
+        return f"{len(candidates)} NVIDIA card(s) registered, {request.nums} requested"
+    scores = {c.id: card_score(c, request, weights) for c in candidates}
+    mutex = "mutex" in policy
+    walk = reversed(sort_cards(candidates, scores, policy))
+    fitting = [c for c in walk if card_refusal(c, request, mutex) is None]
     if len(fitting) < request.nums:
-        return f"{len(fitting)} card(s) can take the request, {request.nums} needed"
-    if "topology-aware" in policy:
-        # HAMi's Fit walks its device list from the tail, so candidates come in descending
-        # index order; this is what makes the seed's 3-GPU example pick gpu1,gpu2,gpu3.
-        ordered = sorted(fitting, key=lambda c: c.index, reverse=True)
-        if request.nums == 1:
-            return (worst_single_card(ordered, pairs),)
-        return best_combination(ordered, request.nums, pairs)
-    ranked = sorted(fitting, key=lambda c: _preference(policy, c, card_score(c, request, weights)))
-    return tuple(ranked[: request.nums])
+        refused = [
+            f"{c.id} {card_refusal(c, request, mutex)}" for c in candidates if c not in fitting
+        ]
+        return f"{len(fitting)} card(s) can take the request, {request.nums} needed ({', '.join(refused)})"
+    if "topology-aware" not in policy or len(fitting) == request.nums:
+        return tuple(fitting[: request.nums])
+    if request.nums == 1:
+        return (worst_single_card(fitting, pairs),)
+    return best_combination(fitting, request.nums, pairs)
 
 
 def _take(card: Card, request: GpuRequest) -> Card:
     return replace(
         card,
         used=card.used + 1,
-        usedmem=card.usedmem + request_mem(card, request),
-        usedcores=card.usedcores + request.cores,
+        usedmem=card.usedmem + (request.mem if request.mem > 0 else request_mem(card, request)),
+        usedcores=card.usedcores + min(request.cores, 100),
     )
 
 
@@ -489,15 +394,18 @@ def choose_gpus(
     weights: ScoringWeights = ScoringWeights(),
 ) -> Choice:
     """The cards HAMi would give the pod's containers, in container order (usage updated after
-    each container). ``policy`` is the ``hami.io/gpu-scheduler-policy`` chain."""
+    each container, as ``fitInDevices`` does on its copy of the node). ``policy`` is the
+    ``hami.io/gpu-scheduler-policy`` chain."""
     pool = list(cards)
     chosen: list[str] = []
+    notes: list[str] = []
     chain = tuple(policy)
     for i, request in enumerate(requests):
         result = _choose_for_container(pool, request, chain, pairs or {}, weights)
         if isinstance(result, str):
             return Choice((), f"container {i}: {result}")
+        notes.extend(card_score_text(c, request, weights) for c in result)
         taken = {c.id for c in result}
         pool = [_take(c, request) if c.id in taken else c for c in pool]
         chosen.extend(c.id for c in result)
-    return Choice(tuple(chosen))
+    return Choice(tuple(chosen), notes=tuple(notes))

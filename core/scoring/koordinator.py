@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from core.model import ContainerDemand, NodeTopology
+from core.quantity import format_quantity
 
 MAX_NODE_SCORE: Final = 100  # framework.MaxNodeScore
 MOST_ALLOCATED: Final = "MostAllocated"
@@ -135,18 +136,61 @@ def fitplus_score(
     return MAX_NODE_SCORE if weight_sum == 0 else score // weight_sum
 
 
+def pod_nonzero_requests(containers: Sequence[ContainerDemand]) -> dict[str, int]:
+    """One bound pod as kube-scheduler's NodeInfo counts it: cpu and memory with the
+    100m / 200Mi defaults for a container that sets none (``NonZeroRequested``), every other
+    requested resource as requested (``Requested``), by the KEP-753 pod formula."""
+    names = {"cpu", "memory"} | {r for c in containers for r in c.requests}
+    return {r: fitplus_pod_request(containers, r) for r in sorted(names)}
+
+
+def node_requested(node: NodeTopology, resource: str) -> tuple[int, str]:
+    """What FitPlus counts as requested on the node before the pod, and from where: the
+    bound pods' requests (``nodeInfo.GetNonZeroRequested``) when the inventory holds bound
+    pods for the node, else what its NodeResourceTopology shows taken."""
+    if node.bound_requests is not None:
+        return node.bound_requests.get(resource, 0), "bound pods"
+    return node_used(node, resource), "NRT allocatable-available"
+
+
+def fitplus_parts(
+    resources: Sequence[FitPlusResource],
+    containers: Sequence[ContainerDemand],
+    pod_requests: Mapping[str, int],
+    node: NodeTopology,
+) -> tuple[int, str]:
+    """FitPlus score of ``node`` and the formula with its numbers: for each resource the pod
+    requests (> 0), requested = the node's requested + the pod's (non-zero-defaulted) request,
+    against node allocatable (``calculateResourceAllocatableRequest``)."""
+    names = [r for r, v in pod_requests.items() if v > 0]
+    requested: dict[str, int] = {}
+    terms = []
+    source = ""
+    for r in names:
+        held, source = node_requested(node, r)
+        requested[r] = held + fitplus_pod_request(containers, r)
+    allocatable = {r: node_allocatable(node, r) for r in names}
+    score = fitplus_score(resources, requested, allocatable)
+    for res in resources:
+        if res.name in requested:
+            one = fitplus_score([FitPlusResource(res.name, res.type, 1)], requested, allocatable)
+            amounts = (
+                format_quantity(res.name, v) for v in (requested[res.name], allocatable[res.name])
+            )
+            terms.append(f"{res.name} {res.type} {'/'.join(amounts)}={one}x{res.weight}")
+    if not terms:
+        return score, "no configured resource requested = 100"
+    return score, f"Σscore*w/Σw ({', '.join(terms)}; node's requested from {source}) = {score}"
+
+
 def fitplus_for_node(
     resources: Sequence[FitPlusResource],
     containers: Sequence[ContainerDemand],
     pod_requests: Mapping[str, int],
     node: NodeTopology,
 ) -> int:
-    """FitPlus score of ``node``: for each resource the pod requests (> 0), requested = in use
-    on the node + the pod's (non-zero-defaulted) request, against node allocatable."""
-    names = [r for r, v in pod_requests.items() if v > 0]
-    requested = {r: node_used(node, r) + fitplus_pod_request(containers, r) for r in names}
-    allocatable = {r: node_allocatable(node, r) for r in names}
-    return fitplus_score(resources, requested, allocatable)
+    """FitPlus score of ``node`` (:func:`fitplus_parts` without the text)."""
+    return fitplus_parts(resources, containers, pod_requests, node)[0]
 
 
 # ---------------------------------------------------------------------------- scarce

@@ -11,7 +11,7 @@ import pytest
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from core.scoring.rank import parse_scoring_args
+from core.scoring.args import parse_scoring_args
 from tests.paths import FIXTURES
 from webhook.config import (
     Config,
@@ -200,7 +200,7 @@ SEEDS = ["volcano-numa-aware.yaml", "koordinator-fitplus.yaml", "kube-scheduler-
 @pytest.mark.parametrize("name", SEEDS)
 def test_scoring_section_carries_the_seed_scheduler_args(name: str) -> None:
     """The scoring section is the scheduler args as the schedulers take them, parsed by
-    core.scoring.rank.parse_scoring_args."""
+    core.scoring.args.parse_scoring_args."""
     doc = yaml.safe_load((SCORING / name).read_text())
     config = parse_config({"scoring": doc}, env={})
     assert _schema_accepts({"scoring": doc})

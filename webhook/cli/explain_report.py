@@ -25,7 +25,8 @@ from core.intent.workloads import PodTemplate
 from core.model import VERDICTS, NodeTopology, NodeVerdict, PodIntent
 from core.mutation.patch import PatchOp, annotation_ops, apply_ops, escape_pointer_token
 from core.quantity import format_quantity
-from core.scoring.rank import ScoringArgs, rank
+from core.scoring.args import ScoringArgs
+from core.scoring.rank import rank
 from webhook.review.pipeline import Runtime, answer
 from webhook.review.response import HttpAnswer
 from webhook.review.wire import WebhookName

@@ -720,7 +720,9 @@ def test_numatopology_cpuset_mapped_to_numa_nodes() -> None:
     assert [z.id for z in got.zones] == [0, 1]
     for z in got.zones:
         assert z.capacity == {"cpu": 16000}  # every CPU of the NUMA node
-        assert z.allocatable == {"cpu": 14000}
+        # numares.cpu.allocatable is the FREE cpuset now (resource-exporter cpunumainfo.go):
+        # it sets what is available; allocatable comes from cpuDetail, which never shrinks.
+        assert z.allocatable == {"cpu": 16000}
         assert z.available == {"cpu": 14000}
     assert got.volcano_policy == "restricted" and got.volcano_cpu_manager_policy == "static"
     assert got.tm_policy == "restricted"
@@ -850,14 +852,17 @@ def test_available_from_koordinator_resource_status() -> None:
     assert got.sources == ("NodeResourceTopology", "Pod")
 
 
-def test_available_from_volcano_topology_decision() -> None:
+def test_volcano_topology_decision_is_not_subtracted() -> None:
+    # Volcano writes it at bind (job_info.go SetPodResourceDecision) and never reads it for
+    # capacity: the exporter's free cpuset already excludes the pinned CPUs.
     got = one(
         [
-            numatopo("v", allocatable="0-31", detail=cpu_detail(16)),
+            numatopo("v", allocatable="0-15,28-31", detail=cpu_detail(16)),
             pod("a", "v", {"volcano.sh/topology-decision": '{"numa":{"1":{"cpu":"12"}}}'}),
         ]
     )
     assert [z.available["cpu"] for z in got.zones] == [16000, 4000]
+    assert [z.allocatable["cpu"] for z in got.zones] == [16000, 16000]
 
 
 def test_source_available_is_not_reduced_by_pods() -> None:
@@ -889,8 +894,9 @@ def test_available_never_negative_and_unbound_or_finished_pods_ignored() -> None
     ("pods", "states"),
     [
         ([], ("idle", "idle")),
-        # SingleNUMANode pod on one NUMA node -> single (e2e nodenumaresource.go).
-        ([(SINGLE_SPEC, {0: {"cpu": "4"}}, "")], ("single", "idle")),
+        # an LS pod: SingleNUMANode spec, no cpuset -> marks nothing (node_allocation.go
+        # addPodAllocation classifies only a cpuset).
+        ([(SINGLE_SPEC, {0: {"cpu": "4"}}, "")], ("idle", "idle")),
         # a pod with an exclusive cpuset on one NUMA node -> single (nodeallocation.go).
         ([({}, {1: {"cpu": "4"}}, "16-19")], ("idle", "single")),
         # a pod spread over both NUMA nodes -> shared on each.
@@ -922,7 +928,6 @@ def test_pod_annotation_errors_name_the_pod_and_field() -> None:
             pod("bad-json", "k", {"scheduling.koordinator.sh/resource-status": "{cpuset: 1}"}),
             pod("bad-qty", "k", koord_status({0: {"cpu": "lots"}}), namespace="team"),
             pod("bad-numa", "k", koord_status({99: {"cpu": "1"}})),
-            pod("bad-decision", "k", {"volcano.sh/topology-decision": '{"numa": []}'}),
             pod("far", "k", koord_status({5: {"cpu": "1"}})),
             pod("good", "k", koord_status({0: {"cpu": "2"}})),
         ]
@@ -937,10 +942,6 @@ def test_pod_annotation_errors_name_the_pod_and_field() -> None:
         ".numaNodeResources[0].resources[cpu]: quantity 'lots'" in errors
     )
     assert "Pod default/bad-numa: " in errors and "99 is not a NUMA id" in errors
-    assert (
-        "Pod default/bad-decision: metadata.annotations[volcano.sh/topology-decision].numa"
-        in errors
-    )
     assert "Pod default/far: metadata.annotations: uses NUMA node(s) [5]" in errors
     (k,) = result.nodes
     assert [z.available["cpu"] for z in k.zones] == [14000, 16000]  # only the good pod

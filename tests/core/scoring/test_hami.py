@@ -10,9 +10,10 @@ from itertools import combinations
 import pytest
 
 from core.errors import InvalidInput
-from core.scoring import hami
-from core.scoring.rank import ScoringArgs, choose_gpus_for, rank
-from tests.fixtures.scoring.builders import container, fits, intent, node, zone
+from core.scoring import hami, hami_devices
+from core.scoring.args import ScoringArgs
+from core.scoring.rank import choose_gpus_for, rank
+from tests.fixtures.scoring.builders import container, fits, intent, node
 from tests.paths import FIXTURES as _FIXTURES
 
 FIXTURES = _FIXTURES / "scoring"
@@ -21,7 +22,14 @@ REGISTER_TEXT = (FIXTURES / "hami-register.json").read_text()
 
 
 def card(cid: str, index: int, **kw: object) -> hami.Card:
-    values: dict[object, object] = {"count": 10, "devmem": 8000, "devcore": 100, "numa": 0}
+    values: dict[object, object] = {
+        "count": 10,
+        "devmem": 8000,
+        "devcore": 100,
+        "numa": 0,
+        "type": "NVIDIA",  # as HAMi's own fixtures register it: the request terms apply
+        "health": True,
+    }
     values.update(kw)
     return hami.Card(id=cid, index=index, **values)  # type: ignore[arg-type]
 
@@ -30,39 +38,70 @@ def idle_cards(n: int = 4) -> list[hami.Card]:
     return [card(f"gpu{i}", i) for i in range(n)]
 
 
-# ------------------------------------------------------------------ node policy (seed 003)
+# ------------------------------------------------------------------ node policy
 
 
-def test_seed_node_scores_are_10_and_7_5() -> None:
-    assert hami.count_score(1, 3, 4) == 10.0
-    assert hami.count_score(1, 2, 4) == 7.5
+def _whole_cards(node_name: str, used: int, total: int = 4) -> object:
+    """A node of ``total`` whole cards (count 1), ``used`` of them held by bound pods."""
+    register = [
+        {
+            "id": f"{node_name}-g{i}",
+            "index": i,
+            "count": 1,
+            "devmem": 8000,
+            "devcore": 100,
+            "type": "NVIDIA-Tesla T4",
+            "health": True,
+        }
+        for i in range(total)
+    ]
+    usage = {f"{node_name}-g{i}": (1, 8000, 100) for i in range(used)}
+    return replace(
+        node(
+            node_name,
+            {"nvidia.com/gpu": total},
+            annotations={hami.REGISTER_ANNOTATION: json.dumps(register)},
+        ),
+        gpu_usage=usage,
+    )
+
+
+def test_seed_node_scores_10_and_7_5_are_the_one_term_formula_with_the_request() -> None:
+    cards1 = hami.node_cards(
+        _whole_cards("node1", 3).annotations, _whole_cards("node1", 3).gpu_usage
+    )
+    cards2 = hami.node_cards(
+        _whole_cards("node2", 2).annotations, _whole_cards("node2", 2).gpu_usage
+    )
+    one = [hami.GpuRequest(nums=1)]
+    assert hami.seed_node_score(cards1, one) == 10.0
+    assert hami.seed_node_score(cards2, one) == 7.5
+    # HAMi's code: three terms of what is held, the pod not added (3/4 each: 22.5; 2/4: 15).
+    assert hami.node_score(cards1) == 22.5
+    assert hami.node_score(cards2) == 15.0
 
 
 @pytest.mark.parametrize(("policy", "first"), [("binpack", "node1"), ("spread", "node2")])
 def test_seed_node_policy_picks(policy: str, first: str) -> None:
-    scores = {"node1": hami.count_score(1, 3, 4), "node2": hami.count_score(1, 2, 4)}
+    scores = {"node1": 22.5, "node2": 15.0}
     assert hami.order_nodes(scores, policy)[0] == first
-
-
-def _gpu_node(name: str, used: int, total: int = 4, **kw: object) -> object:
-    z = zone(
-        0, {"nvidia.com/gpu": total, "cpu": 8000}, {"nvidia.com/gpu": total - used, "cpu": 8000}
-    )
-    return node(name, {"nvidia.com/gpu": total, "cpu": 8000}, [z], **kw)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(
     ("policy", "order"), [("binpack", ["node1", "node2"]), ("spread", ["node2", "node1"])]
 )
-def test_rank_reproduces_seed_node_example(policy: str, order: list[str]) -> None:
-    nodes = [_gpu_node("node1", used=3), _gpu_node("node2", used=2)]
+def test_rank_reproduces_seed_node_example_in_order(policy: str, order: list[str]) -> None:
+    nodes = [_whole_cards("node1", used=3), _whole_cards("node2", used=2)]
     pod = intent(
         "hami", containers=[container(requests={"nvidia.com/gpu": 1})], hami_node_policy=policy
     )
-    ranked = rank(pod, nodes, [fits("node2"), fits("node1")])
+    ranked = rank(pod, nodes, [fits("node2"), fits("node1")])  # type: ignore[list-item]
     assert [v.name for v in ranked] == order
-    assert {v.name: v.score for v in ranked} == {"node1": 1000, "node2": 750}  # hundredths
+    assert {v.name: v.score for v in ranked} == {"node1": 2250, "node2": 1500}  # hundredths
     assert f"node policy {policy}" in ranked[0].reason
+    node1 = next(v for v in ranked if v.name == "node1")
+    assert "10*(used 3/4 + cores 300/400 + memory 24000/32000 MiB) = 22.50" in node1.reason
+    assert "seed 003's ((request+used)/allocatable)*10 gives 10.00" in node1.reason
 
 
 @pytest.mark.parametrize(("policy", "second_pod_node"), [("binpack", "node1"), ("spread", "node2")])
@@ -71,10 +110,10 @@ def test_seed_stories_1_and_2_two_single_gpu_pods(policy: str, second_pod_node: 
         "hami", containers=[container(requests={"nvidia.com/gpu": 1})], hami_node_policy=policy
     )
     verdicts = [fits("node1"), fits("node2")]
-    first = rank(pod, [_gpu_node("node1", 0), _gpu_node("node2", 0)], verdicts)[0].name
+    first = rank(pod, [_whole_cards("node1", 0), _whole_cards("node2", 0)], verdicts)[0].name  # type: ignore[list-item]
     assert first == "node1"  # equal scores: by name
-    after = [_gpu_node("node1", 1 if first == "node1" else 0), _gpu_node("node2", 0)]
-    assert rank(pod, after, verdicts)[0].name == second_pod_node
+    after = [_whole_cards("node1", 1 if first == "node1" else 0), _whole_cards("node2", 0)]
+    assert rank(pod, after, verdicts)[0].name == second_pod_node  # type: ignore[arg-type]
 
 
 def test_node_policy_default_and_upstream_quirk() -> None:
@@ -85,25 +124,11 @@ def test_node_policy_default_and_upstream_quirk() -> None:
     assert hami.node_policy_of("Spread") == "binpack"
 
 
-def test_zero_capacity_devices_score_zero() -> None:
-    empty = [card("gpu0", 0, count=0, devmem=0, devcore=0)]
-    assert hami.node_score(empty, []) == 0.0
-    assert hami.count_score(1, 0, 0) == 0.0
-
-
-def test_node_score_with_registered_cards_keeps_seed_order() -> None:
-    full = [replace(c, used=1, usedcores=100, usedmem=8000) for c in idle_cards(3)] + [
-        card("gpu3", 3)
-    ]
-    half = [replace(c, used=1, usedcores=100, usedmem=8000) for c in idle_cards(2)] + idle_cards(4)[
-        2:
-    ]
-    whole = [hami.GpuRequest(nums=1, mem_percent=100, cores=100)]
-    full_cards = [replace(c, count=1) for c in full]
-    half_cards = [replace(c, count=1) for c in half]
-    # Each of the three terms is the seed's (1+3)/4 and (1+2)/4.
-    assert hami.node_score(full_cards, whole) == pytest.approx(30.0)
-    assert hami.node_score(half_cards, whole) == pytest.approx(22.5)
+def test_zero_totals_score_zero() -> None:
+    # ComputeDefaultScore: any of the three totals 0 -> the whole score is 0.
+    assert hami.node_score([card("gpu0", 0, count=0, devmem=0, devcore=0)]) == 0.0
+    assert hami.node_score([card("gpu0", 0, devcore=0, used=5, usedmem=4000)]) == 0.0
+    assert hami.card_score(card("gpu0", 0, devcore=0), hami.GpuRequest(1)) == 0.0
 
 
 # ------------------------------------------------------------------ GPU policy (seed 003)
@@ -114,9 +139,17 @@ REQ = hami.GpuRequest(nums=1, mem=1000, cores=20)
 
 
 def test_seed_gpu_scores_6_75_and_17_75() -> None:
+    assert hami.seed_card_score(GPU1, REQ) == pytest.approx(6.75)
+    assert hami.seed_card_score(GPU2, REQ) == pytest.approx(17.75)
+    # HAMi's ComputeScore is the same with slot weight 0; with the default weights the slot
+    # term (1+1)/10 adds 2.
     core_and_memory = hami.ScoringWeights(slot=0, core=1, memory=1)
     assert hami.card_score(GPU1, REQ, core_and_memory) == pytest.approx(6.75)
-    assert hami.card_score(GPU2, REQ, core_and_memory) == pytest.approx(17.75)
+    assert hami.card_score(GPU2, REQ) == pytest.approx(19.75)
+    # A card registered under its model name never matches the request type "NVIDIA":
+    # the request terms drop out (gpu_policy.go L203).
+    t4 = replace(GPU1, type="NVIDIA-Tesla T4")
+    assert hami.card_score(t4, REQ) == pytest.approx(10 * (1 / 10 + 10 / 100 + 2000 / 8000))
 
 
 @pytest.mark.parametrize(
@@ -130,9 +163,11 @@ def test_seed_gpu_policy_picks(
 
 
 @pytest.mark.parametrize(
-    ("policy", "picks"), [("binpack", ["gpu0", "gpu0"]), ("spread", ["gpu0", "gpu1"])]
+    ("policy", "picks"), [("binpack", ["gpu3", "gpu3"]), ("spread", ["gpu3", "gpu2"])]
 )
 def test_seed_stories_3_and_4_two_pods_of_20_percent(policy: str, picks: list[str]) -> None:
+    # The seed's GPU1/GPU2 are "some card, then the same / another one": HAMi's Fit walks the
+    # sorted cards from the end, so among idle cards it starts with the last registered.
     request = hami.GpuRequest(nums=1, mem_percent=20, cores=20)
     cards = idle_cards()
     chosen = []
@@ -148,12 +183,16 @@ def test_seed_stories_3_and_4_two_pods_of_20_percent(policy: str, picks: list[st
     assert chosen == picks
 
 
-def test_binpack_numa_is_only_a_tiebreak_and_numa_chain_makes_it_primary() -> None:
-    low = card("a", 0, numa=1, usedcores=50, usedmem=4000, used=1)
-    high = card("b", 1, numa=0)
+def test_numa_is_a_tiebreak_for_binpack_and_a_key_where_a_chain_writes_it() -> None:
+    # gpu_policy.go Less: single binpack -> score, then NUMA; lessByChain -> keys in the order
+    # written, then index. NUMA sorts ascending and Fit walks from the end: highest NUMA id.
+    busy = card("a", 0, numa=0, usedcores=50, usedmem=4000, used=1)
+    idle = card("b", 1, numa=1)
     req = hami.GpuRequest(nums=1, mem=100, cores=10)
-    assert hami.choose_gpus([low, high], [req], ("binpack",)).cards == ("a",)
-    assert hami.choose_gpus([low, high], [req], ("binpack", "numa")).cards == ("b",)
+    assert hami.choose_gpus([busy, idle], [req], ("binpack",)).cards == ("a",)
+    assert hami.choose_gpus([busy, idle], [req], ("binpack", "numa")).cards == ("a",)
+    assert hami.choose_gpus([busy, idle], [req], ("numa", "binpack")).cards == ("b",)
+    assert hami.choose_gpus([busy, idle], [req], ("numa",)).cards == ("b",)
 
 
 def test_mutex_prefers_idle_cards() -> None:
@@ -247,7 +286,8 @@ def test_rank_reports_chosen_cards_in_reason() -> None:
     plain = intent("hami", containers=[container(requests={"nvidia.com/gpu": 1})])
     args = ScoringArgs(hami_gpu_policy=("topology-aware",))
     assert choose_gpus_for(plain, gpu_node, args).cards == ("gpu1",)
-    assert choose_gpus_for(plain, gpu_node).cards == ("gpu0",)  # spread, equal cards: index
+    # spread, equal cards: Fit walks the sorted list from its end -> the last registered.
+    assert choose_gpus_for(plain, gpu_node).cards == ("gpu3",)
 
 
 def test_rank_puts_nodes_hami_would_filter_last() -> None:
@@ -303,33 +343,61 @@ def test_pair_scores_accept_numbers_and_strings_and_reject_garbage() -> None:
         hami.parse_pair_scores('[{"uuid": "a", "score": {"b": "ten"}}]')
 
 
-def test_usage_from_pods_round_trips_through_the_node_annotation() -> None:
-    pods = [
-        {
-            "metadata": {
-                "name": "p1",
-                "annotations": {
-                    hami.ALLOCATED_ANNOTATION: "gpu1,NVIDIA,2000,10:;gpu1,NVIDIA,1000,5:gpu2,NVIDIA,500,5:;"
-                },
-            },
-            "spec": {"nodeName": "n1"},
-        },
-        {
-            "metadata": {
-                "name": "done",
-                "annotations": {hami.ALLOCATED_ANNOTATION: "gpu3,NVIDIA,1,1:;"},
-            },
-            "spec": {"nodeName": "n1"},
-            "status": {"phase": "Succeeded"},
-        },
+def _hami_pod(allocated: str, *, node: str | None = "n1", **extra: object) -> dict[str, object]:
+    annotations = {hami_devices.ALLOCATED_ANNOTATION: allocated}
+    if node:
+        annotations[hami_devices.VGPU_NODE_ANNOTATION] = node
+    return {"metadata": {"name": "p", "annotations": annotations}, **extra}
+
+
+def test_pod_usage_sums_app_containers_per_card() -> None:
+    pod = _hami_pod("gpu1,NVIDIA,2000,10:;gpu1,NVIDIA,1000,5:gpu2,NVIDIA,500,5:;")
+    assert hami_devices.pod_gpu_usage(pod) == ("n1", {"gpu1": (2, 3000, 15), "gpu2": (1, 500, 5)})
+
+
+@pytest.mark.parametrize(
+    "pod",
+    [
+        _hami_pod("gpu3,NVIDIA,1,1:;", status={"phase": "Succeeded"}),
+        _hami_pod("gpu3,NVIDIA,1,1:;", status={"phase": "Failed"}),
+        # onAddPod: only hami.io/vgpu-node places a pod in HAMi's books, not spec.nodeName.
+        _hami_pod("gpu3,NVIDIA,1,1:;", node=None, spec={"nodeName": "n1"}),
         {"metadata": {"name": "cpu"}, "spec": {"nodeName": "n1"}},
-    ]
-    usage = hami.usage_from_pods(pods)
-    assert usage == {"n1": {"gpu1": hami.CardUsage(2, 3000, 15), "gpu2": hami.CardUsage(1, 500, 5)}}
-    text = hami.encode_usage(usage["n1"])
-    assert hami.parse_usage(text) == usage["n1"]
-    annotations = {hami.REGISTER_ANNOTATION: REGISTER_TEXT, hami.USAGE_ANNOTATION: text}
-    cards = {c.id: c for c in hami.node_cards(annotations)}
+    ],
+)
+def test_pods_hami_does_not_count(pod: dict[str, object]) -> None:
+    assert hami_devices.pod_gpu_usage(pod) is None
+
+
+def test_init_containers_collapse_to_their_peak() -> None:
+    # initContainer.go CollapseInitContainerUsage: init peak (1 slot) vs app sum, per card.
+    pod = _hami_pod(
+        "gpu1,NVIDIA,3000,50:;gpu1,NVIDIA,1000,80:;gpu1,NVIDIA,1000,10:;gpu1,NVIDIA,500,10:;",
+        spec={"initContainers": [{"name": "a"}, {"name": "b"}]},
+    )
+    assert hami_devices.pod_gpu_usage(pod) == ("n1", {"gpu1": (2, 3000, 80)})
+
+
+@pytest.mark.parametrize(
+    ("allocated", "message"),
+    [("gpu1,NVIDIA,10:;", "has 3 fields"), ("gpu1,NVIDIA,ten,5:;", "must be integers")],
+)
+def test_allocations_hami_cannot_decode_are_named(allocated: str, message: str) -> None:
+    with pytest.raises(InvalidInput, match=message):
+        hami_devices.pod_gpu_usage(_hami_pod(allocated))
+
+
+def test_usage_totals_add_and_take_back() -> None:
+    totals: hami_devices.Usage = {}
+    hami_devices.add_usage(totals, {"g": (1, 100, 10)})
+    hami_devices.add_usage(totals, {"g": (2, 50, 5), "h": (1, 1, 1)})
+    assert totals == {"g": (3, 150, 15), "h": (1, 1, 1)}
+    hami_devices.add_usage(totals, {"h": (1, 1, 1)}, -1)
+    assert totals == {"g": (3, 150, 15)}
+    cards = {
+        c.id: c
+        for c in hami.node_cards({hami.REGISTER_ANNOTATION: REGISTER_TEXT}, {"gpu1": (2, 3000, 15)})
+    }
     assert (cards["gpu1"].used, cards["gpu1"].usedmem, cards["gpu1"].usedcores) == (2, 3000, 15)
     assert cards["gpu0"].used == 0
 

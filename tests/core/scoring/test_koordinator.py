@@ -7,7 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from core.scoring import koordinator as koord
-from core.scoring.rank import ScoringArgs, rank
+from core.scoring.args import ScoringArgs
+from core.scoring.rank import rank
 from tests.fixtures.scoring.builders import GI, container, fits, intent, node, zone
 
 SEED_FIT_PLUS = (

@@ -13,7 +13,8 @@ import yaml
 
 from core.model import NodeVerdict
 from core.scoring import koordinator as koord
-from core.scoring.rank import ScoringArgs, parse_scoring_args, rank
+from core.scoring.args import ScoringArgs, parse_scoring_args
+from core.scoring.rank import rank
 from tests.fixtures.scoring.builders import container, fits, intent, node, zone
 from tests.paths import ROOT
 

@@ -502,7 +502,7 @@ def test_hami_node_policy_binpack_spread(
 
 def test_hami_topology_aware_seed_cards(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Seed 003: three GPUs topology-aware -> gpu1, gpu2, gpu3 (pair total 500); one GPU ->
-    a card of the lowest link total (gpu0 or gpu1)."""
+    a card of the lowest link total (gpu0 or gpu1; HAMi finds gpu1 first)."""
     three = _pod(
         "hami-scheduler",
         {"hami.io/gpu-scheduler-policy": "topology-aware"},
@@ -510,7 +510,7 @@ def test_hami_topology_aware_seed_cards(tmp_path: Path, capsys: pytest.CaptureFi
     )
     doc = _explain_pod(tmp_path, capsys, HAMI_NODES, three)
     reasons = {n["name"]: n["reason"] for n in doc["nodes"]}
-    found = re.search(r"cards ([\w,]+);", reasons["hami-idle"])
+    found = re.search(r"cards ([\w,]+) \(", reasons["hami-idle"])
     assert found and sorted(found.group(1).split(",")) == ["gpu1", "gpu2", "gpu3"]
     one = _pod(
         "hami-scheduler",
@@ -519,14 +519,16 @@ def test_hami_topology_aware_seed_cards(tmp_path: Path, capsys: pytest.CaptureFi
     )
     doc = _explain_pod(tmp_path, capsys, HAMI_NODES, one)
     reason = {n["name"]: n["reason"] for n in doc["nodes"]}["hami-idle"]
-    assert "cards gpu0;" in reason or "cards gpu1;" in reason
+    # worst link total (gpu0 and gpu1: 400); Fit walks from the end, so gpu1 is found first
+    assert "cards gpu1 (" in reason
 
 
 def test_hami_gpu_pod_on_the_demo_shows_the_cards(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The demo's gpu-1 carries HAMi's register and link scores: cards 0 and 1 are taken,
-    NVLink bridges 2-3 and 4-5; topology-aware picks a bridged pair, walking from the tail."""
+    NVLink bridges 2-3 and 4-5; topology-aware picks a bridged pair, walking from the tail.
+    Card usage comes from the bound pod infer-0's hami.io/vgpu-devices-allocated."""
     pod = _pod(
         "hami-scheduler",
         {"hami.io/gpu-scheduler-policy": "topology-aware"},
@@ -535,14 +537,16 @@ def test_hami_gpu_pod_on_the_demo_shows_the_cards(
     doc = _explain_pod(tmp_path, capsys, DEMO, pod)
     assert doc["ranking"] == ["gpu-1"]
     gpu = next(n for n in doc["nodes"] if n["name"] == "gpu-1")
-    assert "8 registered card(s)" in gpu["reason"]
+    assert "hami node score 10*(used 2/8 + cores 200/800" in gpu["reason"]
     assert "cards GPU-a100-demo-5,GPU-a100-demo-4" in gpu["reason"]
     spread = _pod("hami-scheduler", {}, {"cpu": "4", "memory": "8Gi", "nvidia.com/gpu": "1"})
     doc = _explain_pod(tmp_path, capsys, DEMO, spread)
     gpu = next(n for n in doc["nodes"] if n["name"] == "gpu-1")
-    assert "cards GPU-a100-demo-2;" in gpu["reason"]  # cards 0 and 1 are in use
+    # cards 0 and 1 are held by infer-0; spread sorts the idle cards last and Fit walks from
+    # the end: the last registered idle card
+    assert "cards GPU-a100-demo-7 (" in gpu["reason"]
     code, out, _ = explain(capsys, "--inventory", str(DEMO), str(tmp_path / "pod.yaml"))
-    assert code == 0 and "cards GPU-a100-demo-2" in out
+    assert code == 0 and "cards GPU-a100-demo-7" in out
 
 
 def test_default_scheduler_fewest_numa_nodes_first(

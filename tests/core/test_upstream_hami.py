@@ -1,0 +1,217 @@
+"""HAMi's own unit tests (Project-HAMi/HAMi at 4707fb0), translated case by case:
+
+- ``pkg/scheduler/score_test.go Test_calcScore``: node score and the cards chosen;
+- ``pkg/scheduler/score_test.go Test_fitInCertainDevice``: the per-card checks of ``Fit``;
+- ``pkg/device/devices.go`` register decoding (omitempty defaults).
+
+Every card of the upstream fixtures is ``Count 10, Totalmem 8000, Totalcore 100, Numa 0,
+Type "NVIDIA"`` (both cards at Index 0), healthy; the request is one card with 1000 MiB and
+30% cores; node policy binpack, GPU policy spread. Usage the fixtures set directly
+(``Used 5, Usedmem 4000, Usedcores 50``) is what bound pods' allocations sum to; the
+end-to-end cases below build it from such pods.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from core.scoring import hami
+from core.scoring.hami_devices import Card, parse_register
+
+REQ = hami.GpuRequest(nums=1, mem=1000, cores=30)
+HALF = (5, 4000, 50)  # Used, Usedmem, Usedcores of the "having use 50%" fixtures
+
+
+def fixture_card(uuid: str, usage: tuple[int, int, int] = (0, 0, 0), **kw: object) -> Card:
+    values: dict[str, object] = {
+        "index": 0,
+        "count": 10,
+        "devmem": 8000,
+        "devcore": 100,
+        "type": "NVIDIA",
+        "numa": 0,
+        "health": True,
+    }
+    values.update(kw)
+    used, usedmem, usedcores = usage
+    return Card(id=uuid, used=used, usedmem=usedmem, usedcores=usedcores, **values)  # type: ignore[arg-type]
+
+
+# score_test.go Test_calcScore: (line, cards, requests, node score, cards chosen)
+CALC_SCORE = [
+    (99, [("uuid1", (0, 0, 0))], [REQ], 0.0, ("uuid1",)),
+    (196, [("uuid1", HALF)], [REQ], 15.0, ("uuid1",)),
+    (293, [("uuid1", (0, 0, 0)), ("uuid2", (0, 0, 0))], [REQ], 0.0, ("uuid2",)),
+    (524, [("uuid1", (0, 0, 0)), ("uuid2", HALF)], [REQ], 7.5, ("uuid1",)),
+    (
+        637,
+        [("uuid1", (0, 0, 0)), ("uuid2", (0, 0, 0))],
+        [hami.GpuRequest(2, 1000, None, 30)],
+        0.0,
+        ("uuid2", "uuid1"),
+    ),
+    (
+        757,
+        [("uuid1", HALF), ("uuid2", HALF)],
+        [hami.GpuRequest(2, 1000, None, 30)],
+        15.0,
+        ("uuid2", "uuid1"),
+    ),
+    # "one node two device one pod two container use two device": only the first container
+    # asks for a card (the second requests none), one card on the node.
+    (1153, [("uuid1", (0, 0, 0))], [REQ], 0.0, ("uuid1",)),
+    (1258, [("uuid1", (0, 0, 0))], [REQ], 0.0, ("uuid1",)),
+    (1363, [("uuid1", (0, 0, 0))], [REQ], 0.0, ("uuid1",)),
+    # "…two containers use two device with spread, should not in same device": 8000 MiB then
+    # 1000 MiB; the first takes the last card, the second cannot fit there any more.
+    (
+        1477,
+        [("uuid1", (0, 0, 0)), ("uuid2", (0, 0, 0))],
+        [hami.GpuRequest(1, 8000, None, 30), REQ],
+        0.0,
+        ("uuid2", "uuid1"),
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("line", "cards", "requests", "score", "chosen"),
+    CALC_SCORE,
+    ids=[f"L{c[0]}" for c in CALC_SCORE],
+)
+def test_calc_score(
+    line: int,
+    cards: list[tuple[str, tuple[int, int, int]]],
+    requests: list[hami.GpuRequest],
+    score: float,
+    chosen: tuple[str, ...],
+) -> None:
+    devices = [fixture_card(uuid, usage) for uuid, usage in cards]
+    assert hami.node_score(devices) == pytest.approx(score)
+    assert hami.choose_gpus(devices, requests, ("spread",)).cards == chosen
+
+
+@pytest.mark.parametrize(
+    ("line", "node1", "node2", "scores", "first"),
+    [
+        # "two node per node having one device …": equal scores.
+        (877, (0, 0, 0), (0, 0, 0), {"node1": 0.0, "node2": 0.0}, "node1"),
+        # "… one device having use 50%": binpack (the default) prefers the fuller node1.
+        (1015, HALF, (0, 0, 0), {"node1": 15.0, "node2": 0.0}, "node1"),
+    ],
+)
+def test_calc_score_two_nodes(
+    line: int,
+    node1: tuple[int, int, int],
+    node2: tuple[int, int, int],
+    scores: dict[str, float],
+    first: str,
+) -> None:
+    got = {
+        "node1": hami.node_score([fixture_card("uuid1", node1)]),
+        "node2": hami.node_score([fixture_card("uuid2", node2)]),
+    }
+    assert got == pytest.approx(scores)
+    assert hami.order_nodes(got, "binpack")[0] == first
+    assert hami.choose_gpus([fixture_card("uuid2", node2)], [REQ]).cards == ("uuid2",)
+
+
+def test_calc_score_not_enough_memory_fails_the_node() -> None:
+    # L1619 "… not enough resource, node should be failed": Totalmem 50 < 1000 requested.
+    choice = hami.choose_gpus([fixture_card("uuid1", devmem=50)], [REQ])
+    assert choice.cards == ()
+    assert "uuid1 not enough memory" in choice.reason
+
+
+# score_test.go Test_fitInCertainDevice: card test-0 Numa 1, Type NVIDIA, healthy.
+FIT_IN_CERTAIN_DEVICE = [
+    # (line, card fields, request (nums, mem, percent, cores), refusal)
+    (
+        3305,
+        {"used": 1, "count": 4, "devmem": 8192, "usedmem": 2048, "usedcores": 1, "devcore": 4},
+        (1, 1024, 100, 1),
+        None,
+    ),
+    (
+        3399,
+        {"used": 5, "count": 4, "devmem": 8192, "usedmem": 2048, "usedcores": 1, "devcore": 4},
+        (1, 1024, 100, 1),
+        "no free slot",
+    ),
+    (
+        3442,
+        {"used": 1, "count": 4, "devmem": 8192, "usedmem": 2048, "usedcores": 1, "devcore": 4},
+        (1, 1024, 100, 200),
+        "not enough cores",
+    ),
+    (
+        3485,
+        {"used": 1, "count": 4, "devmem": 8000, "usedmem": 8000, "usedcores": 1, "devcore": 4},
+        (1, 0, 100, 100),
+        "not enough memory",
+    ),
+    (
+        3528,
+        {"used": 1, "count": 4, "devmem": 8192, "usedmem": 2048, "usedcores": 0, "devcore": 100},
+        (1, 100, 100, 100),
+        "in use (whole card wanted)",
+    ),
+    (
+        3571,
+        {"used": 1, "count": 4, "devmem": 8192, "usedmem": 2048, "usedcores": 1, "devcore": 1},
+        (1, 1024, 100, 0),
+        "all cores used",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("line", "fields", "ask", "refusal"),
+    FIT_IN_CERTAIN_DEVICE,
+    ids=[f"L{c[0]}" for c in FIT_IN_CERTAIN_DEVICE],
+)
+def test_fit_in_certain_device(
+    line: int, fields: dict[str, int], ask: tuple[int, int, int, int], refusal: str | None
+) -> None:
+    card = Card(id="test-0", index=0, type="NVIDIA", numa=1, health=True, **fields)  # type: ignore[arg-type]
+    nums, mem, percent, cores = ask
+    req = hami.GpuRequest(nums, mem, percent, cores)
+    assert hami.card_refusal(card, req) == refusal
+    assert hami.choose_gpus([card], [req]).cards == (() if refusal else ("test-0",))
+
+
+def test_unhealthy_card_is_skipped() -> None:
+    # device.go Fit: !dev.Health -> CardNotHealth, whatever the scores say.
+    sick = fixture_card("uuid2", health=False)
+    assert hami.card_refusal(sick, REQ) == "unhealthy"
+    assert hami.choose_gpus([fixture_card("uuid1"), sick], [REQ]).cards == ("uuid1",)
+
+
+def test_register_fields_default_as_go_zero_values() -> None:
+    # devices.go DeviceInfo: every field omitempty; UnMarshalNodeDevices is json.Unmarshal.
+    (card,) = parse_register('[{"id": "GPU-0", "type": "NVIDIA-Tesla T4"}]')
+    assert (card.index, card.count, card.devmem, card.devcore, card.numa, card.health) == (
+        0,
+        0,
+        0,
+        0,
+        0,
+        False,
+    )
+    a, b = parse_register(
+        '[{"id":"a","count":10,"devmem":8000,"devcore":100,"type":"NVIDIA","health":true},'
+        '{"id":"b","count":10,"devmem":8000,"devcore":100,"type":"NVIDIA"}]'
+    )
+    assert (a.index, b.index, a.health, b.health) == (0, 0, True, False)
+    # The card registered without health is never chosen, although it sorts last.
+    assert hami.choose_gpus([a, b], [REQ]).cards == ("a",)
+
+
+def test_model_named_cards_score_from_usage_only() -> None:
+    # gpu_policy.go ComputeScore L203: request terms only when container.Type == Device.Type;
+    # real registrations carry the model, requests "NVIDIA" -> usage only.
+    real = fixture_card("GPU-0", HALF, type="NVIDIA A100-SXM4-80GB")
+    assert hami.card_score(real, REQ) == pytest.approx(15.0)
+    assert hami.card_score(fixture_card("uuid1", HALF), REQ) == pytest.approx(
+        10 * (6 / 10 + 80 / 100 + 5000 / 8000)
+    )
