@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.numagate-installed
 EXT_STAMP := core/.ext-built
 
-.PHONY: install build run test lint bench soak clean
+.PHONY: install build run test lint bench soak clean promtool
 
 install: $(STAMP) $(EXT_STAMP)
 
@@ -28,8 +28,16 @@ build: install
 run: install
 	$(VENV)/bin/numagate serve
 
-test: install
+test: install promtool
 	$(PY) -m pytest
+
+# tests/test_observability.py runs the real promtool (Debian's prometheus package). Only
+# when it is missing and apt-get exists (as root, or through sudo) is it installed.
+promtool:
+	@if ! command -v promtool >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; then \
+		SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+		$$SUDO apt-get update && $$SUDO apt-get install -y --no-install-recommends prometheus; \
+	fi
 
 lint: install
 	$(VENV)/bin/ruff check .

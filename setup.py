@@ -65,6 +65,8 @@ setup(
             "hypothesis>=6.100",
             "jsonpatch>=1.33",
             "kubernetes-validate>=1.30",
+            # Helm's Go SDK behind a C ABI: lints and renders the chart offline (tests/test_helm.py).
+            "helm-python-sdk>=0.2.2",
             "ruff>=0.5",
             "atheris>=2.3; platform_system == 'Linux'",
         ],

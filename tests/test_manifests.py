@@ -21,6 +21,7 @@ import yaml
 
 from tests.paths import ROOT
 from webhook.cli.main import build_parser
+from webhook.config import Config, parse_config
 
 MANIFESTS = ROOT / "manifests"
 NAMESPACE = "numagate-system"
@@ -340,6 +341,83 @@ def test_cert_manager_overlay_injects_from_the_serving_certificate() -> None:
     for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
         annotations = find(objs, kind, "numagate")["metadata"]["annotations"]
         assert annotations == {"cert-manager.io/inject-ca-from": f"{NAMESPACE}/numagate-serving"}
+
+
+# --- rollout timing (docs/deploy.md, "Shutdown timing") -------------------------------
+
+EXIT_MARGIN_SECONDS = 5  # time left for the process to exit after the grace period
+
+
+def shutdown_budget(objs: tuple[dict[str, Any], ...] | list[dict[str, Any]]) -> dict[str, float]:
+    """The numbers of the shutdown rule as a rendering sets them: the pod's grace period and
+    preStop sleep, and the shutdown section of the ConfigMap's config (or its defaults, read
+    by the real config parser)."""
+    deploy = find(objs, "Deployment", "numagate")
+    pod = deploy["spec"]["template"]["spec"]
+    pre_stop = pod["containers"][0].get("lifecycle", {}).get("preStop", {})
+    assert set(pre_stop) <= {"sleep"}, f"only a sleep preStop is accounted for: {pre_stop}"
+    configmap = find(objs, "ConfigMap", "numagate-config")
+    config = parse_config(yaml.safe_load(configmap["data"]["config.yaml"]))
+    timeouts = [h["timeoutSeconds"] for h in webhooks(objs).values()]
+    return {
+        "terminationGracePeriodSeconds": pod.get("terminationGracePeriodSeconds", 30),
+        "preStop": pre_stop.get("sleep", {}).get("seconds", 0),
+        "delaySeconds": config.shutdown.delay_seconds,
+        "gracePeriodSeconds": config.shutdown.grace_period_seconds,
+        "maxTimeoutSeconds": max(timeouts or [10]),
+    }
+
+
+def check_shutdown_rule(budget: dict[str, float]) -> None:
+    used = budget["preStop"] + budget["delaySeconds"] + budget["gracePeriodSeconds"]
+    assert used + EXIT_MARGIN_SECONDS <= budget["terminationGracePeriodSeconds"], budget
+    # A review in flight may run up to its webhook's timeout: the grace period covers it.
+    assert budget["gracePeriodSeconds"] >= budget["maxTimeoutSeconds"], budget
+
+
+@pytest.mark.parametrize("name", RENDERINGS)
+def test_shutdown_fits_the_pod_grace_period(name: str) -> None:
+    budget = shutdown_budget(rendered(name))
+    check_shutdown_rule(budget)
+    assert budget == {
+        "terminationGracePeriodSeconds": 30,
+        "preStop": 0,
+        "delaySeconds": 10,
+        "gracePeriodSeconds": 15,
+        "maxTimeoutSeconds": 5,
+    }
+
+
+def test_shutdown_defaults_fit_and_match_the_schema_and_configmap() -> None:
+    """The config defaults (used when the ConfigMap says nothing) keep the rule with the
+    base's grace period, and the schema and ConfigMap state the same numbers."""
+    defaults = Config().shutdown
+    budget = shutdown_budget(rendered("base"))
+    check_shutdown_rule(
+        {
+            **budget,
+            "delaySeconds": defaults.delay_seconds,
+            "gracePeriodSeconds": defaults.grace_period_seconds,
+        }
+    )
+    schema = json.loads((ROOT / "schemas" / "config.schema.json").read_text())
+    fields = schema["properties"]["shutdown"]["properties"]
+    assert fields["delaySeconds"]["default"] == defaults.delay_seconds == budget["delaySeconds"]
+    assert (
+        fields["gracePeriodSeconds"]["default"]
+        == defaults.grace_period_seconds
+        == budget["gracePeriodSeconds"]
+    )
+
+
+def test_rollout_and_disruption_settings() -> None:
+    objs = rendered("base")
+    deploy = find(objs, "Deployment", "numagate")["spec"]
+    assert deploy["strategy"]["rollingUpdate"] == {"maxUnavailable": 0, "maxSurge": 1}
+    assert deploy["minReadySeconds"] == 5
+    pdb = find(objs, "PodDisruptionBudget", "numagate")["spec"]
+    assert pdb["maxUnavailable"] == 1
+    assert pdb["unhealthyPodEvictionPolicy"] == "AlwaysAllow"
 
 
 # --- RBAC --------------------------------------------------------------------------------

@@ -107,10 +107,13 @@ class DecisionCacheSettings(_Model):
 
 
 class Shutdown(_Model):
-    # Readiness is false for this long before the listener closes, so that the endpoint
-    # controller removes the pod from the Service first.
-    delay_seconds: float = Field(2.0, ge=0, strict=True)
-    grace_period_seconds: float = Field(25.0, gt=0, strict=True)
+    # After SIGTERM the listener stays open this long, every answer saying "Connection:
+    # close": the pod's deletion (not our readiness) takes its endpoint out, and kube-proxy
+    # and the apiserver's pooled keep-alive connections need time to follow (docs/deploy.md,
+    # "Shutdown timing"). Then requests in flight get up to grace_period_seconds.
+    # Rule: preStop + delay + grace + 5 <= the pod's terminationGracePeriodSeconds (30).
+    delay_seconds: float = Field(10.0, ge=0, strict=True)
+    grace_period_seconds: float = Field(15.0, gt=0, strict=True)
 
 
 class Certificates(_Model):

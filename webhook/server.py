@@ -1,10 +1,14 @@
 """TLS serving for ``numagate serve``: one process, or ``--workers N`` processes that share
 the port with SO_REUSEPORT (the kernel spreads new connections over the listeners).
 
-Shutdown on SIGTERM follows the order a rolling update needs: readiness goes false first
-(so the endpoint controller stops sending new connections), after ``shutdown.delaySeconds``
-the listener closes, requests in flight finish (up to ``shutdown.gracePeriodSeconds``),
-then the process exits. Certificates are reloaded in place by ``certs.watcher`` (no
+Shutdown on SIGTERM follows the order a rolling update needs. The pod's deletion, not
+readiness, takes its endpoint out of the Service (at the same time as the SIGTERM), and
+kube-proxy and the apiserver's pooled keep-alive connections follow only after a while. So
+for ``shutdown.delaySeconds`` the listener stays open, every answer carries "Connection:
+close" (pooled connections move to other replicas) and ``/readyz`` answers 503 (marks the
+terminating endpoint not serving); then the listener closes, requests in flight finish (up
+to ``shutdown.gracePeriodSeconds``), and the process exits (docs/deploy.md, "Shutdown
+timing"). Certificates are reloaded in place by ``certs.watcher`` (no
 listener restart).
 """
 
