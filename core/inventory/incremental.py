@@ -16,6 +16,7 @@ through ``parse_object`` and applies the results on its event loop).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -184,5 +185,5 @@ def _with_sink(parts: Parts, sink: list[str]) -> Parts:
     pods = []
     for pod in parts.pods:
         report = type(pod.report)(pod.report.kind, pod.report.name, sink)
-        pods.append(PodUsage(report, pod.node, pod.usage, pod.numas, pod.exclusive))
+        pods.append(dataclasses.replace(pod, report=report))
     return Parts(parts.node, parts.nrt, parts.volcano, pods)
