@@ -1,8 +1,8 @@
 """`numagate explain`: the report (DESIGN 4.4 JSON shape) and its table rendering.
 
-The ``decision`` is what the webhooks would answer, computed by the code the server runs
-(:func:`webhook.review.pipeline.answer`) on an AdmissionReview built for the object, offline, as
-``numagate review`` does. For a Pod: ``patch`` is the mutating webhook's JSONPatch and
+The ``decision`` is what the webhooks would answer: the handlers the endpoints use
+(webhook.review.pipeline.HANDLERS) decide on the request the apiserver would send for the
+object (a dry-run CREATE), offline, with the warnings shortened as on the wire. For a Pod: ``patch`` is the mutating webhook's JSONPatch and
 ``allowed`` / ``message`` the validating webhook's answer for the patched pod (the
 apiserver calls the validating webhooks after the mutating ones). For a workload the
 mutating webhook changes only the Pods its controller creates: ``patch`` is the mutation
@@ -13,9 +13,7 @@ of a pod made from the template, re-rooted under the template's path, and ``allo
 from __future__ import annotations
 
 import asyncio
-import base64
 import copy
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -27,9 +25,9 @@ from core.mutation.patch import PatchOp, annotation_ops, apply_ops, escape_point
 from core.quantity import format_quantity
 from core.scoring.args import ScoringArgs
 from core.scoring.rank import rank
-from webhook.review.pipeline import Runtime, answer
-from webhook.review.response import HttpAnswer
-from webhook.review.wire import WebhookName
+from webhook.review.pipeline import HANDLERS, Runtime, deadline_for, decide_review
+from webhook.review.response import Outcome, clean_warnings
+from webhook.review.wire import AdmissionRequest, GroupVersionKind, GroupVersionResource, UserInfo
 
 SUMMARY_THRESHOLD = 40  # above this many nodes the table shows a summary and the first rows
 FIRST_ROWS = 20
@@ -37,7 +35,7 @@ EXPLAIN_UID = "numagate-explain"
 
 
 class ExplainError(Exception):
-    """The webhook code did not produce an AdmissionReview for the object (the message says why)."""
+    """The webhook code failed on the object (the message says why)."""
 
 
 # ----------------------------------------------------------------------------- decision
@@ -63,40 +61,23 @@ def _resolve(doc: Any, pointer: str) -> Any:
     return node
 
 
-def admission_review(obj: Mapping[str, Any], *, kind: str, namespace: str, name: str) -> bytes:
-    """An AdmissionReview v1 CREATE request for ``obj``, as the apiserver would send it."""
+def explain_request(
+    obj: Mapping[str, Any], *, kind: str, namespace: str, name: str
+) -> AdmissionRequest:
+    """The dry-run CREATE request for ``obj``, as the apiserver would send it."""
     api_version = str(obj.get("apiVersion") or "v1")
     group, _, version = api_version.rpartition("/")
-    review = {
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "request": {
-            "uid": EXPLAIN_UID,
-            "kind": {"group": group, "version": version, "kind": kind},
-            "resource": {"group": group, "version": version, "resource": kind.lower() + "s"},
-            "name": name,
-            "namespace": namespace,
-            "operation": "CREATE",
-            "userInfo": {"username": "numagate-explain"},
-            "object": obj,
-            "dryRun": True,
-        },
-    }
-    return json.dumps(review).encode()
-
-
-def _response(result: HttpAnswer, webhook: WebhookName) -> dict[str, Any]:
-    if not result.is_review:
-        body = result.body.decode(errors="replace").strip()
-        raise ExplainError(f"the {webhook} webhook answered HTTP {result.status}: {body}")
-    response: dict[str, Any] = json.loads(result.body)["response"]
-    return response
-
-
-def _patch_of(response: Mapping[str, Any]) -> list[PatchOp]:
-    raw = response.get("patch")
-    ops: list[PatchOp] = json.loads(base64.b64decode(raw)) if raw else []
-    return ops
+    return AdmissionRequest(
+        uid=EXPLAIN_UID,
+        kind=GroupVersionKind(version, kind, group),
+        resource=GroupVersionResource(version, kind.lower() + "s", group),
+        operation="CREATE",
+        name=name,
+        namespace=namespace,
+        user_info=UserInfo("numagate-explain", "", []),
+        object=dict(obj),
+        dry_run=True,
+    )
 
 
 def pod_for_template(template: PodTemplate) -> dict[str, Any]:
@@ -138,7 +119,7 @@ def template_patch(
     controller's field)."""
     base = template_pointer(template.path)
     mutated = copy.deepcopy(dict(pod))
-    apply_ops(mutated, pod_ops)
+    apply_ops(mutated, copy.deepcopy(list(pod_ops)))  # apply_ops inserts the values themselves
     node = _resolve(obj, base)
     metadata = node.get("metadata") if isinstance(node, Mapping) else None
     metadata = metadata if isinstance(metadata, Mapping) else None
@@ -154,35 +135,45 @@ def template_patch(
     return ops + [_rebase(op, base) for op in pod_ops if str(op["path"]).startswith("/spec")]
 
 
-async def _call(raw: bytes, webhook: WebhookName, runtime: Runtime) -> dict[str, Any]:
-    return _response(await answer(raw, webhook=webhook, runtime=runtime), webhook)
+async def _call(request: AdmissionRequest, webhook: str, runtime: Runtime) -> Outcome:
+    config = runtime.config()
+    try:
+        return await decide_review(
+            request,
+            handler=HANDLERS[webhook],  # type: ignore[index]  # "mutate" or "validate"
+            runtime=runtime,
+            deadline=deadline_for(config, runtime.clock(), None),
+            config=config,
+        )
+    except Exception as exc:  # a bug in a handler: say so instead of a traceback
+        raise ExplainError(f"the {webhook} webhook failed: {exc!r}") from exc
 
 
 async def webhook_decision(
     obj: Mapping[str, Any], template: PodTemplate, runtime: Runtime
 ) -> dict[str, Any]:
     """The DESIGN 4.4 ``decision`` for ``obj``: the mutating webhook's patch and the
-    validating webhook's answer, both through pipeline.answer (see the module docstring)."""
+    validating webhook's answer, both from the endpoints' handlers (see the module docstring)."""
     ident = {"kind": template.kind, "namespace": template.namespace, "name": template.name}
     if template.path:
         pod = pod_for_template(template)
-        review = admission_review(pod, kind="Pod", namespace=template.namespace, name=template.name)
-        mutate = await _call(review, "mutate", runtime)
-        patch = template_patch(obj, template, pod, _patch_of(mutate))
+        request = explain_request(pod, kind="Pod", namespace=template.namespace, name=template.name)
+        mutate = await _call(request, "mutate", runtime)
+        patch = template_patch(obj, template, pod, list(mutate.patch))
         validated: Mapping[str, Any] = obj  # the workload itself is never mutated
     else:
-        mutate = await _call(admission_review(obj, **ident), "mutate", runtime)
-        patch = _patch_of(mutate)
+        mutate = await _call(explain_request(obj, **ident), "mutate", runtime)
+        patch = list(mutate.patch)
         validated = copy.deepcopy(dict(obj))
-        apply_ops(validated, patch)
-    validate = await _call(admission_review(validated, **ident), "validate", runtime)
+        apply_ops(validated, copy.deepcopy(patch))  # apply_ops inserts the values themselves
+    validate = await _call(explain_request(validated, **ident), "validate", runtime)
     warnings: list[str] = []
-    for w in [*mutate.get("warnings", []), *validate.get("warnings", [])]:
+    for w in [*clean_warnings(mutate.warnings), *clean_warnings(validate.warnings)]:
         if w not in warnings:
             warnings.append(w)
     return {
-        "allowed": bool(validate["allowed"]),
-        "message": (validate.get("status") or {}).get("message", ""),
+        "allowed": validate.allowed,
+        "message": "" if validate.allowed else validate.message,
         "warnings": warnings,
         "patch": patch,
     }

@@ -49,7 +49,7 @@ from webhook.review.response import (
 )
 from webhook.review.wire import AdmissionRequest, RequestError, WebhookName, parse_review
 
-__all__ = ["HANDLERS", "Runtime", "answer", "decide_review"]
+__all__ = ["HANDLERS", "Runtime", "answer", "deadline_for", "decide_review"]
 
 log = get_logger("admission")
 # The kernel runs on the event loop (no thread hop: ~0.15 ms of CPU per review and a
@@ -367,6 +367,13 @@ def _uid_or_none(raw: bytes) -> str | None:
         return None
 
 
+def deadline_for(config: Config, start: float, timeout: float | None) -> float:
+    """When the decision must be made: the apiserver's ``?timeout=`` (else the configured
+    default) after ``start``, less the configured margin."""
+    budget = timeout if timeout is not None else config.timeouts.default_seconds
+    return start + budget - config.timeouts.margin_seconds
+
+
 @dataclass
 class _Seen:
     """What is known of the review when an exception interrupts it (for the error answer)."""
@@ -400,8 +407,7 @@ async def _respond(
     else:
         request = parse_review(raw)
         seen.uid, seen.operation = request.uid, request.operation
-        budget = timeout if timeout is not None else config.timeouts.default_seconds
-        deadline = start + budget - config.timeouts.margin_seconds
+        deadline = deadline_for(config, start, timeout)
         outcome, result, entry, found = await _decide_parsed(
             request,
             handler=handler,

@@ -18,7 +18,7 @@ import yaml
 
 from core.intent.workloads import pod_templates
 from tests.paths import ROOT
-from webhook.cli.explain_report import admission_review, pod_for_template, template_pointer
+from webhook.cli.explain_report import pod_for_template, template_pointer
 from webhook.cli.main import main
 
 DEMO = ROOT / "webhook" / "data" / "demo-inventory.yaml"
@@ -160,6 +160,24 @@ def test_unreadable_inputs_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[
 
 
 # ------------------------------------------------------------------ decision = the webhooks
+
+
+def admission_review(obj: dict[str, Any], *, kind: str, namespace: str, name: str) -> bytes:
+    """The AdmissionReview v1 dry-run CREATE the apiserver would send for ``obj``."""
+    group, _, version = str(obj.get("apiVersion") or "v1").rpartition("/")
+    request = {
+        "uid": "numagate-explain",
+        "kind": {"group": group, "version": version, "kind": kind},
+        "resource": {"group": group, "version": version, "resource": kind.lower() + "s"},
+        "name": name,
+        "namespace": namespace,
+        "operation": "CREATE",
+        "userInfo": {"username": "numagate-explain"},
+        "object": obj,
+        "dryRun": True,
+    }
+    review = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}
+    return json.dumps(review).encode()
 
 
 def _review_cli(
