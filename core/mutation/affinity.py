@@ -8,7 +8,7 @@ the inventory; every affinity operation is built from NodeSelectorRequirement va
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping, MutableMapping, Sequence
+from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -16,6 +16,7 @@ from core.errors import InvalidInput
 from core.feasibility.compat import affinity_requirement, compatible
 from core.model import NodeSelectorRequirement, NodeTopology, PodIntent
 from core.mutation.patch import (
+    NODE_NAME_FIELD,
     PatchOp,
     affinity_ops,
     apply_ops,
@@ -26,6 +27,7 @@ from core.mutation.patch import (
 from core.mutation.scarce import DEFAULT_WEIGHT, avoidance
 
 MEMO_LIMIT = 256  # memoized compatible-name lists per inventory
+_REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 AffinityMode = Literal["off", "auto", "label", "node-names"]
 
 
@@ -194,3 +196,115 @@ def spec_ops(
         apply_ops(work, ops)
         ops = ops + scarce_ops(intent, work["spec"], settings.scarce)
     return ops, warnings
+
+
+# ----------------------------------------------------------------------------- recognition
+# Validation sees a pod after this module's policy affinity: the nodes it excludes would be
+# judged `not-selected` instead of by their policy (`policy-mismatch`), unlike explain and
+# the user's own manifest. The functions below undo that affinity when, and only when,
+# planning it again on the result reproduces the pod's required node affinity exactly
+# (terms compared with their expressions in any order, as the scarce stage appends after).
+
+
+def _required_selector(spec: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    node: Any = spec
+    for level in ("affinity", "nodeAffinity", _REQUIRED):
+        node = node.get(level) if isinstance(node, Mapping) else None
+    return node if isinstance(node, Mapping) else None
+
+
+def _without_item(term: Any, field_name: str, drop: Callable[[Any, bool], bool]) -> Any:
+    """``term`` without the items of ``field_name`` that ``drop(item, is_last)`` selects."""
+    if not isinstance(term, Mapping) or not isinstance(term.get(field_name), list):
+        return term
+    items = term[field_name]
+    kept = [item for i, item in enumerate(items) if not drop(item, i == len(items) - 1)]
+    if len(kept) == len(items):
+        return term
+    out = {k: v for k, v in term.items() if k != field_name}
+    if kept:
+        out[field_name] = kept
+    return out
+
+
+def _is_pin(item: Any) -> bool:
+    values = item.get("values") if isinstance(item, Mapping) else None
+    return (
+        item.get("key") == NODE_NAME_FIELD
+        and item.get("operator") == "In"
+        and isinstance(values, list)
+        and len(values) == 1
+    )
+
+
+def _stripped_terms(terms: list[Any], requirement: NodeSelectorRequirement | None) -> list[Any]:
+    """The terms without the pin each got last (node names) or without ``requirement``."""
+    if requirement is None:
+        strip = [
+            _without_item(t, "matchFields", lambda item, last: last and _is_pin(item))
+            for t in terms
+        ]
+    else:
+        expr = requirement_json(requirement)
+        strip = [_without_item(t, "matchExpressions", lambda item, _: item == expr) for t in terms]
+    out: list[Any] = []
+    for before, after in zip(terms, strip, strict=True):
+        if after is not before and not after:
+            continue  # a term the planner created: nothing of the user's is left in it
+        if after not in out:
+            out.append(after)
+    return out
+
+
+def _canonical(selector: Mapping[str, Any] | None) -> Any:
+    def term(t: Any) -> Any:
+        if not isinstance(t, Mapping):
+            return repr(t)
+        return sorted(
+            (k, sorted(map(repr, v)) if isinstance(v, list) else repr(v)) for k, v in t.items()
+        )
+
+    if selector is None:
+        return None
+    terms = selector.get("nodeSelectorTerms")
+    rest = sorted((k, repr(v)) for k, v in selector.items() if k != "nodeSelectorTerms")
+    return rest, [term(t) for t in terms] if isinstance(terms, list) else repr(terms)
+
+
+def without_policy_affinity(
+    intent: PodIntent,
+    spec: Mapping[str, Any],
+    inventory: Inventory | None,
+    settings: AffinitySettings,
+    *,
+    stale: bool = False,
+) -> dict[str, Any] | None:
+    """``spec`` without the policy affinity :func:`policy_ops` would have added to it, or
+    None when it holds none (or not exactly what planning now would add)."""
+    selector = _required_selector(spec)
+    terms = selector.get("nodeSelectorTerms") if selector is not None else None
+    if settings.mode == "off" or spec.get("nodeName") or not isinstance(terms, list):
+        return None
+    key = label_key(intent, settings)
+    requirement = None
+    if settings.mode == "label" or (
+        settings.mode == "auto" and inventory is not None and inventory.has_label(key)
+    ):
+        spelling = "koordinator" if intent.scheduler == "koordinator" else "kubelet"
+        requirement = affinity_requirement(intent, label_key=key, spelling=spelling)
+        if requirement is None:
+            return None
+    stripped = _stripped_terms(terms, requirement)
+    if stripped == terms:
+        return None
+    candidate = copy.deepcopy(dict(spec))
+    node_affinity = candidate["affinity"]["nodeAffinity"]
+    if stripped:
+        node_affinity[_REQUIRED]["nodeSelectorTerms"] = stripped
+    else:
+        del node_affinity[_REQUIRED]
+    ops, _ = policy_ops(intent, candidate, inventory, settings, stale=stale)
+    replanned = apply_ops({"spec": copy.deepcopy(candidate)}, copy.deepcopy(ops))["spec"]
+    if _canonical(_required_selector(replanned)) != _canonical(selector):
+        return None
+    return candidate

@@ -13,6 +13,7 @@ such as ``volcano.sh/numa-topology-policy`` always contain a ``/``.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
@@ -219,7 +220,7 @@ def node_name_ops(
     merged: list[Any] = []
     for existing in live:
         for pin in pins:
-            term = dict(existing)
+            term = copy.deepcopy(dict(existing))  # no list shared between two terms
             term["matchFields"] = [*(existing.get("matchFields") or []), *pin["matchFields"]]
             merged.append(term)
     return [{"op": "replace", "path": pointer, "value": merged}]

@@ -17,6 +17,8 @@ import copy
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import orjson
+
 from core.feasibility.snapshot import Snapshot
 from core.feasibility.verdicts import evaluate
 from core.intent.workloads import PodTemplate
@@ -100,6 +102,13 @@ def pod_for_template(template: PodTemplate) -> dict[str, Any]:
     }
 
 
+def _as_sent(ops: Sequence[PatchOp]) -> list[PatchOp]:
+    """The operations as the apiserver decodes them: apply_ops inserts the values
+    themselves, which must share nothing with each other or with the printed patch."""
+    decoded: list[PatchOp] = orjson.loads(orjson.dumps(list(ops)))
+    return decoded
+
+
 def _rebase(op: PatchOp, base: str) -> PatchOp:
     moved = {**op, "path": base + str(op["path"])}
     if "from" in op:
@@ -119,7 +128,7 @@ def template_patch(
     controller's field)."""
     base = template_pointer(template.path)
     mutated = copy.deepcopy(dict(pod))
-    apply_ops(mutated, copy.deepcopy(list(pod_ops)))  # apply_ops inserts the values themselves
+    apply_ops(mutated, _as_sent(pod_ops))
     node = _resolve(obj, base)
     metadata = node.get("metadata") if isinstance(node, Mapping) else None
     metadata = metadata if isinstance(metadata, Mapping) else None
@@ -165,7 +174,7 @@ async def webhook_decision(
         mutate = await _call(explain_request(obj, **ident), "mutate", runtime)
         patch = list(mutate.patch)
         validated = copy.deepcopy(dict(obj))
-        apply_ops(validated, copy.deepcopy(patch))  # apply_ops inserts the values themselves
+        apply_ops(validated, _as_sent(patch))
     validate = await _call(explain_request(validated, **ident), "validate", runtime)
     warnings: list[str] = []
     for w in [*clean_warnings(mutate.warnings), *clean_warnings(validate.warnings)]:

@@ -19,8 +19,13 @@ import orjson
 from core.errors import CoreError
 from core.intent.read import read_intent
 from core.intent.workloads import PodTemplate, pod_templates
-from core.model import is_map
-from core.mutation.affinity import AffinitySettings, ScarceSettings, spec_ops
+from core.model import PodIntent, is_map
+from core.mutation.affinity import (
+    AffinitySettings,
+    ScarceSettings,
+    spec_ops,
+    without_policy_affinity,
+)
 from core.mutation.patch import PatchOp, annotation_ops
 from webhook.config import Config
 from webhook.inventory.state import InventoryState
@@ -179,6 +184,28 @@ def _mutate(request: AdmissionRequest, runtime: Runtime, config: Config) -> Outc
     warnings += more_warnings
     outcome = patched(ops + spec_ops_, warnings=warnings)
     return dataclasses.replace(outcome, volatile=True) if volatile else outcome
+
+
+def judged_intent(
+    request: AdmissionRequest,
+    template: PodTemplate,
+    intent: PodIntent,
+    runtime: Runtime,
+    config: Config,
+) -> PodIntent:
+    """The intent validation judges: for a Pod, without the policy affinity mutate added
+    (core.mutation.affinity.without_policy_affinity), so that its verdicts are those of
+    the pod as written, which explain shows (an excluded node's `policy-mismatch`, not the
+    `not-selected` of numagate's own affinity)."""
+    if not _is_pod(request) or not config.mutation.inject_affinity or not intent.required_terms:
+        return intent
+    stale = runtime.inventory.is_stale(config.inventory.stale_after_seconds)
+    settings = affinity_settings(config)
+    view = runtime.inventory.view
+    spec = without_policy_affinity(intent, template.spec, view, settings, stale=stale)
+    if spec is None:
+        return intent
+    return read_intent(dataclasses.replace(template, spec=spec)).intent
 
 
 async def _decide_mutate(

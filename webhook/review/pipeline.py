@@ -37,6 +37,7 @@ from webhook.review.handlers import (
     _is_pod,
     changed_templates,
     exclusion_reason,
+    judged_intent,
 )
 from webhook.review.response import (
     JSON,
@@ -250,7 +251,9 @@ async def validate(
             checks.fail("annotations", _finding_message(f.path, f.message, f.code))
         checks.warnings += [f.message for f in result.findings if f.severity == "warning"]
         if not errors:
-            pairs.append((template, result.intent))
+            pairs.append(
+                (template, judged_intent(request, template, result.intent, runtime, config))
+            )
     if pairs:
         try:
             await _feasibility(checks, pairs, runtime=runtime, config=config, deadline=deadline)

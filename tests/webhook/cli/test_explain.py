@@ -4,6 +4,7 @@ from the validating one), checked against `numagate review` and applied with jso
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import copy
 import json
@@ -18,6 +19,8 @@ import yaml
 
 from core.intent.workloads import pod_templates
 from tests.paths import ROOT
+from tests.webhook.harness import build_review, decode_patch
+from tests.webhook.review.test_pipeline import call, runtime
 from webhook.cli.explain_report import pod_for_template, template_pointer
 from webhook.cli.main import main
 
@@ -631,3 +634,68 @@ def test_malformed_templates_get_a_decision_not_a_traceback(
     decision = json.loads(out)["decision"]
     # whatever the template looks like, the patch applies to the workload
     jsonpatch.JsonPatch(decision["patch"]).apply(copy.deepcopy(deployment))
+
+
+# ------------------------------------------------------------------ deny message = explain's verdicts
+
+_COUNTED = ("never-fits", "policy-mismatch", "not-selected")
+_USER_TERM = {
+    "matchExpressions": [{"key": "kubernetes.io/os", "operator": "NotIn", "values": ["windows"]}]
+}
+
+
+def _message_counts(message: str) -> dict[str, int]:
+    """The verdict counts a deny message names: ``(1 never-fits, 3 policy-mismatch)``."""
+    found = re.search(r"can ever run this pod under .*? \(([^)]*)\)", message)
+    assert found, message
+    counts = {}
+    for part in found[1].split(", "):
+        number, verdict = part.split(" ", 1)
+        counts[verdict] = int(number)
+    return counts
+
+
+@pytest.mark.parametrize("mode", ["auto", "label", "node-names"])
+@pytest.mark.parametrize("inventory", ["inventory-small.yaml", "cce-volcano.yaml"])
+@pytest.mark.parametrize("user_affinity", [False, True])
+def test_deny_message_names_the_verdicts_explain_shows(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    mode: str,
+    inventory: str,
+    user_affinity: bool,
+) -> None:
+    """mutate, its patch applied with jsonpatch, validate: the verdicts the deny message
+    counts (and its closest node) are those of explain's table, not the `not-selected` of
+    the affinity numagate itself injected."""
+    inv = (
+        ROOT
+        / "tests"
+        / "fixtures"
+        / ("manifests" if "small" in inventory else "inventory")
+        / inventory
+    )
+    pod = yaml.safe_load((MANIFESTS / "koord-pod-impossible.yaml").read_text())
+    if user_affinity:
+        pod["spec"]["affinity"] = {"nodeAffinity": {REQUIRED: {"nodeSelectorTerms": [_USER_TERM]}}}
+    rt = runtime({"affinity": {"mode": mode}}, inventory=inv)
+    ops = decode_patch(asyncio.run(call(rt, "mutate", build_review(pod))))
+    assert ops, "the policy affinity is injected"
+    mutated = jsonpatch.apply_patch(pod, ops)
+    assert mutated["spec"]["affinity"] != pod["spec"].get("affinity")
+    response = asyncio.run(call(rt, "validate", build_review(mutated)))
+    assert response["allowed"] is False
+    message = response["status"]["message"]
+
+    manifest = tmp_path / "pod.yaml"
+    manifest.write_text(yaml.safe_dump(pod))
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump({"affinity": {"mode": mode}}))
+    doc = _explain_json(capsys, "--inventory", str(inv), "--config", str(config), str(manifest))
+    verdicts = [n["verdict"] for n in doc["nodes"]]
+    expected = {v: verdicts.count(v) for v in _COUNTED if verdicts.count(v)}
+    assert _message_counts(message) == expected
+    assert "policy-mismatch" in expected and "not-selected" not in expected
+    closest = re.search(r"; closest: ([^:]+):", message)
+    assert closest and closest[1] in {n["name"] for n in doc["nodes"] if n["verdict"] != "fits"}
+    assert doc["decision"]["message"] == message  # explain's decision is the webhook's
