@@ -271,6 +271,33 @@ def _canonical(selector: Mapping[str, Any] | None) -> Any:
     return rest, [term(t) for t in terms] if isinstance(terms, list) else repr(terms)
 
 
+def _label_matches(requirement: NodeSelectorRequirement, labels: Mapping[str, str]) -> bool:
+    value = labels.get(requirement.key)
+    if requirement.operator == "In":
+        return value in requirement.values
+    return requirement.operator == "NotIn" and value not in requirement.values
+
+
+def _selects_the_compatible(
+    intent: PodIntent, requirement: NodeSelectorRequirement, inventory: Inventory | None
+) -> bool:
+    """Whether the label ``requirement`` selects exactly the compatible nodes: otherwise
+    it also excludes compatible nodes (unlabelled ones), a restriction of its own that
+    validation must see. Memoized per inventory, as :func:`compatible_names`."""
+    if inventory is None:
+        return False
+    key = ("label-selects-compatible", intent.scheduler, intent.policy, requirement)
+    exact: bool | None = inventory.memo.get(key)
+    if exact is None:
+        names = set(compatible_names(intent, inventory))
+        exact = all(
+            _label_matches(requirement, n.labels) == (n.name in names) for n in inventory.nodes
+        )
+        if len(inventory.memo) < MEMO_LIMIT:
+            inventory.memo[key] = exact
+    return exact
+
+
 def without_policy_affinity(
     intent: PodIntent,
     spec: Mapping[str, Any],
@@ -280,7 +307,8 @@ def without_policy_affinity(
     stale: bool = False,
 ) -> dict[str, Any] | None:
     """``spec`` without the policy affinity :func:`policy_ops` would have added to it, or
-    None when it holds none (or not exactly what planning now would add)."""
+    None when it holds none, not exactly what planning now would add, or a label
+    affinity that excludes compatible nodes too."""
     selector = _required_selector(spec)
     terms = selector.get("nodeSelectorTerms") if selector is not None else None
     if settings.mode == "off" or spec.get("nodeName") or not isinstance(terms, list):
@@ -292,7 +320,7 @@ def without_policy_affinity(
     ):
         spelling = "koordinator" if intent.scheduler == "koordinator" else "kubelet"
         requirement = affinity_requirement(intent, label_key=key, spelling=spelling)
-        if requirement is None:
+        if requirement is None or not _selects_the_compatible(intent, requirement, inventory):
             return None
     stripped = _stripped_terms(terms, requirement)
     if stripped == terms:

@@ -16,6 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from core.feasibility.compat import KOORDINATOR_SPELLING
 from core.model import NodeTopology
 from core.mutation.affinity import (
     AffinitySettings,
@@ -43,7 +44,7 @@ class Inventory:
 
 
 def _node(name: str, policy: str, *, labelled: bool) -> NodeTopology:
-    labels = {KEY: policy} if labelled else {}
+    labels = {KEY: KOORDINATOR_SPELLING.get(policy, "")} if labelled else {}
     return dataclasses.replace(node(name, {"cpu": 8000}, labels=labels), koord_policy=policy)
 
 
@@ -138,6 +139,24 @@ def test_a_users_own_pin_is_not_taken_away() -> None:
     pin = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["a"]}]}
     spec = {"affinity": {"nodeAffinity": {REQUIRED: {"nodeSelectorTerms": [pin]}}}}
     assert without_policy_affinity(POD, spec, inv, SETTINGS) is None
+
+
+def test_a_label_affinity_that_also_excludes_compatible_nodes_stays() -> None:
+    """Volcano's label affinity (In [policy]) excludes the unlabelled nodes, compatible
+    or not: that restriction is the pod's now, and validation must judge it."""
+    volcano = dataclasses.replace(POD, scheduler="volcano")
+    labelled = dataclasses.replace(
+        node("a", {"cpu": 8000}, labels={"x/y": "single-numa-node"}),
+        volcano_policy="single-numa-node",
+        volcano_cpu_manager_policy="static",
+    )
+    unlabelled = dataclasses.replace(labelled, name="b", labels={})
+    label = dataclasses.replace(SETTINGS, mode="label")
+    for nodes, undone in (([labelled], True), ([labelled, unlabelled], False)):
+        inv = Inventory(nodes)
+        ops, _ = policy_ops(volcano, {}, inv, label)
+        after = jsonpatch.apply_patch({"spec": {}}, ops)["spec"]
+        assert (without_policy_affinity(volcano, after, inv, label) is not None) is undone
 
 
 @pytest.mark.parametrize("labelled", [True, False])
