@@ -73,6 +73,11 @@ def label_key(intent: PodIntent, settings: AffinitySettings) -> str:
     return settings.label_keys.get(intent.scheduler, settings.default_label_key)
 
 
+def _compat_fields(intent: PodIntent) -> tuple[Any, ...]:
+    """The intent's fields core.feasibility.compat.compatible reads (memo keys)."""
+    return (intent.scheduler, intent.policy)
+
+
 def compatible_names(intent: PodIntent, inventory: Inventory) -> tuple[str, ...]:
     """Names of the nodes whose policies are compatible with the pod's, in inventory order.
 
@@ -80,7 +85,7 @@ def compatible_names(intent: PodIntent, inventory: Inventory) -> tuple[str, ...]
     reads no other field of the intent (a test checks that the memo agrees with a direct
     computation for intents differing in every other field).
     """
-    key = ("compatible", intent.scheduler, intent.policy)
+    key = ("compatible", *_compat_fields(intent))
     names: tuple[str, ...] | None = inventory.memo.get(key)
     if names is None:
         names = tuple(n.name for n in inventory.nodes if compatible(intent, n)[0])
@@ -286,7 +291,7 @@ def _selects_the_compatible(
     validation must see. Memoized per inventory, as :func:`compatible_names`."""
     if inventory is None:
         return False
-    key = ("label-selects-compatible", intent.scheduler, intent.policy, requirement)
+    key = ("label-selects-compatible", *_compat_fields(intent), requirement)
     exact: bool | None = inventory.memo.get(key)
     if exact is None:
         names = set(compatible_names(intent, inventory))
