@@ -40,7 +40,7 @@ from tests.reliability.corpus import (
     write_config,
 )
 from tests.webhook.fake_apiserver import node, nrt, running_apiserver
-from webhook.review import pipeline as pipeline_module
+from webhook.review import feasibility as feasibility_module
 from webhook.server import ServeOptions
 
 
@@ -436,7 +436,7 @@ def test_stop_under_load_completes_requests_being_evaluated(
 ) -> None:
     """The shutdown sequence (the event SIGTERM sets) while a request is inside the
     feasibility evaluation: it is answered correctly, after readiness turned false."""
-    real = pipeline_module.evaluate
+    real = feasibility_module.evaluate
     entered = threading.Event()
 
     def slow_evaluate(*args: Any, **kwargs: Any) -> Any:
@@ -444,7 +444,7 @@ def test_stop_under_load_completes_requests_being_evaluated(
         time.sleep(1.0)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(pipeline_module, "evaluate", slow_evaluate)
+    monkeypatch.setattr(feasibility_module, "evaluate", slow_evaluate)
     opts, certs = _serve_options(
         tmp_path,
         {"inventory": str(write_inventory(tmp_path / "inventory.yaml", "numa-1"))},
@@ -481,7 +481,7 @@ def test_slow_feasibility_is_answered_within_the_timeout(
 ) -> None:
     """?timeout=1s with an evaluation that would take 2 s: the answer comes in time, allowed
     with a warning (never a denial for lack of time), and the next request is unaffected."""
-    real = pipeline_module.evaluate
+    real = feasibility_module.evaluate
     slow = threading.Event()
 
     def slow_evaluate(*args: Any, **kwargs: Any) -> Any:
@@ -489,7 +489,7 @@ def test_slow_feasibility_is_answered_within_the_timeout(
             time.sleep(2.0)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(pipeline_module, "evaluate", slow_evaluate)
+    monkeypatch.setattr(feasibility_module, "evaluate", slow_evaluate)
     # inlineNodes 0: every evaluation runs in a thread, under the deadline.
     opts, certs = _serve_options(
         tmp_path,

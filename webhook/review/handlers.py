@@ -3,22 +3,24 @@ each a decision from a parsed request to an :class:`~webhook.review.response.Out
 
 mutate (Pods, CREATE): normalized annotations, mirrored into the dialect of the pod's
 scheduler (core.intent.read), and the node affinity that selects exactly the compatible
-nodes (core.mutation.affinity, DESIGN 5). validate: see webhook.review.pipeline.validate.
+nodes (core.mutation.affinity, DESIGN 5). validate (Pods and workload templates, CREATE
+and UPDATE of the template): annotation errors, impossible pods, pods with no room now
+(webhook.review.feasibility), each under its own enforcement mode (enforce / warn /
+dryrun, as Gatekeeper's enforcementAction).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import time
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
 from core.errors import CoreError
 from core.intent.read import read_intent
-from core.intent.workloads import PodTemplate, pod_templates
+from core.intent.workloads import PodTemplate, pod_templates, structure_findings
 from core.model import PodIntent, is_map
 from core.mutation.affinity import (
     AffinitySettings,
@@ -28,26 +30,14 @@ from core.mutation.affinity import (
 )
 from core.mutation.patch import PatchOp, annotation_ops
 from webhook.config import Config
-from webhook.inventory.state import InventoryState
-from webhook.metrics import WebhookMetrics
-from webhook.review.decision_cache import DecisionCache
-from webhook.review.response import Outcome, allowed, patched
+from webhook.review.feasibility import _apply_modes, _at, _Checks, _feasibility
+from webhook.review.response import Outcome, allowed, denied, patched
+from webhook.review.runtime import Runtime
 from webhook.review.wire import AdmissionRequest, WebhookName
 
 # Static (mirror) pods are created by the kubelet from files; mutating them is futile
 # (Kubernetes webhook good-practices page).
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
-
-
-@dataclass
-class Runtime:
-    """What a request needs besides the request: configuration, inventory, metrics."""
-
-    config: Callable[[], Config]
-    inventory: InventoryState
-    metrics: WebhookMetrics = field(default_factory=WebhookMetrics)
-    clock: Callable[[], float] = time.monotonic
-    decisions: DecisionCache = field(default_factory=DecisionCache)
 
 
 # (request, runtime, configuration, deadline on runtime.clock) -> the decision
@@ -215,3 +205,58 @@ async def _decide_mutate(
 
 
 MUTATE = Handler("mutate", mutating=True, decide=_decide_mutate)
+
+
+# ----------------------------------------------------------------------------- validate
+
+
+def _finding_message(path: str, message: str, code: str) -> str:
+    return f"{path}: {message} (rule {code})" if path else f"{message} (rule {code})"
+
+
+async def validate(
+    request: AdmissionRequest, runtime: Runtime, config: Config, deadline: float
+) -> Outcome:
+    """The validating webhook for Pods and the pod templates of workloads."""
+    if request.operation not in ("CREATE", "UPDATE") or not isinstance(request.object, dict):
+        return allowed()
+    if request.sub_resource or exclusion_reason(request, config) is not None:
+        return allowed()
+    if request.operation == "UPDATE" and _is_pod(request):
+        # A pod's placement is decided at CREATE; its spec is immutable apart from a few
+        # fields, and schedulers write status annotations on running pods (Koordinator's
+        # resource-status): re-checking them could block the scheduler itself.
+        return allowed()
+    malformed = [f for f in structure_findings(request.object) if f.severity == "error"]
+    if malformed:
+        message = "; ".join(_finding_message(f.path, f.message, f.code) for f in malformed)
+        return denied(message, code=400, reason="BadRequest")
+    try:
+        templates = changed_templates(request)
+    except CoreError as exc:
+        return denied(str(exc), code=400, reason="BadRequest")
+    checks = _Checks()
+    pairs: list[tuple[PodTemplate, PodIntent]] = []
+    for template in templates:
+        try:
+            result = read_intent(template)
+        except CoreError as exc:
+            return denied(_at(template, str(exc)), code=400, reason="BadRequest")
+        errors = [f for f in result.findings if f.severity == "error"]
+        for f in errors:
+            checks.fail("annotations", _finding_message(f.path, f.message, f.code))
+        checks.warnings += [f.message for f in result.findings if f.severity == "warning"]
+        if not errors:
+            pairs.append(
+                (template, judged_intent(request, template, result.intent, runtime, config))
+            )
+    if pairs:
+        try:
+            await _feasibility(checks, pairs, runtime=runtime, config=config, deadline=deadline)
+        except CoreError as exc:  # e.g. an affinity operator the API would have rejected
+            return denied(str(exc), code=400, reason="BadRequest")
+    return _apply_modes(checks, config)
+
+
+VALIDATE = Handler("validate", mutating=False, decide=validate)
+HANDLERS: dict[WebhookName, Handler] = {"mutate": MUTATE, "validate": VALIDATE}

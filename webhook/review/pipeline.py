@@ -3,206 +3,27 @@
 parses the review (webhook.review.wire), reuses a cached answer or asks the endpoint's
 handler (webhook.review.handlers) for the decision, puts it on the wire
 (webhook.review.response), and maps every error (webhook.review.errors).
-
-validate (Pods and workload templates, CREATE and UPDATE of the template): annotation
-errors, impossible pods, pods with no room now, each under its own enforcement mode
-(enforce / warn / dryrun, as Gatekeeper's enforcementAction).
 """
 
 from __future__ import annotations
 
-import asyncio
-import dataclasses
 import logging
-import time
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from core.errors import CoreError
-from core.feasibility.decision import decide, unchecked
-from core.feasibility.verdicts import Evaluation, evaluate
-from core.intent.read import read_intent
-from core.intent.workloads import PodTemplate, structure_findings
-from core.model import Decision, PodIntent
 from webhook.config import Config
-from webhook.inventory.state import EVALUATION_COST, InventoryView
+from webhook.inventory.state import InventoryView
 from webhook.logs import get_logger
 from webhook.metrics import WebhookMetrics
 from webhook.review.decision_cache import Entry, raw_key, review_key, split_body
 from webhook.review.errors import answer_for_error, reject
-from webhook.review.handlers import (
-    MUTATE,
-    Handler,
-    Runtime,
-    _is_pod,
-    changed_templates,
-    exclusion_reason,
-    judged_intent,
-)
-from webhook.review.response import (
-    JSON,
-    HttpAnswer,
-    Outcome,
-    allowed,
-    denied,
-    finalize,
-    review_answer,
-)
+from webhook.review.handlers import HANDLERS, Handler
+from webhook.review.response import JSON, HttpAnswer, Outcome, finalize, review_answer
+from webhook.review.runtime import Runtime
 from webhook.review.wire import AdmissionRequest, RequestError, WebhookName, parse_review
 
 __all__ = ["HANDLERS", "Runtime", "answer", "deadline_for", "decide_review"]
 
 log = get_logger("admission")
-# The kernel runs on the event loop (no thread hop: ~0.15 ms of CPU per review and a
-# malloc arena per pool thread) when the slowest evaluation seen on this inventory, times
-# INLINE_SAFETY, fits both the time left before the deadline and INLINE_BUDGET_SECONDS
-# (an inline evaluation holds up every other request of the worker). Otherwise it runs in
-# a thread under the deadline, as for the first evaluation of a new inventory (which
-# calibrates the estimate). A full 10,000-node scan takes ~1 ms in the compiled kernel.
-INLINE_SAFETY = 4.0
-INLINE_BUDGET_SECONDS = 0.02
-# The estimate decays towards recent costs, so one slow outlier (preemption on a loaded
-# machine) does not keep an inventory on the thread path for good.
-COST_DECAY = 0.95
-
-
-@dataclass
-class _Checks:
-    """Failed checks of one review, before the enforcement modes are applied."""
-
-    failures: list[tuple[str, str]] = field(default_factory=list)  # (check, message)
-    warnings: list[str] = field(default_factory=list)
-    volatile: bool = False  # see Outcome.volatile
-
-    def fail(self, check: str, message: str) -> None:
-        self.failures.append((check, message))
-
-
-# ----------------------------------------------------------------------------- validate
-
-
-def _at(template: PodTemplate, message: str) -> str:
-    return f"{template.path}: {message}" if template.path else message
-
-
-def _finding_message(path: str, message: str, code: str) -> str:
-    return f"{path}: {message} (rule {code})" if path else f"{message} (rule {code})"
-
-
-def _inline(cost: float | None, count: int, remaining: float, config: Config, nodes: int) -> bool:
-    """Whether to evaluate on the event loop (see INLINE_SAFETY)."""
-    limit = config.timeouts.inline_nodes
-    if nodes <= limit:
-        return True
-    if limit == 0 or cost is None:  # 0: every evaluation in a thread, under the deadline
-        return False
-    return cost * count * INLINE_SAFETY <= min(remaining, INLINE_BUDGET_SECONDS)
-
-
-async def _evaluate_all(
-    intents: Sequence[PodIntent],
-    view: InventoryView,
-    *,
-    runtime: Runtime,
-    config: Config,
-    deadline: float,
-) -> list[Evaluation] | None:
-    """Evaluate every intent before ``deadline``; None when there is not enough time.
-
-    Inline when the evaluation is known to be short (see INLINE_SAFETY), else in a thread
-    so that the deadline can be enforced while the kernel runs.
-    """
-    snapshot = view.snapshot
-    costs: list[float] = []
-
-    def work() -> list[Evaluation]:
-        # CPU time of this thread: waiting for the GIL is not the kernel's cost.
-        t0 = time.thread_time()
-        out = [evaluate(i, snapshot, full=False) for i in intents]
-        costs.append((time.thread_time() - t0) / max(1, len(intents)))
-        return out
-
-    start = runtime.clock()
-    remaining = deadline - start
-    if remaining <= 0:
-        return None
-    cost = view.memo.get(EVALUATION_COST)
-    if _inline(cost, len(intents), remaining, config, len(snapshot.nodes)):
-        results = work()
-    else:
-        try:
-            results = await asyncio.wait_for(asyncio.to_thread(work), remaining)
-        except TimeoutError:
-            return None
-    if costs:
-        decayed = 0.0 if cost is None else cost * COST_DECAY
-        view.memo[EVALUATION_COST] = max(costs[0], decayed)
-    runtime.metrics.feasibility.observe(runtime.clock() - start)
-    return results
-
-
-def _classify(checks: _Checks, template: PodTemplate, decision: Decision) -> None:
-    if decision.outcome == "impossible":
-        checks.fail("feasibility", _at(template, decision.message))
-    elif decision.outcome == "no-room-now":
-        for text in decision.warnings:
-            checks.fail("noRoomNow", _at(template, text))
-    else:
-        checks.warnings += [_at(template, w) for w in decision.warnings]
-
-
-async def _feasibility(
-    checks: _Checks,
-    pairs: Sequence[tuple[PodTemplate, PodIntent]],
-    *,
-    runtime: Runtime,
-    config: Config,
-    deadline: float,
-) -> None:
-    view = runtime.inventory.view
-    if view is None:
-        checks.volatile = True
-        checks.warnings += unchecked("no-inventory").warnings
-        return
-    stale = runtime.inventory.is_stale(config.inventory.stale_after_seconds)
-    checks.volatile = checks.volatile or stale
-    results = await _evaluate_all(
-        [i for _, i in pairs], view, runtime=runtime, config=config, deadline=deadline
-    )
-    if results is None:
-        checks.volatile = True
-        runtime.metrics.timeouts.inc()
-        checks.warnings += unchecked("deadline").warnings
-        return
-    for (template, _), evaluation in zip(pairs, results, strict=True):
-        _classify(checks, template, decide(evaluation, stale=stale))
-
-
-def _apply_modes(checks: _Checks, config: Config) -> Outcome:
-    denials: list[str] = []
-    warnings = list(checks.warnings)
-    modes = {
-        "annotations": config.modes.annotations,
-        "feasibility": config.modes.feasibility,
-        "noRoomNow": config.modes.no_room_now,
-    }
-    violations: list[tuple[str, str, str]] = []
-    for check, message in checks.failures:
-        mode = modes[check]
-        violations.append((check, mode, message))
-        if mode == "enforce":
-            denials.append(message)
-        elif mode == "warn":
-            warnings.append(message)
-    if denials:
-        outcome = denied("; ".join(denials), warnings=warnings)
-    else:
-        outcome = allowed(warnings=warnings)
-    if violations or checks.volatile:
-        outcome = dataclasses.replace(
-            outcome, violations=tuple(violations), volatile=checks.volatile
-        )
-    return outcome
 
 
 def _record_violations(
@@ -218,55 +39,7 @@ def _record_violations(
             )
 
 
-async def validate(
-    request: AdmissionRequest, runtime: Runtime, config: Config, deadline: float
-) -> Outcome:
-    """The validating webhook for Pods and the pod templates of workloads."""
-    if request.operation not in ("CREATE", "UPDATE") or not isinstance(request.object, dict):
-        return allowed()
-    if request.sub_resource or exclusion_reason(request, config) is not None:
-        return allowed()
-    if request.operation == "UPDATE" and _is_pod(request):
-        # A pod's placement is decided at CREATE; its spec is immutable apart from a few
-        # fields, and schedulers write status annotations on running pods (Koordinator's
-        # resource-status): re-checking them could block the scheduler itself.
-        return allowed()
-    malformed = [f for f in structure_findings(request.object) if f.severity == "error"]
-    if malformed:
-        message = "; ".join(_finding_message(f.path, f.message, f.code) for f in malformed)
-        return denied(message, code=400, reason="BadRequest")
-    try:
-        templates = changed_templates(request)
-    except CoreError as exc:
-        return denied(str(exc), code=400, reason="BadRequest")
-    checks = _Checks()
-    pairs: list[tuple[PodTemplate, PodIntent]] = []
-    for template in templates:
-        try:
-            result = read_intent(template)
-        except CoreError as exc:
-            return denied(_at(template, str(exc)), code=400, reason="BadRequest")
-        errors = [f for f in result.findings if f.severity == "error"]
-        for f in errors:
-            checks.fail("annotations", _finding_message(f.path, f.message, f.code))
-        checks.warnings += [f.message for f in result.findings if f.severity == "warning"]
-        if not errors:
-            pairs.append(
-                (template, judged_intent(request, template, result.intent, runtime, config))
-            )
-    if pairs:
-        try:
-            await _feasibility(checks, pairs, runtime=runtime, config=config, deadline=deadline)
-        except CoreError as exc:  # e.g. an affinity operator the API would have rejected
-            return denied(str(exc), code=400, reason="BadRequest")
-    return _apply_modes(checks, config)
-
-
 # ----------------------------------------------------------------------------- entry
-
-
-VALIDATE = Handler("validate", mutating=False, decide=validate)
-HANDLERS: dict[WebhookName, Handler] = {"mutate": MUTATE, "validate": VALIDATE}
 
 
 async def decide_review(

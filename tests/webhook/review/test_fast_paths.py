@@ -28,8 +28,9 @@ from tests.webhook.review.test_pipeline import call, koord_pod, manifest, runtim
 from webhook.config import parse_config
 from webhook.inventory.state import EVALUATION_COST, InventoryState, InventoryView, load_demo
 from webhook.logs import JsonFormatter, setup_logging
-from webhook.review import pipeline as pipeline_module
-from webhook.review.pipeline import _inline, answer
+from webhook.review import feasibility as feasibility_module
+from webhook.review.feasibility import _inline
+from webhook.review.pipeline import answer
 
 SCHEDULERS = ("koordinator", "volcano", "hami", "kubelet")
 # Tests of how the kernel runs send the same review several times: the decision cache
@@ -121,14 +122,14 @@ def test_inline_decision_table() -> None:
 
 
 def _record_threads(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    real = pipeline_module.evaluate
+    real = feasibility_module.evaluate
     seen: list[int] = []
 
     def recording(*args: Any, **kwargs: Any) -> Any:
         seen.append(threading.get_ident())
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(pipeline_module, "evaluate", recording)
+    monkeypatch.setattr(feasibility_module, "evaluate", recording)
     return seen
 
 
@@ -165,7 +166,7 @@ async def test_expensive_evaluation_goes_to_a_thread_and_the_deadline_holds(
 ) -> None:
     """Once an evaluation was measured as slow, the next one is not run on the event loop:
     ?timeout= is honoured and the loop keeps serving."""
-    real = pipeline_module.evaluate
+    real = feasibility_module.evaluate
 
     def slow(*args: Any, **kwargs: Any) -> Any:
         end = time.thread_time() + 0.05  # CPU-bound, as a slow kernel would be
@@ -173,7 +174,7 @@ async def test_expensive_evaluation_goes_to_a_thread_and_the_deadline_holds(
             pass
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(pipeline_module, "evaluate", slow)
+    monkeypatch.setattr(feasibility_module, "evaluate", slow)
     rt = runtime({"timeouts": {"inlineNodes": 1, "marginSeconds": 0}, **NO_CACHE})
     review = build_review(koord_pod("12"))
     assert (await call(rt, "validate", review, timeout=5))["allowed"] is False
