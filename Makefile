@@ -46,6 +46,7 @@ lint: install
 bench: install
 	$(PY) benchmarks/core.py
 	$(PY) benchmarks/server.py
+	$(PY) benchmarks/churn.py
 
 # Ten minutes of steady load (zero errors, flat memory), then a ten-minute fuzz run of the
 # annotation parsers; either failing fails the target.

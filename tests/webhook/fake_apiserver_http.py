@@ -137,10 +137,12 @@ class ApiHandlers:
                 resource, rv=at if exact else None, limit=limit, token=token, selector=selector
             )
         except Expired as exc:
-            meta = {}
+            gone: dict[str, str] = {}
             if token:  # go on from the next key, inconsistently, as the real one offers
-                meta["continue"] = encode_continue(-1, decode_continue(token)[1])
-            return status_response(410, "Expired", str(exc), metadata=meta)
+                gone["continue"] = encode_continue(-1, decode_continue(token)[1])
+            return status_response(410, "Expired", str(exc), metadata=gone)
+        except ValueError as exc:  # an undecodable continue token
+            return status_response(400, "BadRequest", str(exc))
         except TooNew as exc:
             return _too_new(exc)
         if at is not None and not exact and page.rv < at:

@@ -337,6 +337,8 @@ def test_list_resource_version_semantics(server):
     assert (status, too_new["reason"]) == (504, "Timeout")
     status, bad = raw_get(server, "/api/v1/nodes?resourceVersionMatch=Exact")
     assert (status, bad["reason"]) == (400, "BadRequest")
+    status, bad = raw_get(server, "/api/v1/nodes?limit=1&continue=not-a-token")
+    assert (status, bad["reason"]) == (400, "BadRequest")
     server.compact()
     status, gone = raw_get(
         server, f"/api/v1/nodes?resourceVersion={old}&resourceVersionMatch=Exact"
