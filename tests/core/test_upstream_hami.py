@@ -15,8 +15,12 @@ from __future__ import annotations
 
 import pytest
 
-from core.scoring import hami
+from core.model import NodeVerdict
+from core.scoring import hami, hami_devices
 from core.scoring.hami_devices import Card, parse_register
+from core.scoring.rank import rank
+from tests.core.upstream_cases import ctr, js, k8s_node, k8s_pod, run
+from tests.fixtures.scoring.builders import fits
 
 REQ = hami.GpuRequest(nums=1, mem=1000, cores=30)
 HALF = (5, 4000, 50)  # Used, Usedmem, Usedcores of the "having use 50%" fixtures
@@ -215,3 +219,102 @@ def test_model_named_cards_score_from_usage_only() -> None:
     assert hami.card_score(fixture_card("uuid1", HALF), REQ) == pytest.approx(
         10 * (6 / 10 + 80 / 100 + 5000 / 8000)
     )
+
+
+# ------------------------------------------------------------------ end to end: bound pods
+
+
+def _register(*uuids: str, card_type: str = "NVIDIA") -> str:
+    return js(
+        [
+            {
+                "id": u,
+                "count": 10,
+                "devmem": 8000,
+                "devcore": 100,
+                "type": card_type,
+                "health": True,
+            }
+            for u in uuids
+        ]
+    )
+
+
+def _holder(name: str, node: str, entries: list[str], **kw: object) -> dict:
+    """A bound pod HAMi placed: one container per allocation entry."""
+    annotations = {
+        hami_devices.VGPU_NODE_ANNOTATION: node,
+        hami_devices.ALLOCATED_ANNOTATION: "".join(f"{e}:;" for e in entries),
+    }
+    containers = [ctr(f"c{i}") for i in range(len(entries))]
+    return k8s_pod(name, containers, node=node, annotations=annotations, **kw)  # type: ignore[arg-type]
+
+
+GPU_POD = k8s_pod(
+    "test1",
+    [
+        ctr(
+            "gpu-burn",
+            limits={
+                "nvidia.com/gpu": "1",
+                "nvidia.com/gpucores": "30",
+                "nvidia.com/gpumem": "1000",
+            },
+        )
+    ],
+    scheduler="hami-scheduler",
+)
+
+
+def _ranked(objects: list[dict]) -> dict[str, NodeVerdict]:
+    outcome = run(GPU_POD, objects)
+    nodes = list(outcome.nodes.values())
+    return {v.name: v for v in rank(outcome.intent, nodes, [fits(n.name) for n in nodes])}
+
+
+def test_usage_from_bound_pods_end_to_end() -> None:
+    # Test_calcScore L196 and L1015 built from objects: five bound containers of 800 MiB and
+    # 10% each on uuid1 are its Used 5, Usedmem 4000, Usedcores 50.
+    objects = [
+        k8s_node(
+            "node1",
+            {"nvidia.com/gpu": "10"},
+            annotations={hami_devices.REGISTER_ANNOTATION: _register("uuid1")},
+        ),
+        k8s_node(
+            "node2",
+            {"nvidia.com/gpu": "10"},
+            annotations={hami_devices.REGISTER_ANNOTATION: _register("uuid2")},
+        ),
+        _holder("busy", "node1", ["uuid1,NVIDIA,800,10"] * 5),
+        _holder("done", "node2", ["uuid2,NVIDIA,8000,100"], phase="Succeeded"),
+    ]
+    got = _ranked(objects)
+    assert got["node1"].score == 1500 and got["node2"].score == 0  # hundredths: 15 and 0
+    assert "10*(used 5/10 + cores 50/100 + memory 4000/8000 MiB) = 15.00" in got["node1"].reason
+    assert "cards uuid1" in got["node1"].reason and "cards uuid2" in got["node2"].reason
+
+
+def test_usage_picks_the_emptier_card_end_to_end() -> None:
+    # Test_calcScore L524: uuid2 at 50% -> node score 7.5, spread takes uuid1; L293: both idle
+    # -> uuid2 (the last registered).
+    register = {hami_devices.REGISTER_ANNOTATION: _register("uuid1", "uuid2")}
+    idle = _ranked([k8s_node("node1", {"nvidia.com/gpu": "20"}, annotations=register)])
+    assert "cards uuid2 " in idle["node1"].reason
+    busy = _ranked(
+        [
+            k8s_node("node1", {"nvidia.com/gpu": "20"}, annotations=register),
+            _holder(
+                "busy",
+                "node1",
+                ["uuid2,NVIDIA,4000,50", "uuid2,NVIDIA,0,0"] + ["uuid2,NVIDIA,0,0"] * 3,
+            ),
+        ]
+    )
+    assert busy["node1"].score == 750
+    assert "cards uuid1 " in busy["node1"].reason
+
+
+def test_unregistered_node_is_filtered_for_gpu_pods() -> None:
+    got = _ranked([k8s_node("plain", {"nvidia.com/gpu": "8"})])
+    assert "HAMi would filter the node out: node unregistered" in got["plain"].reason
