@@ -16,6 +16,8 @@ from typing import Any
 
 import pytest
 
+from core.intent.read import read_intent
+from core.intent.workloads import pod_templates
 from core.model import ContainerDemand
 from core.scoring import koordinator as koord
 from core.scoring.args import ScoringArgs
@@ -293,3 +295,39 @@ def test_calculate_pod_resource_request_with_sidecar(
 ) -> None:
     # Test_calculatePodResourceRequest_WithSidecar (node_resources_fit_plus_test.go L328-).
     assert koord.fitplus_pod_request(containers, "cpu") == milli
+
+
+# ------------------------------------------------------------------ items of other helpers
+
+
+@pytest.mark.xfail(strict=True, reason="fixed by intent: singleNUMANodeExclusive '' means Required")
+def test_empty_exclusive_means_required() -> None:
+    # plugin.go Filter L451-454: an empty singleNUMANodeExclusive with a pod policy is Required.
+    # NUMA 1 and 3 are full, 0 and 2 shared: Required leaves no NUMA node now.
+    pods = [
+        *STATES_PODS,
+        bound("full1", "n", {1: {"cpu": "3"}}),
+        bound("full3", "n", {3: {"cpu": "4"}}),
+    ]
+    pod = koord_pod(
+        "2", spec={"numaTopologyPolicy": "SingleNUMANode", "singleNUMANodeExclusive": ""}
+    )
+    (template,) = pod_templates(pod)
+    findings = read_intent(template).findings
+    assert not [f for f in findings if f.severity == "error"]
+    assert placed(run(pod, [*koord_node("n", FOUR), *pods]))[0] == "no-room-now"
+
+
+@pytest.mark.xfail(
+    strict=True, reason="fixed by feas: Koordinator Restricted sized from what fits now"
+)
+def test_restricted_on_a_none_kubelet_fits_what_fits_now() -> None:
+    # resource_manager.go generateResourceHints: under Restricted every fitting hint is
+    # preferred; NRT policy none, node label Restricted, 3 CPUs with n0 3/4 and n1 2/4 held.
+    objects = [
+        k8s_node("n", {"cpu": "8", "memory": "32Gi", "pods": "110"}, labels={LABEL: "Restricted"}),
+        nrt("n", TWO, policy="none"),
+        bound("a", "n", {0: {"cpu": "3"}}),
+        bound("b", "n", {1: {"cpu": "2"}}),
+    ]
+    assert placed(run(koord_pod("3"), objects)) == ("fits", (0, 1))
