@@ -318,3 +318,144 @@ def test_usage_picks_the_emptier_card_end_to_end() -> None:
 def test_unregistered_node_is_filtered_for_gpu_pods() -> None:
     got = _ranked([k8s_node("plain", {"nvidia.com/gpu": "8"})])
     assert "HAMi would filter the node out: node unregistered" in got["plain"].reason
+
+
+# ------------------------------------------------------------------ gpu_policy_test.go
+
+# TestDeviceUsageList_Less (L125-398), the cases without NumaBind (numa-bind is not
+# modelled): policy, (numa, used, index, score) of cards i and j, Less(i, j).
+LESS = [
+    ("Binpack policy with same Numa", "binpack", (0, 10, 0, 10), (0, 20, 0, 20), True),
+    (
+        "Binpack: score primary, lower score sorts first across NUMA",
+        "binpack",
+        (1, 10, 0, 10),
+        (0, 20, 0, 20),
+        True,
+    ),
+    (
+        "Binpack: score primary, higher score sorts last even on lower NUMA",
+        "binpack",
+        (0, 10, 0, 10),
+        (1, 20, 0, 20),
+        True,
+    ),
+    ("Binpack: NUMA tiebreaker when scores equal", "binpack", (0, 0, 0, 15), (1, 0, 0, 15), True),
+    (
+        "Binpack: score primary over NUMA, high-NUMA high-score sorts last",
+        "binpack",
+        (1, 0, 0, 20),
+        (0, 0, 0, 10),
+        False,
+    ),
+    (
+        "Spread: score primary, higher score sorts first",
+        "spread",
+        (0, 10, 0, 10),
+        (0, 20, 0, 20),
+        False,
+    ),
+    (
+        "Spread: score primary, lower score sorts last across NUMA",
+        "spread",
+        (1, 10, 0, 10),
+        (0, 20, 0, 20),
+        False,
+    ),
+    (
+        "Spread: score primary over NUMA, high-NUMA high-score sorts first",
+        "spread",
+        (1, 0, 0, 20),
+        (0, 0, 0, 10),
+        True,
+    ),
+    ("Spread: NUMA tiebreaker when scores equal", "spread", (0, 0, 0, 15), (1, 0, 0, 15), True),
+    ("Mutex: busy GPU sorts before idle GPU", "mutex", (0, 2, 0, 0), (0, 0, 0, 0), True),
+    ("Mutex: idle GPU sorts after busy GPU", "mutex", (0, 0, 0, 0), (0, 1, 0, 0), False),
+    ("Mutex: NUMA tiebreaker when both idle", "mutex", (0, 0, 0, 0), (1, 0, 0, 0), True),
+    (
+        "Bare numa: NUMA is the sort key regardless of score",
+        "numa",
+        (0, 0, 0, 99),
+        (1, 0, 0, 5),
+        True,
+    ),
+    (
+        "Bare numa: same NUMA falls to deterministic Index tiebreak",
+        "numa",
+        (0, 0, 3, 10),
+        (0, 0, 1, 20),
+        False,
+    ),
+    (
+        "Chain binpack,numa: score primary, numa tiebreak",
+        "binpack,numa",
+        (0, 0, 0, 15),
+        (1, 0, 0, 15),
+        True,
+    ),
+    (
+        "Chain spread,numa: score primary, numa tiebreak",
+        "spread,numa",
+        (0, 0, 0, 15),
+        (1, 0, 0, 15),
+        True,
+    ),
+    (
+        "Chain numa,spread: numa primary regardless of score",
+        "numa,spread",
+        (1, 0, 0, 5),
+        (0, 0, 0, 99),
+        False,
+    ),
+    (
+        "Chain numa,spread: same NUMA falls back to spread",
+        "numa,spread",
+        (0, 0, 0, 20),
+        (0, 0, 0, 10),
+        True,
+    ),
+    (
+        "Chain mutex,spread: mutex is a Fit() filter; spread decides",
+        "mutex,spread",
+        (0, 5, 0, 10),
+        (0, 0, 0, 20),
+        False,
+    ),
+    (
+        "Chain with only filter tokens falls back to spread",
+        "mutex,topology-aware",
+        (0, 0, 0, 10),
+        (0, 0, 0, 20),
+        False,
+    ),
+    (
+        "Chain binpack,numa: deterministic Index tiebreak",
+        "binpack,numa",
+        (0, 0, 5, 10),
+        (0, 0, 2, 10),
+        False,
+    ),
+]
+
+
+@pytest.mark.parametrize(("name", "policy", "i", "j", "less"), LESS, ids=[c[0] for c in LESS])
+def test_device_usage_list_less(
+    name: str, policy: str, i: tuple[int, ...], j: tuple[int, ...], less: bool
+) -> None:
+    a = fixture_card("i", (i[1], 0, 0), numa=i[0], index=i[2])
+    b = fixture_card("j", (j[1], 0, 0), numa=j[0], index=j[2])
+    scores = {"i": float(i[3]), "j": float(j[3])}
+    # Less(i, j) is true iff a stable sort of [j, i] puts i first.
+    assert (hami.sort_cards([b, a], scores, tuple(policy.split(",")))[0] is a) == less
+
+
+# TestComputeScore (L505-): zero capacity -> 0; the request terms per matching request.
+def test_compute_score_zero_capacity_and_percentage() -> None:
+    assert hami.card_score(fixture_card("z", count=0), REQ) == 0.0
+    assert hami.card_score(fixture_card("z", devmem=0, devcore=0), REQ) == 0.0
+    # "MemPercentagereq calculation evaluates correctly": 50% of 8000 MiB.
+    half = hami.GpuRequest(1, 0, 50, 0)
+    assert hami.card_score(fixture_card("p"), half) == pytest.approx(
+        10 * (1 / 10 + 0 + 4000 / 8000)
+    )

@@ -30,7 +30,9 @@ SPEC = "scheduling.koordinator.sh/numa-topology-spec"
 LABEL = "node.koordinator.sh/numa-topology-policy"
 
 
-def nrt(name: str, zones: list[dict[str, str]], policy: str = "restricted") -> dict[str, Any]:
+def nrt(
+    name: str, zones: list[dict[str, str]], policy: str = "restricted", memory: str = "None"
+) -> dict[str, Any]:
     """An NRT whose zones give allocatable only (usage comes from the bound pods)."""
     return {
         "apiVersion": "topology.node.k8s.io/v1alpha2",
@@ -39,6 +41,7 @@ def nrt(name: str, zones: list[dict[str, str]], policy: str = "restricted") -> d
         "attributes": [
             {"name": "topologyManagerPolicy", "value": policy},
             {"name": "cpuManagerPolicy", "value": "static"},
+            {"name": "memoryManagerPolicy", "value": memory},
         ],
         "zones": [
             {
@@ -331,3 +334,28 @@ def test_restricted_on_a_none_kubelet_fits_what_fits_now() -> None:
         bound("b", "n", {1: {"cpu": "2"}}),
     ]
     assert placed(run(koord_pod("3"), objects)) == ("fits", (0, 1))
+
+
+@pytest.mark.parametrize("label", ["Restricted", "SingleNUMANode"])
+def test_get_topology_hint_insufficient_memory_and_hugepages(label: str) -> None:
+    # resource_manager_test.go TestResourceManagerGetTopologyHint "failed to generate hints
+    # with insufficient memory and hugepages" (L1581): every hint list empty -> Restricted and
+    # SingleNUMANode reject; on the empty node the pod fits one NUMA node. koord-scheduler
+    # checks memory and hugepages per NUMA node whatever the kubelet does; numagate does when
+    # the kubelet's memory manager is Static, as here.
+    zones = [{"cpu": "52", "memory": "128Gi", "hugepages-1Gi": "4Gi"}] * 2
+    held = {"cpu": "4", "memory": "120Gi", "hugepages-1Gi": "4Gi"}
+    node = k8s_node(
+        "n",
+        {"cpu": "104", "memory": "256Gi", "hugepages-1Gi": "8Gi", "pods": "110"},
+        labels={LABEL: label},
+    )
+    pod = k8s_pod(
+        "p",
+        [ctr("c", {"cpu": "4", "memory": "4Gi", "hugepages-1Gi": "4Gi"})],
+        scheduler="koord-scheduler",
+    )
+    topology = nrt("n", zones, memory="Static")
+    busy = run(pod, [node, topology, bound("a", "n", {0: held, 1: held})])
+    assert placed(busy)[0] == "no-room-now"
+    assert placed(run(pod, [node, topology]))[0] == "fits"
