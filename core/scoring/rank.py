@@ -85,9 +85,9 @@ def _koord_parts(
         total += args.fit_plus_weight * fit
         parts.append(f"{FIT_PLUS} {text} x{args.fit_plus_weight}")
     if args.scarce_resources is not None and node is not None:
-        scarce = koord.scarce_for_node(args.scarce_resources, intent.pod_requests, node)
+        scarce, text = koord.scarce_parts(args.scarce_resources, intent.pod_requests, node)
         total += args.scarce_weight * scarce
-        parts.append(f"{SCARCE} {scarce} x{args.scarce_weight}")
+        parts.append(f"{SCARCE} {text} x{args.scarce_weight}")
     return total, "koordinator: " + " + ".join(parts) + f" = {total}"
 
 
