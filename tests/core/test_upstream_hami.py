@@ -459,3 +459,72 @@ def test_compute_score_zero_capacity_and_percentage() -> None:
     assert hami.card_score(fixture_card("p"), half) == pytest.approx(
         10 * (1 / 10 + 0 + 4000 / 8000)
     )
+
+
+# Test_calcScore's init-container cases: each init container is placed on a copy of the node
+# as it is, then the app containers on another copy (score.go scoreNode).
+INIT_CASES = [
+    # L406: 500 MiB left on each card, the init container wants 4000 -> node filtered.
+    (
+        "L406",
+        [("uuid1", (0, 7500, 0)), ("uuid2", (0, 7500, 0))],
+        [hami.GpuRequest(1, 4000, None, 30)],
+        [hami.GpuRequest(1, 100, None, 30)],
+        (),
+    ),
+    # L2962: 20 cores left on each card, the init container wants 30 -> node filtered.
+    (
+        "L2962",
+        [("uuid1", (0, 0, 80)), ("uuid2", (0, 0, 80))],
+        [hami.GpuRequest(1, 1000, None, 30)],
+        [hami.GpuRequest(1, 1000, None, 10)],
+        (),
+    ),
+    # L2704: the app container gets the card the init container used (capacity reset).
+    ("L2704", [("uuid1", (0, 0, 0)), ("uuid2", (0, 0, 0))], [REQ], [REQ], ("uuid2", "uuid2")),
+    # L2849: init 2 cards, app 1 card.
+    (
+        "L2849",
+        [("uuid1", (0, 0, 0)), ("uuid2", (0, 0, 0))],
+        [hami.GpuRequest(2, 1000, None, 30)],
+        [REQ],
+        ("uuid2", "uuid1", "uuid2"),
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("line", "cards", "init", "app", "chosen"), INIT_CASES, ids=[c[0] for c in INIT_CASES]
+)
+def test_calc_score_init_containers(
+    line: str,
+    cards: list[tuple[str, tuple[int, int, int]]],
+    init: list[hami.GpuRequest],
+    app: list[hami.GpuRequest],
+    chosen: tuple[str, ...],
+) -> None:
+    devices = [fixture_card(uuid, usage) for uuid, usage in cards]
+    choice = hami.choose_pod_gpus(devices, init, app)
+    assert choice.cards == chosen
+    if not chosen:
+        assert choice.reason.startswith("init container 0: 0 card(s) can take the request")
+
+
+def test_init_container_filters_the_node_end_to_end() -> None:
+    # L406 from objects: a bound pod holds 7500 MiB of each card; the pod's init container
+    # wants 4000 MiB -> HAMi filters the node (its app container alone would fit).
+    register = {hami_devices.REGISTER_ANNOTATION: _register("uuid1", "uuid2")}
+    gpu = {"nvidia.com/gpu": "1", "nvidia.com/gpucores": "30"}
+    pod = k8s_pod(
+        "p",
+        [ctr("app", limits={**gpu, "nvidia.com/gpumem": "100"})],
+        init=[ctr("init", limits={**gpu, "nvidia.com/gpumem": "4000"})],
+        scheduler="hami-scheduler",
+    )
+    objects = [
+        k8s_node("node1", {"nvidia.com/gpu": "20"}, annotations=register),
+        _holder("busy", "node1", ["uuid1,NVIDIA,7500,0", "uuid2,NVIDIA,7500,0"]),
+    ]
+    outcome = run(pod, objects)
+    (verdict,) = rank(outcome.intent, list(outcome.nodes.values()), [fits("node1")])
+    assert "HAMi would filter the node out: init container 0" in verdict.reason
