@@ -528,3 +528,33 @@ def test_init_container_filters_the_node_end_to_end() -> None:
     outcome = run(pod, objects)
     (verdict,) = rank(outcome.intent, list(outcome.nodes.values()), [fits("node1")])
     assert "HAMi would filter the node out: init container 0" in verdict.reason
+
+
+# score_test.go TestCalcScoreUsesPodDeviceScoringWeights (+ …ForInitContainers) and
+# TestCalcScoreUsesDeviceScoringWeightsAsTopologyTieBreaker: two cards, a 40% memory request.
+# numagate takes the weights from the scheduler args (hami.deviceScoringWeights), not from the
+# pod's hami.io/device-scoring-weights annotation.
+WEIGHTED = [
+    fixture_card("gpu-a", (1, 10, 90), index=0, devmem=100),
+    fixture_card("gpu-b", (7, 20, 10), index=1, devmem=100),
+]
+FORTY = hami.GpuRequest(1, 0, 40, 0)
+MEMORY_3 = hami.ScoringWeights(1, 1, 3)
+
+
+@pytest.mark.parametrize(
+    ("policy", "weights", "card"),
+    [
+        (("binpack",), hami.ScoringWeights(), "gpu-a"),
+        (("binpack",), MEMORY_3, "gpu-b"),
+        (("topology-aware",), hami.ScoringWeights(), "gpu-b"),  # equal link scores: tie-break
+        (("topology-aware",), MEMORY_3, "gpu-a"),
+    ],
+)
+def test_calc_score_uses_device_scoring_weights(
+    policy: tuple[str, ...], weights: hami.ScoringWeights, card: str
+) -> None:
+    pairs = {"gpu-a": {"gpu-b": 1}, "gpu-b": {"gpu-a": 1}}
+    assert hami.choose_gpus(WEIGHTED, [FORTY], policy, pairs, weights).cards == (card,)
+    # …ForInitContainers: an init container chooses the same way.
+    assert hami.choose_pod_gpus(WEIGHTED, [FORTY], [], policy, pairs, weights).cards == (card,)
