@@ -558,3 +558,68 @@ def test_calc_score_uses_device_scoring_weights(
     assert hami.choose_gpus(WEIGHTED, [FORTY], policy, pairs, weights).cards == (card,)
     # …ForInitContainers: an init container chooses the same way.
     assert hami.choose_pod_gpus(WEIGHTED, [FORTY], [], policy, pairs, weights).cards == (card,)
+
+
+def _topology_cards() -> list[Card]:
+    # score_test.go makeDevice(id, numa, NVIDIA, used 1, count 4, 8192, 2048, cores 1, 100)
+    return [
+        fixture_card(uid, (1, 2048, 1), numa=numa, count=4, devmem=8192)
+        for uid, numa in zip("abcdef", (0, 0, 1, 1, 1, 1), strict=True)
+    ]
+
+
+@pytest.mark.parametrize(
+    ("nums", "pairs", "chosen"),
+    [
+        # "test nvidia gpu topology-aware": the best 3-card combination, in Fit's walk order
+        (
+            3,
+            {
+                "a": {"b": 1, "c": 1, "d": 1, "e": 1, "f": 100},
+                "b": {"a": 1, "c": 1, "d": 1, "e": 1, "f": 1},
+                "c": {"a": 1, "b": 1, "d": 1, "e": 1, "f": 100},
+                "d": {"a": 1, "b": 1, "c": 1, "e": 1, "f": 1},
+                "e": {"a": 1, "b": 1, "c": 1, "d": 1, "f": 1},
+                "f": {"a": 100, "b": 1, "c": 100, "d": 1, "e": 1},
+            },
+            ("f", "c", "a"),
+        ),
+        # "test Single Card Topology": the card with the worst links
+        (
+            1,
+            {
+                **{x: {y: 100 for y in "abcde" if y != x} | {"f": 1} for x in "abcde"},
+                "f": {y: 1 for y in "abcde"},
+            },
+            ("f",),
+        ),
+    ],
+    ids=["three-cards", "single-card"],
+)
+def test_nvidia_gpu_topology(
+    nums: int, pairs: dict[str, dict[str, int]], chosen: tuple[str, ...]
+) -> None:
+    # score_test.go Test_Nvidia_GPU_Topology: 1024 MiB and 20% cores per card.
+    request = hami.GpuRequest(nums, 1024, None, 20)
+    assert (
+        hami.choose_gpus(_topology_cards(), [request], ("topology-aware",), pairs).cards == chosen
+    )
+
+
+@pytest.mark.parametrize(
+    ("cards", "nums", "fits_node"),
+    [
+        (2, 1, True),  # "all device score for one node"
+        (1, 2, False),  # "request devices nums cannot exceed the total number of devices"
+    ],
+)
+def test_fit_in_devices(cards: int, nums: int, fits_node: bool) -> None:
+    # score_test.go Test_fitInDevices: cards Numa 1, used 1/4 slots, 2048/8192 MiB, 1/4 cores.
+    devices = [
+        fixture_card(f"test-{i + 1}", (1, 2048, 1), numa=1, count=4, devmem=8192, devcore=4)
+        for i in range(cards)
+    ]
+    choice = hami.choose_gpus(devices, [hami.GpuRequest(nums, 1024, None, 1)])
+    assert bool(choice.cards) == fits_node
+    if not fits_node:
+        assert "1 NVIDIA card(s) registered, 2 requested" in choice.reason  # NodeInsufficientDevice
