@@ -35,19 +35,26 @@ from itertools import combinations
 from typing import Final
 
 from core.scoring.hami_devices import (
+    GPU,
     PAIR_SCORE_ANNOTATION,
     REGISTER_ANNOTATION,
     Card,
+    GpuRequest,
+    container_gpu_requests,
     parse_pair_scores,
     parse_register,
 )
 
-__all__ = ["PAIR_SCORE_ANNOTATION", "REGISTER_ANNOTATION", "Card", "parse_pair_scores"]
+__all__ = [
+    "GPU",
+    "PAIR_SCORE_ANNOTATION",
+    "REGISTER_ANNOTATION",
+    "Card",
+    "GpuRequest",
+    "container_gpu_requests",
+    "parse_pair_scores",
+]
 
-GPU: Final = "nvidia.com/gpu"
-GPUMEM: Final = "nvidia.com/gpumem"
-GPUMEM_PERCENTAGE: Final = "nvidia.com/gpumem-percentage"
-GPUCORES: Final = "nvidia.com/gpucores"
 REQUEST_TYPE: Final = "NVIDIA"  # nvidia.NvidiaGPUDevice: the type of every nvidia.com/gpu request
 
 NODE_POLICIES: Final = ("binpack", "spread")
@@ -56,17 +63,6 @@ SORT_KEYS: Final = ("binpack", "spread", "numa")  # gpuSortKeyOrder; the rest ar
 DEFAULT_NODE_POLICY: Final = "binpack"  # HAMi scheduler default (research §3.1)
 DEFAULT_GPU_POLICY: Final = "spread"
 WEIGHT: Final = 10  # HAMi util.Weight
-
-
-@dataclass(frozen=True, slots=True)
-class GpuRequest:
-    """One container's HAMi GPU request: ``nums`` cards, each ``mem`` MiB (or
-    ``mem_percent`` of the card) and ``cores`` percent."""
-
-    nums: int
-    mem: int = 0
-    mem_percent: int | None = None
-    cores: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,36 +96,6 @@ def node_cards(
         replace(c, used=u[0], usedmem=u[1], usedcores=u[2]) if (u := usage.get(c.id)) else c
         for c in parse_register(raw)
     )
-
-
-# ---------------------------------------------------------------------------- requests
-
-
-def container_gpu_requests(
-    containers: Sequence[tuple[Mapping[str, int], Mapping[str, int]]],
-) -> list[GpuRequest]:
-    """HAMi requests of each container from ``(requests, limits)``: limits first, requests as
-    fallback (research §3.2). A container with gpumem/gpucores but no count gets 1 card and a
-    whole-card request (no gpumem, no percentage) gets 100% memory and 100 cores, as HAMi's
-    webhook adds them (PR #1354)."""
-    result = []
-    for requests, limits in containers:
-        nums, mem, pct, cores = (
-            limits.get(name, requests.get(name))
-            for name in (GPU, GPUMEM, GPUMEM_PERCENTAGE, GPUCORES)
-        )
-        if not nums and not (mem or pct or cores):
-            continue
-        whole = not mem and not pct
-        result.append(
-            GpuRequest(
-                nums=nums or 1,
-                mem=mem or 0,
-                mem_percent=100 if whole else pct,
-                cores=(100 if whole else 0) if cores is None else cores,
-            )
-        )
-    return result
 
 
 # ---------------------------------------------------------------------------- scores
@@ -409,3 +375,29 @@ def choose_gpus(
         pool = [_take(c, request) if c.id in taken else c for c in pool]
         chosen.extend(c.id for c in result)
     return Choice(tuple(chosen), notes=tuple(notes))
+
+
+def choose_pod_gpus(
+    cards: Sequence[Card],
+    init: Sequence[GpuRequest],
+    app: Sequence[GpuRequest],
+    policy: Sequence[str] = (DEFAULT_GPU_POLICY,),
+    pairs: Mapping[str, Mapping[str, int]] | None = None,
+    weights: ScoringWeights = ScoringWeights(),
+) -> Choice:
+    """The cards for the whole pod as ``scoreNode`` gives them: each init container on a copy
+    of the node as it is (they run one at a time and release their cards), then the app
+    containers on another copy; init cards first in the result."""
+    chosen: list[str] = []
+    notes: list[str] = []
+    chain = tuple(policy)
+    for i, request in enumerate(init):
+        result = _choose_for_container(list(cards), request, chain, pairs or {}, weights)
+        if isinstance(result, str):
+            return Choice((), f"init container {i}: {result}")
+        chosen.extend(c.id for c in result)
+        notes.extend(card_score_text(c, request, weights) for c in result)
+    got = choose_gpus(cards, app, policy, pairs, weights)
+    if app and not got.cards:
+        return got
+    return Choice((*chosen, *got.cards), notes=(*notes, *got.notes))

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -37,6 +37,10 @@ REGISTER_ANNOTATION: Final = "hami.io/node-nvidia-register"
 PAIR_SCORE_ANNOTATION: Final = "hami.io/node-nvidia-score"
 ALLOCATED_ANNOTATION: Final = "hami.io/vgpu-devices-allocated"
 VGPU_NODE_ANNOTATION: Final = "hami.io/vgpu-node"
+GPU: Final = "nvidia.com/gpu"
+GPUMEM: Final = "nvidia.com/gpumem"
+GPUMEM_PERCENTAGE: Final = "nvidia.com/gpumem-percentage"
+GPUCORES: Final = "nvidia.com/gpucores"
 _FINISHED: Final = ("Succeeded", "Failed")
 _GO_INT: Final = re.compile(r"[+-]?[0-9]+")  # strconv.ParseInt base 10
 
@@ -56,6 +60,17 @@ class Card:
     used: int = 0
     usedmem: int = 0
     usedcores: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class GpuRequest:
+    """One container's HAMi GPU request: ``nums`` cards, each ``mem`` MiB (or
+    ``mem_percent`` of the card) and ``cores`` percent."""
+
+    nums: int
+    mem: int = 0
+    mem_percent: int | None = None
+    cores: int = 0
 
 
 # card id -> (slots, memory MiB, cores percent); the shape of NodeTopology.gpu_usage
@@ -163,6 +178,36 @@ def parse_pair_scores(value: str) -> dict[str, dict[str, int]]:
             raise InvalidInput(f"{where}.score is {raw!r}, expected an object")
         scores[entry["uuid"]] = {str(k): _int_field(raw, k, f"{where}.score") for k in raw}
     return scores
+
+
+# ---------------------------------------------------------------------------- requests
+
+
+def container_gpu_requests(
+    containers: Sequence[tuple[Mapping[str, int], Mapping[str, int]]],
+) -> list[GpuRequest]:
+    """HAMi requests of each container from ``(requests, limits)``: limits first, requests as
+    fallback (research §3.2). A container with gpumem/gpucores but no count gets 1 card and a
+    whole-card request (no gpumem, no percentage) gets 100% memory and 100 cores, as HAMi's
+    webhook adds them (PR #1354)."""
+    result = []
+    for requests, limits in containers:
+        nums, mem, pct, cores = (
+            limits.get(name, requests.get(name))
+            for name in (GPU, GPUMEM, GPUMEM_PERCENTAGE, GPUCORES)
+        )
+        if not nums and not (mem or pct or cores):
+            continue
+        whole = not mem and not pct
+        result.append(
+            GpuRequest(
+                nums=nums or 1,
+                mem=mem or 0,
+                mem_percent=100 if whole else pct,
+                cores=(100 if whole else 0) if cores is None else cores,
+            )
+        )
+    return result
 
 
 # ---------------------------------------------------------------------------- pod usage

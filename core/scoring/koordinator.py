@@ -221,6 +221,18 @@ def scarce_score(
 def scarce_for_node(
     scarce: Sequence[str], pod_requests: Mapping[str, int], node: NodeTopology
 ) -> int:
+    return scarce_parts(scarce, pod_requests, node)[0]
+
+
+def scarce_parts(
+    scarce: Sequence[str], pod_requests: Mapping[str, int], node: NodeTopology
+) -> tuple[int, str]:
+    """ScarceResourceAvoidance score of ``node`` and the formula with its numbers."""
     pod_names = [r for r, v in pod_requests.items() if v > 0 and _tracked(r)]
     node_names = [r for r, v in node.allocatable.items() if v > 0 and _tracked(r)]
-    return scarce_score(pod_names, node_names, scarce)
+    score = scarce_score(pod_names, node_names, scarce)
+    diff = set(node_names) - set(pod_names)
+    hit = diff & set(scarce)
+    if not diff or not hit:
+        return score, f"no scarce resource the pod leaves unused = {score}"
+    return score, f"(|diff| {len(diff)} - |hit| {len(hit)} {sorted(hit)})*100/{len(diff)} = {score}"

@@ -85,9 +85,9 @@ def _koord_parts(
         total += args.fit_plus_weight * fit
         parts.append(f"{FIT_PLUS} {text} x{args.fit_plus_weight}")
     if args.scarce_resources is not None and node is not None:
-        scarce = koord.scarce_for_node(args.scarce_resources, intent.pod_requests, node)
+        scarce, text = koord.scarce_parts(args.scarce_resources, intent.pod_requests, node)
         total += args.scarce_weight * scarce
-        parts.append(f"{SCARCE} {scarce} x{args.scarce_weight}")
+        parts.append(f"{SCARCE} {text} x{args.scarce_weight}")
     return total, "koordinator: " + " + ".join(parts) + f" = {total}"
 
 
@@ -104,10 +104,11 @@ def _rank_koordinator(
     return ranked
 
 
-def _gpu_requests(intent: PodIntent) -> list[hami.GpuRequest]:
-    # Init containers run before the app and release their cards; HAMi places app containers.
+def _gpu_requests(intent: PodIntent, *, init: bool = False) -> list[hami.GpuRequest]:
+    """The GPU requests of the app containers, or of the init containers (HAMi counts every
+    entry of spec.initContainers, sidecars too, as init: score.go numInitContainers)."""
     return hami.container_gpu_requests(
-        [(c.requests, c.limits) for c in intent.containers if c.kind != "init"]
+        [(c.requests, c.limits) for c in intent.containers if (c.kind != "app") == init]
     )
 
 
@@ -121,8 +122,8 @@ def choose_gpus_for(
     """The cards HAMi would give ``intent`` on ``node`` (empty with a reason when HAMi
     registered no cards there or none fit). Raises InvalidInput for malformed HAMi annotations."""
     args = args or ScoringArgs()
-    requests = _gpu_requests(intent)
-    if not requests:
+    requests, init = _gpu_requests(intent), _gpu_requests(intent, init=True)
+    if not requests and not init:
         return hami.Choice((), "the pod requests no GPU")
     cards = _cards(node)
     if not cards:
@@ -131,14 +132,14 @@ def choose_gpus_for(
     pairs = hami.parse_pair_scores(raw_pairs) if raw_pairs else {}
     policy = hami.gpu_policy_of(intent.hami_gpu_policy, ",".join(args.hami_gpu_policy))
     policy = tuple(t for p in policy for t in p.split(","))
-    return hami.choose_gpus(cards, requests, policy, pairs, args.hami_weights)
+    return hami.choose_pod_gpus(cards, init, requests, policy, pairs, args.hami_weights)
 
 
 def _hami_node(
     intent: PodIntent, node: NodeTopology | None, args: ScoringArgs
 ) -> tuple[float, bool, str]:
     """(HAMi node score, HAMi would filter the node out, note)."""
-    requests = _gpu_requests(intent)
+    requests = _gpu_requests(intent) or _gpu_requests(intent, init=True)
     if node is None:
         return 0.0, False, "node not in the inventory"
     try:

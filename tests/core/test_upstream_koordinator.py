@@ -16,6 +16,8 @@ from typing import Any
 
 import pytest
 
+from core.intent.read import read_intent
+from core.intent.workloads import pod_templates
 from core.model import ContainerDemand
 from core.scoring import koordinator as koord
 from core.scoring.args import ScoringArgs
@@ -28,7 +30,9 @@ SPEC = "scheduling.koordinator.sh/numa-topology-spec"
 LABEL = "node.koordinator.sh/numa-topology-policy"
 
 
-def nrt(name: str, zones: list[dict[str, str]], policy: str = "restricted") -> dict[str, Any]:
+def nrt(
+    name: str, zones: list[dict[str, str]], policy: str = "restricted", memory: str = "None"
+) -> dict[str, Any]:
     """An NRT whose zones give allocatable only (usage comes from the bound pods)."""
     return {
         "apiVersion": "topology.node.k8s.io/v1alpha2",
@@ -37,6 +41,7 @@ def nrt(name: str, zones: list[dict[str, str]], policy: str = "restricted") -> d
         "attributes": [
             {"name": "topologyManagerPolicy", "value": policy},
             {"name": "cpuManagerPolicy", "value": "static"},
+            {"name": "memoryManagerPolicy", "value": memory},
         ],
         "zones": [
             {
@@ -293,3 +298,64 @@ def test_calculate_pod_resource_request_with_sidecar(
 ) -> None:
     # Test_calculatePodResourceRequest_WithSidecar (node_resources_fit_plus_test.go L328-).
     assert koord.fitplus_pod_request(containers, "cpu") == milli
+
+
+# ------------------------------------------------------------------ items of other helpers
+
+
+@pytest.mark.xfail(strict=True, reason="fixed by intent: singleNUMANodeExclusive '' means Required")
+def test_empty_exclusive_means_required() -> None:
+    # plugin.go Filter L451-454: an empty singleNUMANodeExclusive with a pod policy is Required.
+    # NUMA 1 and 3 are full, 0 and 2 shared: Required leaves no NUMA node now.
+    pods = [
+        *STATES_PODS,
+        bound("full1", "n", {1: {"cpu": "3"}}),
+        bound("full3", "n", {3: {"cpu": "4"}}),
+    ]
+    pod = koord_pod(
+        "2", spec={"numaTopologyPolicy": "SingleNUMANode", "singleNUMANodeExclusive": ""}
+    )
+    (template,) = pod_templates(pod)
+    findings = read_intent(template).findings
+    assert not [f for f in findings if f.severity == "error"]
+    assert placed(run(pod, [*koord_node("n", FOUR), *pods]))[0] == "no-room-now"
+
+
+@pytest.mark.xfail(
+    strict=True, reason="fixed by feas: Koordinator Restricted sized from what fits now"
+)
+def test_restricted_on_a_none_kubelet_fits_what_fits_now() -> None:
+    # resource_manager.go generateResourceHints: under Restricted every fitting hint is
+    # preferred; NRT policy none, node label Restricted, 3 CPUs with n0 3/4 and n1 2/4 held.
+    objects = [
+        k8s_node("n", {"cpu": "8", "memory": "32Gi", "pods": "110"}, labels={LABEL: "Restricted"}),
+        nrt("n", TWO, policy="none"),
+        bound("a", "n", {0: {"cpu": "3"}}),
+        bound("b", "n", {1: {"cpu": "2"}}),
+    ]
+    assert placed(run(koord_pod("3"), objects)) == ("fits", (0, 1))
+
+
+@pytest.mark.parametrize("label", ["Restricted", "SingleNUMANode"])
+def test_get_topology_hint_insufficient_memory_and_hugepages(label: str) -> None:
+    # resource_manager_test.go TestResourceManagerGetTopologyHint "failed to generate hints
+    # with insufficient memory and hugepages" (L1581): every hint list empty -> Restricted and
+    # SingleNUMANode reject; on the empty node the pod fits one NUMA node. koord-scheduler
+    # checks memory and hugepages per NUMA node whatever the kubelet does; numagate does when
+    # the kubelet's memory manager is Static, as here.
+    zones = [{"cpu": "52", "memory": "128Gi", "hugepages-1Gi": "4Gi"}] * 2
+    held = {"cpu": "4", "memory": "120Gi", "hugepages-1Gi": "4Gi"}
+    node = k8s_node(
+        "n",
+        {"cpu": "104", "memory": "256Gi", "hugepages-1Gi": "8Gi", "pods": "110"},
+        labels={LABEL: label},
+    )
+    pod = k8s_pod(
+        "p",
+        [ctr("c", {"cpu": "4", "memory": "4Gi", "hugepages-1Gi": "4Gi"})],
+        scheduler="koord-scheduler",
+    )
+    topology = nrt("n", zones, memory="Static")
+    busy = run(pod, [node, topology, bound("a", "n", {0: held, 1: held})])
+    assert placed(busy)[0] == "no-room-now"
+    assert placed(run(pod, [node, topology]))[0] == "fits"

@@ -215,3 +215,26 @@ def test_burstable_pod_passes_before_any_policy_check() -> None:
         volcano_pod("2", "single-numa-node", qos="Burstable"), g8_node("n", "0-7", "restricted")
     )
     assert outcome.verdicts["n"].verdict == "fits"
+
+
+@pytest.mark.parametrize(
+    ("node_policy", "cpu", "want"),
+    [
+        # no pod policy: filterNodeByPolicy falls through on a node with a policy and Volcano
+        # simulates the node's own policy (5 CPUs cannot be on one NUMA node of G8)
+        ("single-numa-node", "5", "never-fits"),
+        ("single-numa-node", "4", "fits"),
+        # node policy none: no NUMA check at all
+        ("none", "5", "fits"),
+    ],
+)
+def test_pod_without_policy_gets_the_node_policy(node_policy: str, cpu: str, want: str) -> None:
+    outcome = run(volcano_pod(cpu, None), g8_node("n", "0-7", node_policy))
+    assert outcome.verdicts["n"].verdict == want
+
+
+def test_fractional_cpu_has_no_hints_and_passes() -> None:
+    # cpu_mng.go guaranteedCPUs: a non-integer request gives no hints -> admitted by every
+    # policy (the shared pool serves it), even where only 2 CPUs are free on each NUMA node.
+    outcome = run(volcano_pod("1500m", "single-numa-node"), g8_node("n", "2-5", "single-numa-node"))
+    assert outcome.verdicts["n"].verdict == "fits"

@@ -200,4 +200,6 @@ def test_rank_koordinator_combines_plugins_with_weights() -> None:
     fit = (95 + 98) // 2  # cpu 4000/96000 least, memory 8Gi/512Gi least
     assert ranked[0].score == 90 + 2 * fit + 2 * 100
     assert ranked[1].score == 90 + 2 * fit + 2 * 50
-    assert "ScarceResourceAvoidance 50 x2" in ranked[1].reason
+    assert "ScarceResourceAvoidance (|diff| 2 - |hit| 1 ['nvidia.com/gpu'])*100/2 = 50 x2" in (
+        ranked[1].reason
+    )

@@ -471,7 +471,7 @@ def test_koordinator_fitplus_and_scarce_from_config(
 
 def _scarce(doc: dict[str, Any], name: str, *, weight: int) -> int:
     reason = next(n["reason"] for n in doc["nodes"] if n["name"] == name)
-    found = re.search(rf"ScarceResourceAvoidance (\d+) x{weight}\b", reason)
+    found = re.search(rf"ScarceResourceAvoidance [^+]*?= (\d+) x{weight}\b", reason)
     assert found, reason
     return int(found.group(1))
 
