@@ -13,12 +13,16 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 import yaml
 
 from tests.paths import FIXTURES
 from tests.test_helm import MONITORING, render_chart
 from tests.test_manifests import MANIFESTS, NAMESPACE, find, with_components
+from tests.webhook.harness import build_review
+from tests.webhook.review.test_pipeline import koord_pod, runtime
+from webhook.app import make_app
 from webhook.metrics import WebhookMetrics
 
 COMPONENT = MANIFESTS / "components" / "observability"
@@ -182,6 +186,80 @@ def test_rules_and_dashboard_use_only_exposed_metrics(source: str, tmp_path: Pat
         "numagate_build_info",
     ):
         assert name in used, name
+
+
+# Labels Prometheus adds to every scraped series (target labels), and histogram buckets'.
+TARGET_LABELS = {"namespace", "pod", "job", "instance", "service", "container", "endpoint", "le"}
+
+
+async def scraped_labels(aiohttp_client: Any) -> dict[str, set[str]]:
+    """Label names per series name on a real /metrics after reviews that fit and that are
+    denied, on both webhooks (the in-process app on the small test inventory)."""
+    client = await aiohttp_client(make_app(runtime()))
+    for webhook in ("mutate", "validate"):
+        for cpu in ("2", "12"):  # 12 exclusive CPUs fit no node: a denial by rule
+            body = orjson.dumps(build_review(koord_pod(cpu)))
+            headers = {"Content-Type": "application/json"}
+            assert (await client.post(f"/{webhook}", data=body, headers=headers)).status == 200
+    text = await (await client.get("/metrics")).text()
+    labels: dict[str, set[str]] = {}
+    for line in text.splitlines():
+        m = re.match(r"([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? ", line)
+        if m and not line.startswith("#"):
+            labels.setdefault(m[1], set()).update(re.findall(r'([a-zA-Z_]\w*)="', m[2] or ""))
+    return labels
+
+
+def query_units(objs: list[dict[str, Any]]) -> list[tuple[list[str], list[str]]]:
+    """(PromQL expressions, label templates) of every alert rule and dashboard panel."""
+    rule = find(objs, "PrometheusRule", "numagate")
+    units = [
+        ([r["expr"]], list(r.get("annotations", {}).values()))
+        for group in rule["spec"]["groups"]
+        for r in group["rules"]
+    ]
+    dashboard = json.loads(find(objs, "ConfigMap", "numagate-dashboard")["data"]["numagate.json"])
+    for panel in dashboard["panels"]:
+        targets = panel["targets"]
+        units.append(([t["expr"] for t in targets], [t.get("legendFormat", "") for t in targets]))
+    return units
+
+
+def selector_labels(expr: str) -> dict[str, set[str]]:
+    """Label names matched in each metric's selector, e.g. {code=~"5.."}."""
+    text = re.sub(r'"(?:[^"\\]|\\.)*"', '""', expr)
+    out: dict[str, set[str]] = {}
+    for name, matchers in re.findall(r"([a-zA-Z_:][a-zA-Z0-9_:]*)\{([^}]*)\}", text):
+        out.setdefault(name, set()).update(re.findall(r"([a-zA-Z_]\w*)\s*[=!]", matchers))
+    return out
+
+
+def other_labels(expr: str, templates: list[str]) -> set[str]:
+    """Label names in grouping clauses (by, on, ...) and in {{label}} / {{ $labels.x }}."""
+    found = set()
+    for clause in re.findall(r"\b(?:by|without|on|ignoring)\s*\(([^)]*)\)", expr):
+        found |= {label.strip() for label in clause.split(",") if label.strip()}
+    for template in templates:
+        found |= set(re.findall(r"\{\{\s*(?:\$labels\.)?([a-zA-Z_]\w*)\s*\}\}", template))
+    return found
+
+
+async def test_queries_use_only_labels_the_metrics_carry(
+    aiohttp_client: Any, tmp_path: Path
+) -> None:
+    exposed = await scraped_labels(aiohttp_client)
+    for exprs, templates in query_units(kit("kustomize", tmp_path)):
+        names = set().union(*(metric_names(e) for e in exprs))
+        if not names <= set(exposed):
+            # Not in this scrape: a missing metric fails the test above; the live-inventory
+            # series (watch events, sync age) only appear with a cluster.
+            continue
+        carried = set().union(*(exposed.get(n, set()) for n in names)) | TARGET_LABELS
+        for expr in exprs:
+            for name, used in selector_labels(expr).items():
+                assert used <= exposed[name] | TARGET_LABELS, (name, used, expr)
+        used = set().union(*(other_labels(e, templates) for e in exprs))
+        assert used <= carried, (sorted(used - carried), exprs)
 
 
 # --- the dashboard and the monitors ----------------------------------------------------------
