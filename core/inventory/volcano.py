@@ -9,8 +9,8 @@ the node's policies (research/upstream-schedulers.md §2.2-2.3).
 - ``spec.cpuDetail`` maps "<cpu id>" -> {numa, socket, core} (omitempty: a missing field
   is 0). It puts each CPU on its NUMA node; CPUs sharing (socket, core) are SMT siblings.
 - ``spec.resReserved.cpu``: Volcano's CPU hint provider reserves ceil(cpu) CPUs with
-  takeByTopology on the whole machine; on an idle machine that takes whole cores in
-  (socket, core) order, which is what we model. They are removed from allocatable.
+  takeByTopology on the whole machine (core/inventory/volcano_cpus.py: a core id there
+  spans every socket). They are removed from allocatable and from the free set.
 - Zone ``capacity`` counts every CPU of the NUMA node (kubelet's and Volcano's minimal-width
   rule), ``allocatable`` the CPUs of the NUMA node less the reserved ones (what does not
   shrink with usage: a busy node is never "never fits"), ``available`` the free CPUs there
@@ -38,6 +38,7 @@ from core.inventory.nrt import (
     ZoneRecord,
     is_map,
 )
+from core.inventory.volcano_cpus import reserved_cpus
 from core.model import POLICIES
 
 GROUP: Final = "nodeinfo.volcano.sh"
@@ -111,13 +112,6 @@ def threads_per_core(cpus: Mapping[int, CpuInfo]) -> int:
         key = (info.socket, info.core)
         cores[key] = cores.get(key, 0) + 1
     return max(cores.values(), default=1)
-
-
-def reserved_cpus(cpus: Mapping[int, CpuInfo], count: int) -> frozenset[int]:
-    """The CPUs takeByTopology reserves on an idle machine: whole cores first, in
-    (socket, core) order."""
-    order = sorted(cpus, key=lambda c: (cpus[c].socket, cpus[c].core, c))
-    return frozenset(order[:count])
 
 
 def _reserved_count(reserved: object, report: Reporter, units: Units) -> int:

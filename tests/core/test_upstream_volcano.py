@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import pytest
 
+from core.inventory.volcano import CpuInfo
+from core.inventory.volcano_cpus import reserved_cpus
 from tests.core.upstream_cases import Outcome, ctr, js, k8s_node, k8s_pod, run
 
 G8 = {str(cpu): {"numa": cpu // 4, "socket": cpu // 4, "core": cpu // 2} for cpu in range(8)}
@@ -238,3 +240,48 @@ def test_fractional_cpu_has_no_hints_and_passes() -> None:
     # policy (the shared pool serves it), even where only 2 CPUs are free on each NUMA node.
     outcome = run(volcano_pod("1500m", "single-numa-node"), g8_node("n", "2-5", "single-numa-node"))
     assert outcome.verdicts["n"].verdict == "fits"
+
+
+# cpu_mng.go GetTopologyHints L138-147: reserved = takeByTopology(the whole machine,
+# ceil(resReserved.cpu)) (cpu_assignment.go), removed from the free set. cpuDetail core ids are
+# sysfs's, unique per socket only, and CPUsInCores selects by core id: "core 0" is core 0 of
+# every socket (getPhysicalCoresNum in cpu_mng.go says the ids repeat).
+def two_sockets(cores: int, threads: int) -> dict[int, CpuInfo]:
+    """Linux numbering: the first thread of every core, then the siblings; socket = NUMA."""
+    out: dict[int, CpuInfo] = {}
+    cpu = 0
+    for _ in range(threads):
+        for socket in range(2):
+            for core in range(cores):
+                out[cpu] = CpuInfo(socket, socket, core)
+                cpu += 1
+    return out
+
+
+@pytest.mark.parametrize(
+    ("cores", "threads", "count", "reserved"),
+    [
+        (16, 2, 1, {0}),  # one CPU: the single-CPU step, lowest core id
+        (16, 2, 2, {0, 16, 32, 48}),  # a "core" of 2 threads: core 0 of both sockets
+        (16, 2, 3, {0, 16, 32, 48}),
+        (16, 2, 5, {0, 16, 32, 48, 1}),
+        (16, 1, 2, {0, 16}),  # no SMT: one CPU of each socket
+        (4, 2, 8, set(range(4)) | set(range(8, 12))),  # a whole socket first
+        (4, 2, 17, set()),  # more than the machine: takeByTopology fails, nothing reserved
+    ],
+)
+def test_reserved_cpus_take_by_topology(
+    cores: int, threads: int, count: int, reserved: set[int]
+) -> None:
+    assert reserved_cpus(two_sockets(cores, threads), count) == reserved
+
+
+def test_reserved_cpus_leave_both_numa_nodes() -> None:
+    topo = numatopology("n", "0-7", "restricted")
+    topo["spec"]["resReserved"] = {"cpu": "2"}
+    outcome = run(
+        volcano_pod("4", "restricted"), [k8s_node("n", {"cpu": "8", "memory": "16Gi"}), topo]
+    )
+    # G8: cores 0,0,1,1 | 2,2,3,3 (unique ids): core 0 is CPUs 0-1 of NUMA 0 only.
+    assert [z.allocatable["cpu"] for z in outcome.nodes["n"].zones] == [2000, 4000]
+    assert verdict(outcome) == ("fits", (1,))
