@@ -41,8 +41,10 @@ Rules, each chosen so that bad or partial data never makes a pod look impossible
 - Koordinator NUMA node states (node_allocation.go ``addPodAllocation``,
   ``NUMANodeSharedStatus``): only a pod holding a cpuset counts (an LS pod with a
   SingleNUMANode spec but no cpuset marks nothing; a cpuset that does not parse drops the
-  pod's NUMA data); on one NUMA node it makes that node ``single``, spread over several it
-  makes each ``shared``; ``shared`` wins over ``single``; no such pod: ``idle``.
+  pod's NUMA data); its NUMA nodes are those of its CPUs in koordlet's CPU topology (NRT
+  annotation ``node.koordinator.sh/cpu-topology``), else those of its numaNodeResources; on
+  one NUMA node it makes that node ``single``, spread over several it makes each ``shared``;
+  ``shared`` wins over ``single``; no such pod: ``idle``.
   ``numa_states`` is aligned with ``zones``.
 - ``koord_policy`` is what koord-scheduler sees, in kubelet spelling: the label when it is
   non-empty, else koord-scheduler's own narrow reading of the NRT ``topologyPolicies``

@@ -53,7 +53,7 @@ def merge(name: str, parts: Parts, share: Sharer) -> NodeTopology:
     if node is not None and not node.trusted:
         records = {}
     check_pod_numas(parts.pods, records)
-    usage = NodeUsage.of(parts.pods)
+    usage = NodeUsage.of(parts.pods, nrt.cpu_numa if nrt is not None else None)
     zones = tuple(_freeze_zone(i, records[i], usage.held.get(i, {})) for i in sorted(records))
     if node is not None:
         allocatable, capacity = node.allocatable, node.capacity

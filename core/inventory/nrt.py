@@ -150,6 +150,8 @@ class NrtData:
     zones: dict[int, ZoneRecord] | None  # None: no usable NUMA data (rejected)
     settings: Settings
     koord_policy: str | None  # koord-scheduler's own reading of topologyPolicies
+    # CPU id -> NUMA id from koordlet's node.koordinator.sh/cpu-topology (may be empty)
+    cpu_numa: dict[int, int] = field(default_factory=dict)
 
 
 _COMMON_ZONE_IDS: Final = {f"node-{i}": i for i in range(MAX_NUMA_ID + 1)}
@@ -422,8 +424,11 @@ def read_zones(zones: object, report: Reporter, units: Units) -> dict[int, ZoneR
     return out if ok else None
 
 
-def _koordlet_annotations(annotations: object, report: Reporter) -> Settings:
-    """koordlet reports the kubelet CPU manager and the CPU topology as NRT annotations."""
+def _koordlet_annotations(
+    annotations: object, report: Reporter, cpu_numa: dict[int, int]
+) -> Settings:
+    """koordlet reports the kubelet CPU manager and the CPU topology as NRT annotations
+    (the CPU topology's NUMA ids go to ``cpu_numa``)."""
     settings = Settings()
     if not is_map(annotations):
         return settings
@@ -449,6 +454,9 @@ def _koordlet_annotations(annotations: object, report: Reporter) -> Settings:
                 if is_map(cpu):
                     core = (cpu.get("socket", 0), cpu.get("core", 0))
                     cores[core] = cores.get(core, 0) + 1
+                    cpu_id, numa = cpu.get("id"), cpu.get("node", 0)
+                    if type(cpu_id) is int and type(numa) is int:
+                        cpu_numa[cpu_id] = numa
             if cores:
                 settings.threads_per_core = max(cores.values())
     return settings
@@ -474,8 +482,10 @@ def parse_nrt(obj: Mapping[str, Any], name: str, report: Reporter, units: Units)
     settings.fill_from(read_topology_policies(policies, "topologyPolicies", report))
     metadata = obj.get("metadata")
     annotations = metadata.get("annotations") if is_map(metadata) else None
-    settings.fill_from(_koordlet_annotations(annotations, report))
+    cpu_numa: dict[int, int] = {}
+    settings.fill_from(_koordlet_annotations(annotations, report, cpu_numa))
     koord = None
     if isinstance(policies, list) and policies:
         koord = KOORD_NRT_POLICIES.get(policies[0]) if isinstance(policies[0], str) else None
-    return NrtData(name, read_zones(obj.get("zones"), report, units), settings, koord)
+    zones = read_zones(obj.get("zones"), report, units)
+    return NrtData(name, zones, settings, koord, cpu_numa)

@@ -29,6 +29,7 @@ class PodUsage:
     usage: Mapping[int, Mapping[str, int]]  # per NUMA node (Koordinator resource-status)
     numas: tuple[int, ...]  # sorted NUMA ids it uses
     exclusive: bool  # holds a cpuset (Koordinator NUMA node states)
+    cpus: frozenset[int] = frozenset()  # that cpuset
     requests: Mapping[str, int] = field(default_factory=dict)  # NodeInfo.NonZeroRequested
     gpu: Mapping[str, tuple[int, int, int]] = field(default_factory=dict)  # HAMi cards
 
@@ -44,18 +45,22 @@ class NodeUsage:
     gpu: Usage
 
     @classmethod
-    def of(cls, pods: Iterable[PodUsage]) -> NodeUsage:
+    def of(cls, pods: Iterable[PodUsage], cpu_numa: Mapping[int, int] | None = None) -> NodeUsage:
+        """``cpu_numa``: koordlet's CPU topology (CPU id -> NUMA id), to place cpusets."""
         out = cls({}, set(), set(), None, {})
         for pod in pods:
             for numa, resources in pod.usage.items():
                 _add(out.held.setdefault(numa, {}), resources)
             if pod.exclusive:
                 # node_allocation.go addPodAllocation: one NUMA node -> single, several ->
-                # shared, from the cpuset; a pod without a cpuset marks nothing.
-                if len(pod.numas) == 1:
-                    out.single.add(pod.numas[0])
+                # shared, from the NUMA nodes of the cpuset's CPUs (a CPU the topology lacks
+                # counts as NUMA 0); a pod without a cpuset marks nothing. Without a CPU
+                # topology, the NUMA nodes of its numaNodeResources.
+                numas = sorted({cpu_numa.get(c, 0) for c in pod.cpus}) if cpu_numa else pod.numas
+                if len(numas) == 1:
+                    out.single.add(numas[0])
                 else:
-                    out.shared.update(pod.numas)
+                    out.shared.update(numas)
             out.requests = _add(out.requests if out.requests is not None else {}, pod.requests)
             add_usage(out.gpu, pod.gpu)
         return out
@@ -83,14 +88,14 @@ def parse_pod(obj: Mapping[str, Any], report: Reporter, units: Units) -> PodUsag
     if not isinstance(node, str) or not node or status.get("phase") in _FINISHED_PHASES:
         return None  # not holding node resources
     annotations = obj["metadata"].get("annotations")
-    usage, exclusive = None, False
+    usage: dict[int, dict[str, int]] | None = None
+    cpus: frozenset[int] = frozenset()
     if is_map(annotations):
-        usage, exclusive = _pod_usage(annotations, report, units)
+        usage, cpus = _pod_usage(annotations, report, units)
     usage = usage or {}
     requests = pod_nonzero_requests(_containers(spec, report, units))
-    return PodUsage(
-        report, node, usage, tuple(sorted(usage)), exclusive, requests, _gpu(obj, node, report)
-    )
+    gpu = _gpu(obj, node, report)
+    return PodUsage(report, node, usage, tuple(sorted(usage)), bool(cpus), cpus, requests, gpu)
 
 
 def _containers(
@@ -137,26 +142,30 @@ def _gpu(obj: Mapping[str, Any], node: str, report: Reporter) -> Usage:
 
 def _pod_usage(
     annotations: Mapping[str, Any], report: Reporter, units: Units
-) -> tuple[dict[int, dict[str, int]] | None, bool]:
-    """Per-NUMA usage of one pod, and whether it holds a cpuset (Koordinator). A
+) -> tuple[dict[int, dict[str, int]] | None, frozenset[int]]:
+    """Per-NUMA usage of one pod, and the cpuset it holds (Koordinator). A
     ``volcano.sh/topology-decision`` is not read: Volcano writes it and never subtracts it
     (its exporter's free cpuset already excludes pinned CPUs)."""
     if KOORD_RESOURCE_STATUS not in annotations:
-        return None, False
+        return None, frozenset()
     path = f"metadata.annotations[{KOORD_RESOURCE_STATUS}]"
     data = json_object(annotations[KOORD_RESOURCE_STATUS], path, report)
     if data is None:
-        return None, False
+        return None, frozenset()
     cpuset = data.get("cpuset")
+    cpus: frozenset[int] = frozenset()
     if cpuset:
         try:
-            parse_cpuset(cpuset)
+            cpus = frozenset(parse_cpuset(cpuset))
         except InvalidInput as exc:
             # pod_eventhandler.go: a cpuset that does not parse drops the whole pod.
             report.error(f"{path}.cpuset", f"{exc}; koord-scheduler ignores this pod")
-            return None, False
-    usage = _numa_list(units, data.get("numaNodeResources"), path, report)
-    return usage, bool(cpuset) and usage is not None
+            return None, frozenset()
+    entries = data.get("numaNodeResources")
+    usage = {} if entries is None else _numa_list(units, entries, path, report)
+    if usage is None:  # reported: the pod's NUMA data is not used
+        return None, frozenset()
+    return usage, cpus
 
 
 def _numa_list(

@@ -359,3 +359,33 @@ def test_get_topology_hint_insufficient_memory_and_hugepages(label: str) -> None
     busy = run(pod, [node, topology, bound("a", "n", {0: held, 1: held})])
     assert placed(busy)[0] == "no-room-now"
     assert placed(run(pod, [node, topology]))[0] == "fits"
+
+
+CPU_TOPOLOGY = "node.koordinator.sh/cpu-topology"
+
+
+@pytest.mark.parametrize(
+    ("cpuset", "numa", "states"),
+    [
+        # the cpuset's CPUs decide, not numaNodeResources (node_allocation.go L118-127)
+        ("4-5", {0: {"cpu": "2"}}, ("idle", "single")),
+        ("2-5", {0: {"cpu": "4"}}, ("shared", "shared")),
+        # a cpuset without numaNodeResources still marks its NUMA node
+        ("0-1", None, ("single", "idle")),
+    ],
+    ids=["cpuset-on-numa-1", "cpuset-over-both", "no-numa-resources"],
+)
+def test_states_follow_the_cpuset_through_koordlet_cpu_topology(
+    cpuset: str, numa: dict[int, dict[str, str]] | None, states: tuple[str, ...]
+) -> None:
+    topology = nrt("n", TWO)
+    detail = [{"id": c, "core": c // 2, "socket": c // 4, "node": c // 4} for c in range(8)]
+    topology["metadata"]["annotations"] = {CPU_TOPOLOGY: js({"detail": detail})}
+    status: dict[str, Any] = {"cpuset": cpuset}
+    if numa is not None:
+        status["numaNodeResources"] = [{"node": n, "resources": r} for n, r in numa.items()]
+    pod = k8s_pod(
+        "a", [ctr("c", {"cpu": "2", "memory": "1Gi"})], node="n", annotations={STATUS: js(status)}
+    )
+    outcome = run(koord_pod("1"), [*koord_node("n", TWO)[:1], topology, pod])
+    assert outcome.nodes["n"].numa_states == states
