@@ -190,12 +190,15 @@ def judged_intent(
     if not _is_pod(request) or not config.mutation.inject_affinity or not intent.required_terms:
         return intent
     stale = runtime.inventory.is_stale(config.inventory.stale_after_seconds)
-    settings = affinity_settings(config)
     view = runtime.inventory.view
-    spec = without_policy_affinity(intent, template.spec, view, settings, stale=stale)
-    if spec is None:
+    try:
+        settings = affinity_settings(config)
+        spec = without_policy_affinity(intent, template.spec, view, settings, stale=stale)
+        return (
+            intent if spec is None else read_intent(dataclasses.replace(template, spec=spec)).intent
+        )
+    except CoreError:  # what mutate could not plan it did not inject: judge the pod as is
         return intent
-    return read_intent(dataclasses.replace(template, spec=spec)).intent
 
 
 async def _decide_mutate(

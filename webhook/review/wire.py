@@ -91,9 +91,6 @@ class _Wire(BaseModel):
     model_config = ConfigDict(extra="ignore", populate_by_name=True, frozen=True)
 
 
-_GVK, _GVR, _User, _Request = GroupVersionKind, GroupVersionResource, UserInfo, AdmissionRequest
-
-
 def _schema() -> type[BaseModel]:
     """The pydantic models of the envelope. Defined in a function so that they carry the
     wire names (pydantic puts the class name in its messages: "instance of
@@ -135,23 +132,6 @@ def _schema() -> type[BaseModel]:
         def _null_is_false(cls, value: Any) -> Any:
             return False if value is None else value
 
-        def plain(self) -> _Request:
-            k, r, u = self.kind, self.resource, self.user_info
-            return _Request(
-                uid=self.uid,
-                kind=_GVK(k.version, k.kind, k.group),
-                resource=_GVR(r.version, r.resource, r.group),
-                operation=self.operation,
-                sub_resource=self.sub_resource,
-                name=self.name,
-                namespace=self.namespace,
-                user_info=_User(u.username, u.uid, list(u.groups)),
-                object=self.object,
-                old_object=self.old_object,
-                dry_run=self.dry_run,
-                options=self.options,
-            )
-
     class AdmissionReview(_Wire):
         api_version: Literal["admission.k8s.io/v1"] = Field(alias="apiVersion")
         kind: Literal["AdmissionReview"]
@@ -161,6 +141,25 @@ def _schema() -> type[BaseModel]:
 
 
 AdmissionReviewModel = _schema()
+
+
+def _plain(model: Any) -> AdmissionRequest:
+    """The AdmissionRequest of a validated pydantic ``request`` model."""
+    k, r, u = model.kind, model.resource, model.user_info
+    return AdmissionRequest(
+        uid=model.uid,
+        kind=GroupVersionKind(k.version, k.kind, k.group),
+        resource=GroupVersionResource(r.version, r.resource, r.group),
+        operation=model.operation,
+        sub_resource=model.sub_resource,
+        name=model.name,
+        namespace=model.namespace,
+        user_info=UserInfo(u.username, u.uid, list(u.groups)),
+        object=model.object,
+        old_object=model.old_object,
+        dry_run=model.dry_run,
+        options=model.options,
+    )
 
 
 def _describe(exc: ValidationError) -> str:
@@ -289,6 +288,6 @@ def parse_review(raw: bytes) -> AdmissionRequest:
         return request
     try:
         review = AdmissionReviewModel.model_validate(data)
-        return review.request.plain()  # type: ignore[attr-defined, no-any-return]
+        return _plain(review.request)  # type: ignore[attr-defined]
     except ValidationError as exc:
         raise BadRequest(f"not an AdmissionReview {API_VERSION}: {_describe(exc)}") from None

@@ -184,7 +184,12 @@ def admission_review(obj: dict[str, Any], *, kind: str, namespace: str, name: st
 
 
 def _review_cli(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path, inv: Path, obj: dict[str, Any], hook: str
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    inv: Path,
+    obj: dict[str, Any],
+    hook: str,
+    *config: str,
 ) -> dict[str, Any]:
     """`numagate review --webhook HOOK` on a CREATE review of ``obj``: its response."""
     kind, meta = obj["kind"], obj["metadata"]
@@ -193,7 +198,7 @@ def _review_cli(
     review.write_bytes(
         admission_review(obj, kind=kind, namespace=meta.get("namespace", "default"), name=name)
     )
-    code = main(["review", "--inventory", str(inv), "--webhook", hook, str(review)])
+    code = main(["review", "--inventory", str(inv), *config, "--webhook", hook, str(review)])
     out = capsys.readouterr().out
     assert code == 0
     response: dict[str, Any] = json.loads(out)["response"]
@@ -211,21 +216,40 @@ def _explain_json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict[str, A
     return doc
 
 
+SCARCE_CONFIGS = {
+    "default": {},
+    # the scarce stage extends what the policy stage added: explain must print the
+    # operations as sent, not as extended in place
+    "scarce-preferred": {"affinity": {"mode": "node-names"}, "scarce": {"enabled": True}},
+    "scarce-required": {
+        "scarce": {
+            "enabled": True,
+            "required": True,
+            "resources": ["nvidia.com/gpu", "amd.com/gpu"],
+        }
+    },
+}
+
+
+@pytest.mark.parametrize("config", sorted(SCARCE_CONFIGS))
 @pytest.mark.parametrize(
     "name", ["koord-pod-misspelled", "koord-pod-user-affinity", "volcano-pod", "plain-pod"]
 )
 def test_pod_patch_is_the_mutating_webhooks(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str, config: str
 ) -> None:
     pod = yaml.safe_load((MANIFESTS / f"{name}.yaml").read_text())
     inv, manifest = write_demo_files(tmp_path, pod)
-    doc = _explain_json(capsys, "--inventory", str(inv), str(manifest))
-    mutate = _review_cli(capsys, tmp_path, inv, pod, "mutate")
+    config_file = tmp_path / "config.yaml"
+    config_file.write_text(yaml.safe_dump(SCARCE_CONFIGS[config]))
+    cfg = ("--config", str(config_file))
+    doc = _explain_json(capsys, "--inventory", str(inv), *cfg, str(manifest))
+    mutate = _review_cli(capsys, tmp_path, inv, pod, "mutate", *cfg)
     assert doc["decision"]["patch"] == _ops(mutate)
     mutated = jsonpatch.JsonPatch(doc["decision"]["patch"]).apply(copy.deepcopy(pod))
     kubernetes_validate.validate(mutated, K8S_VERSION, strict=True)
     # the apiserver calls the validating webhook with the mutated object
-    validate = _review_cli(capsys, tmp_path, inv, mutated, "validate")
+    validate = _review_cli(capsys, tmp_path, inv, mutated, "validate", *cfg)
     assert doc["decision"]["allowed"] == validate["allowed"]
     assert doc["decision"]["message"] == validate.get("status", {}).get("message", "")
     for warning in validate.get("warnings", []) + mutate.get("warnings", []):
