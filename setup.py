@@ -56,6 +56,7 @@ setup(
         "pydantic>=2.6",
         "PyYAML>=6",
         "orjson>=3.9",
+        "prometheus-client>=0.20",
     ],
     extras_require={
         "test": [

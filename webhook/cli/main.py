@@ -68,8 +68,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--workers",
         type=int,
         default=1,
-        help="worker processes sharing the port (each keeps its own /metrics: a scrape "
-        "reaches one of them; in a cluster, scale with replicas instead); default: %(default)s",
+        help="worker processes sharing the port (/metrics, whichever worker answers, counts "
+        "them all); default: %(default)s",
     )
     serve.add_argument(
         "--log-level",
