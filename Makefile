@@ -6,7 +6,9 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.numagate-installed
 EXT_STAMP := core/.ext-built
 
-.PHONY: install build run test lint bench soak clean promtool
+VERSION := $(shell sed -n 's/^__version__ = "\(.*\)"/\1/p' webhook/version.py)
+
+.PHONY: install build run test lint bench soak clean promtool image
 
 install: $(STAMP) $(EXT_STAMP)
 
@@ -24,6 +26,10 @@ endif
 	touch $(EXT_STAMP)
 
 build: install
+
+# The image, labelled org.opencontainers.image.version from webhook/version.py.
+image:
+	docker build --build-arg VERSION=$(VERSION) -t numagate:$(VERSION) .
 
 run: install
 	$(VENV)/bin/numagate serve

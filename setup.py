@@ -3,9 +3,18 @@ NUMAGATE_NO_EXTENSIONS is set (a pure build). A failed compile fails the build:
 there is no silent fallback to pure Python (aiohttp dropped that for good reason)."""
 
 import os
+import re
 import sys
+from pathlib import Path
 
 from setuptools import find_packages, setup
+
+# The one version source (also --version, the User-Agent, numagate_build_info, the image label).
+VERSION = re.search(
+    r'^__version__ = "([^"]+)"',
+    (Path(__file__).parent / "webhook" / "version.py").read_text(),
+    re.M,
+)[1]
 
 NO_EXTENSIONS = bool(os.environ.get("NUMAGATE_NO_EXTENSIONS"))
 if sys.implementation.name != "cpython":
@@ -38,7 +47,7 @@ else:
 
 setup(
     name="numagate",
-    version="0.1.0",
+    version=VERSION,
     description="Kubernetes admission webhook for NUMA- and GPU-topology scheduling policies",
     python_requires=">=3.11",
     packages=find_packages(include=["core*", "webhook*", "certs*", "schemas"]),

@@ -75,12 +75,17 @@ def read_ca_bundle(path: Path) -> bytes:
 
 def api_client(kubeconfig: str | None, *, sa_dir: Path = SA_DIR) -> client.ApiClient:
     """A client from ``kubeconfig``; without one, in-cluster, then ``~/.kube/config``."""
+    from webhook.version import user_agent
+
     try:
         if kubeconfig:
-            return config.new_client_from_config(config_file=kubeconfig)
-        if (sa_dir / "token").exists():
-            return _in_cluster_client(sa_dir)
-        return config.new_client_from_config()
+            api = config.new_client_from_config(config_file=kubeconfig)
+        elif (sa_dir / "token").exists():
+            api = _in_cluster_client(sa_dir)
+        else:
+            api = config.new_client_from_config()
+        api.user_agent = user_agent()
+        return api
     except (ConfigException, OSError, ValueError) as exc:
         where = kubeconfig or "in-cluster service account or ~/.kube/config"
         raise InjectError(f"cannot load Kubernetes credentials ({where}): {exc}") from None

@@ -35,6 +35,7 @@ CLOSE = "CLOSE"  # queue marker: end the stream cleanly (a slow watcher, or 410)
 class RequestRecord:
     path: str
     query: dict[str, str]
+    user_agent: str = ""
 
     @property
     def watch(self) -> bool:
@@ -84,7 +85,9 @@ class ApiHandlers:
     _watches: set[Watch]
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
-        self.requests.append(RequestRecord(request.path, dict(request.query)))
+        self.requests.append(
+            RequestRecord(request.path, dict(request.query), request.headers.get("User-Agent", ""))
+        )
         if self._unavailable:
             return status_response(
                 503, "ServiceUnavailable", "the server is currently unable to handle the request"

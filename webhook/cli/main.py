@@ -34,7 +34,10 @@ def _add_inventory_config(p: argparse.ArgumentParser, *, inventory_required: boo
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from webhook.version import __version__
+
     parser = argparse.ArgumentParser(prog="numagate", description=DESCRIPTION)
+    parser.add_argument("--version", action="version", version=f"numagate {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     serve = sub.add_parser(

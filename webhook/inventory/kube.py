@@ -15,6 +15,8 @@ import kubernetes.client
 import kubernetes.config
 from kubernetes.config.config_exception import ConfigException
 
+from webhook.version import user_agent
+
 # The in-cluster loader reads these (kubernetes/config/incluster_config.py).
 SERVICE_HOST_ENV = "KUBERNETES_SERVICE_HOST"
 SERVICE_PORT_ENV = "KUBERNETES_SERVICE_PORT"
@@ -51,7 +53,14 @@ def api_client_from_kubeconfig(
         raise KubeConfigError(
             f"--kubeconfig {str(kubeconfig)!r}: not a usable kubeconfig ({type(exc).__name__}: {exc})"
         ) from exc
-    return kubernetes.client.ApiClient(configuration)
+    return new_api_client(configuration)
+
+
+def new_api_client(configuration: kubernetes.client.Configuration) -> kubernetes.client.ApiClient:
+    """An ApiClient that names numagate and its version in every request's User-Agent."""
+    client = kubernetes.client.ApiClient(configuration)
+    client.user_agent = user_agent()
+    return client
 
 
 def api_client_in_cluster() -> kubernetes.client.ApiClient:
@@ -70,7 +79,7 @@ def api_client_in_cluster() -> kubernetes.client.ApiClient:
             f"--in-cluster: {exc} (expected the service account token and ca.crt in "
             f"{SERVICE_ACCOUNT_DIR}; is automountServiceAccountToken disabled?)"
         ) from exc
-    return kubernetes.client.ApiClient(configuration)
+    return new_api_client(configuration)
 
 
 def build_api_client(
