@@ -22,9 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from cryptography import x509
-from kubernetes import client, config
+from kubernetes import client
 from kubernetes.client.rest import ApiException
-from kubernetes.config.config_exception import ConfigException
 from urllib3.exceptions import HTTPError
 
 from certs.authority import CA_CERT, CA_KEY, TLS_CERT, TLS_KEY, write_file
@@ -73,31 +72,19 @@ def read_ca_bundle(path: Path) -> bytes:
     raise InjectError(f"--ca-file {path}: holds no CA certificate (basicConstraints CA=true)")
 
 
-def api_client(kubeconfig: str | None, *, sa_dir: Path = SA_DIR) -> client.ApiClient:
-    """A client from ``kubeconfig``; without one, in-cluster, then ``~/.kube/config``."""
-    from webhook.version import user_agent
+def api_client(
+    kubeconfig: str | None, *, context: str | None = None, sa_dir: Path = SA_DIR
+) -> client.ApiClient:
+    """A client by kubectl's rules: ``kubeconfig``, else $KUBECONFIG, else ~/.kube/config,
+    else the in-cluster service account (the Job that runs ``certs`` in a cluster)."""
+    from webhook.inventory.kube import KubeConfigError, build_api_client
 
     try:
-        if kubeconfig:
-            api = config.new_client_from_config(config_file=kubeconfig)
-        elif (sa_dir / "token").exists():
-            api = _in_cluster_client(sa_dir)
-        else:
-            api = config.new_client_from_config()
-        api.user_agent = user_agent()
-        return api
-    except (ConfigException, OSError, ValueError) as exc:
-        where = kubeconfig or "in-cluster service account or ~/.kube/config"
-        raise InjectError(f"cannot load Kubernetes credentials ({where}): {exc}") from None
-
-
-def _in_cluster_client(sa_dir: Path) -> client.ApiClient:
-    configuration = client.Configuration()
-    loader = config.incluster_config.InClusterConfigLoader(
-        token_filename=str(sa_dir / "token"), cert_filename=str(sa_dir / "ca.crt")
-    )
-    loader.load_and_set(configuration)
-    return client.ApiClient(configuration)
+        return build_api_client(
+            kubeconfig=kubeconfig, context=context, in_cluster_fallback=True, sa_dir=sa_dir
+        )
+    except KubeConfigError as exc:
+        raise InjectError(f"cannot load Kubernetes credentials: {exc}") from None
 
 
 def _b64(data: bytes | str | None) -> str | None:

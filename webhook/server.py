@@ -61,6 +61,7 @@ class ServeOptions:
     client_ca: str | None = None
     inventory: str | None = None
     kubeconfig: str | None = None
+    context: str | None = None
     in_cluster: bool = False
     config: str | None = None
     log_level: str = "info"
@@ -81,7 +82,12 @@ def _start_live(opts: ServeOptions, state: InventoryState) -> tuple[Callable[[],
     from webhook.inventory.live import LiveSource
     from webhook.inventory.updates import InventoryUpdates, report_sync
 
-    client = build_api_client(kubeconfig=opts.kubeconfig, in_cluster=opts.in_cluster)
+    client = build_api_client(
+        kubeconfig=opts.kubeconfig,
+        context=opts.context,
+        in_cluster=opts.in_cluster,
+        use_default=False,
+    )
     loop = asyncio.get_running_loop()
     updates = InventoryUpdates(state, loop, metrics=state.metrics)
     live = LiveSource(client, updates=updates)

@@ -320,4 +320,4 @@ def test_bad_kubeconfig_is_reported(webhook_ca, tmp_path, capsys):
     argv = inject_args(kubeconfig, webhook_ca)
     assert run(build_parser().parse_args(argv)) == 1
     err = capsys.readouterr().err
-    assert f"cannot load Kubernetes credentials ({kubeconfig})" in err
+    assert f"cannot load Kubernetes credentials: --kubeconfig {str(kubeconfig)!r}: " in err

@@ -53,7 +53,7 @@ def _generate(args: argparse.Namespace) -> None:
 
 def _generate_into_secret(args: argparse.Namespace, secret: str) -> None:
     """``--secret NS/NAME``: reuse the CA kept in the cluster, renew, store back."""
-    api = api_client(getattr(args, "kubeconfig", None))
+    api = api_client(getattr(args, "kubeconfig", None), context=getattr(args, "context", None))
     out = Path(args.out)
     restored = load_secrets(api, secret, out)
     paths = generate(
@@ -66,7 +66,7 @@ def _generate_into_secret(args: argparse.Namespace, secret: str) -> None:
 
 def _inject(args: argparse.Namespace) -> None:
     ca_pem = read_ca_bundle(Path(args.ca_file))
-    api = api_client(args.kubeconfig)
+    api = api_client(args.kubeconfig, context=args.context)
     for result in inject_ca_bundle(
         api, ca_pem=ca_pem, mutating=args.mutating, validating=args.validating
     ):

@@ -33,6 +33,15 @@ def _add_inventory_config(p: argparse.ArgumentParser, *, inventory_required: boo
     p.add_argument("--config", metavar="FILE", help="numagate configuration file (YAML or JSON)")
 
 
+KUBECONFIG_RULES = "default: $KUBECONFIG, else ~/.kube/config"
+
+
+def _add_context(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--context", metavar="NAME", help="kubeconfig context (default: its current-context)"
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     from webhook.version import __version__
 
@@ -52,9 +61,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--inventory", metavar="FILE", help="static inventory file, reloaded on change"
     )
     src.add_argument(
-        "--kubeconfig", metavar="FILE", help="watch a live cluster via this kubeconfig"
+        "--kubeconfig",
+        metavar="FILE",
+        help="watch a live cluster via this kubeconfig (checked before anything starts: the "
+        "file, the context, the server URL)",
     )
     src.add_argument("--in-cluster", action="store_true", help="watch the cluster numagate runs in")
+    _add_context(serve)
     serve.add_argument("--config", metavar="FILE", help="configuration file, reloaded on change")
     serve.add_argument(
         "--cert-dir",
@@ -151,8 +164,9 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument(
         "--kubeconfig",
         metavar="FILE",
-        help="for --secret (default: in-cluster, then ~/.kube/config)",
+        help=f"for --secret ({KUBECONFIG_RULES}, else the in-cluster service account)",
     )
+    _add_context(gen)
     inj = csub.add_parser(
         "inject",
         help="patch caBundle into the webhook configurations",
@@ -167,8 +181,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--validating", required=True, metavar="NAME", help="ValidatingWebhookConfiguration name"
     )
     inj.add_argument(
-        "--kubeconfig", metavar="FILE", help="kubeconfig (default: in-cluster, then ~/.kube/config)"
+        "--kubeconfig",
+        metavar="FILE",
+        help=f"kubeconfig ({KUBECONFIG_RULES}, else the in-cluster service account)",
     )
+    _add_context(inj)
     return parser
 
 
