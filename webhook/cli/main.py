@@ -191,6 +191,14 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"kubeconfig ({KUBECONFIG_RULES}, else the in-cluster service account)",
     )
     _add_context(inj)
+    completion = sub.add_parser(
+        "completion",
+        help="print a shell completion script (bash or zsh)",
+        description="Print a completion script for numagate and kubectl-numagate. bash: "
+        "'source <(numagate completion bash)' (or save it under /etc/bash_completion.d/); "
+        "zsh: 'source <(numagate completion zsh)' in ~/.zshrc.",
+    )
+    completion.add_argument("shell", choices=["bash", "zsh"], help="the shell")
     return parser
 
 
@@ -201,6 +209,7 @@ COMMANDS = {
     "explain": "webhook.cli.explain",
     "lint": "webhook.cli.lint",
     "certs": "webhook.cli.certs",
+    "completion": "webhook.cli.completion",
 }
 
 
