@@ -112,11 +112,16 @@ def build_parser() -> argparse.ArgumentParser:
         "explain",
         help="per-node verdicts, NUMA placement and ranking for a pod",
         description="Show, for the first pod spec in MANIFEST (a Pod or a workload), the verdict "
-        "of every node, the NUMA nodes it would get, the ranking and the admission decision.",
+        "of every node, the NUMA nodes it would get, the ranking and the admission decision. "
+        "Exit status: 0 allowed, 1 denied, 2 unusable input.",
     )
     _add_inventory_config(explain, inventory_required=True)
     explain.add_argument(
-        "-o", "--output", choices=["table", "json"], default="table", help="output format"
+        "-o",
+        "--output",
+        choices=["table", "json", "yaml"],
+        default="table",
+        help="output format; default: %(default)s",
     )
     explain.add_argument(
         "--all", action="store_true", help="list every node, even on large clusters"
@@ -218,7 +223,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     module = importlib.import_module(COMMANDS[args.command])
     try:
-        code: int = module.run(args)
+        if args.command == "explain":
+            from webhook.cli.output import run_explain
+
+            code: int = run_explain(module, args)
+        else:
+            code = module.run(args)
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:
