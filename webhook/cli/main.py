@@ -196,6 +196,17 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"kubeconfig ({KUBECONFIG_RULES}, else the in-cluster service account)",
     )
     _add_context(inj)
+    test = sub.add_parser(
+        "test",
+        help="run test-suite files: manifests with the expected allow/deny",
+        description="Run every case of each SUITE file (name, inventory, optional config, "
+        "cases: a manifest file or an inline object, the webhook to call (mutate, validate, "
+        "or admit: both, as the apiserver does), the expected answer: allowed, optionally a "
+        "message substring, warnings, a patch) through the webhook's own review code. Exit "
+        "status: 0 every case passed, 1 a case failed, 2 an unusable suite.",
+    )
+    test.add_argument("suites", nargs="+", metavar="SUITE", help="test-suite YAML files")
+
     completion = sub.add_parser(
         "completion",
         help="print a shell completion script (bash or zsh)",
@@ -215,6 +226,7 @@ COMMANDS = {
     "lint": "webhook.cli.lint",
     "certs": "webhook.cli.certs",
     "completion": "webhook.cli.completion",
+    "test": "webhook.cli.test",
 }
 
 
