@@ -12,14 +12,16 @@ RUN apt-get update \
  && apt-get install -y --no-install-recommends gcc libc6-dev \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
-COPY pyproject.toml setup.py ./
+COPY pyproject.toml setup.py constraints.txt ./
 COPY core/ core/
 COPY webhook/ webhook/
 COPY certs/ certs/
 COPY schemas/ schemas/
 # NUMAGATE_NO_EXTENSIONS is deliberately unset: setup.py compiles the core or fails the
-# build (no silent pure-Python fallback). The wheels of every dependency land beside ours.
-RUN pip wheel --no-cache-dir --wheel-dir /wheels . \
+# build (no silent pure-Python fallback). The wheels of every dependency land beside ours,
+# at the versions in constraints.txt (PIP_CONSTRAINT also pins the isolated build's Cython).
+RUN PIP_CONSTRAINT=/src/constraints.txt pip wheel --no-cache-dir --wheel-dir /wheels . \
+ && cp constraints.txt /wheels/ \
  && VERSION="$VERSION" python - <<'PY'
 import glob, os, zipfile
 from webhook.version import __version__
@@ -39,7 +41,7 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     PIP_NO_CACHE_DIR=1
 RUN --mount=type=bind,from=build,source=/wheels,target=/wheels \
-    pip install --no-index --find-links=/wheels numagate \
+    pip install --no-index --find-links=/wheels -c /wheels/constraints.txt numagate \
  && python -c "import core.feasibility._kernel_c" \
  && test "$(numagate --version)" = "numagate ${VERSION}"
 # Non-root, matching runAsUser/runAsGroup in manifests/; no files are written at run

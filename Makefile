@@ -12,10 +12,12 @@ VERSION := $(shell sed -n 's/^__version__ = "\(.*\)"/\1/p' webhook/version.py)
 
 install: $(STAMP) $(EXT_STAMP)
 
-$(STAMP): setup.py pyproject.toml
+# constraints.txt: the exact versions tested (setup.py only bounds the ranges).
+$(STAMP): setup.py pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip setuptools wheel Cython
-	$(PY) -m pip install --quiet -e '.[test]'
+	$(PY) -m pip install --quiet --upgrade pip setuptools wheel
+	$(PY) -m pip install --quiet -c constraints.txt Cython
+	$(PY) -m pip install --quiet -c constraints.txt -e '.[test]'
 	touch $(STAMP)
 
 # Compile the core in place; a compile error stops here (no silent pure fallback).

@@ -57,15 +57,19 @@ setup(
         "webhook": ["data/*"],
     },
     ext_modules=ext_modules,
+    # Upper bounds where the next major version would break us: the kubernetes client's
+    # major follows the Kubernetes minor and drops APIs (37.x is tested); pydantic 3, aiohttp
+    # 4, a PyYAML/orjson/jsonschema major or prometheus-client 1.0 would change APIs we call.
+    # constraints.txt pins the exact versions tested.
     install_requires=[
-        "aiohttp>=3.10",
-        "kubernetes>=30",
+        "aiohttp>=3.10,<4",
+        "kubernetes>=30,<38",
         "cryptography>=42",
-        "jsonschema>=4.20",
-        "pydantic>=2.6",
-        "PyYAML>=6",
-        "orjson>=3.9",
-        "prometheus-client>=0.20",
+        "jsonschema>=4.20,<5",
+        "pydantic>=2.6,<3",
+        "PyYAML>=6,<7",
+        "orjson>=3.9,<4",
+        "prometheus-client>=0.20,<1",
     ],
     extras_require={
         "test": [
