@@ -22,6 +22,8 @@ theirs): manifests with the admission answer expected for each.
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -29,6 +31,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from webhook.inventory.loader import LoadError, load_objects
+
+TEST_UID = "numagate-test"
 
 
 class SuiteError(Exception):
@@ -106,3 +110,26 @@ def case_object(suite_file: Path, index: int, case: Case) -> dict[str, Any]:
     if len(objects) != 1:
         raise SuiteError(f"{where}: {case.manifest} holds {len(objects)} objects; a case tests one")
     return objects[0].obj
+
+
+def admission_review(obj: Mapping[str, Any], *, namespace: str) -> bytes:
+    """The AdmissionReview v1 (dry-run CREATE) the apiserver would send for ``obj``."""
+    group, _, version = str(obj.get("apiVersion") or "v1").rpartition("/")
+    kind = str(obj.get("kind") or "")
+    meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+    review = {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": TEST_UID,
+            "kind": {"group": group, "version": version, "kind": kind},
+            "resource": {"group": group, "version": version, "resource": kind.lower() + "s"},
+            "name": str(meta.get("name") or meta.get("generateName") or ""),
+            "namespace": namespace,
+            "operation": "CREATE",
+            "userInfo": {"username": TEST_UID},
+            "object": obj,
+            "dryRun": True,
+        },
+    }
+    return json.dumps(review).encode()

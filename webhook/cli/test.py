@@ -20,8 +20,15 @@ from pathlib import Path
 from typing import Any
 
 from core.mutation.patch import apply_ops
-from webhook.cli.explain_report import admission_review
-from webhook.cli.suite import Case, Expect, SuiteError, case_object, load_suite, resolve
+from webhook.cli.suite import (
+    Case,
+    Expect,
+    SuiteError,
+    admission_review,
+    case_object,
+    load_suite,
+    resolve,
+)
 from webhook.config import ConfigError, load_config
 from webhook.inventory.loader import LoadError
 from webhook.inventory.state import InventoryState, StaticFileSource
@@ -42,9 +49,7 @@ class Answer:
 
 
 async def _call(obj: dict[str, Any], webhook: str, namespace: str, runtime: Runtime) -> Any:
-    meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
-    name = str(meta.get("name") or meta.get("generateName") or "")
-    raw = admission_review(obj, kind=str(obj.get("kind") or ""), namespace=namespace, name=name)
+    raw = admission_review(obj, namespace=namespace)
     result = await answer(raw, webhook=webhook, runtime=runtime)  # type: ignore[arg-type]
     if not result.is_review:
         raise SuiteError(f"the {webhook} webhook answered HTTP {result.status}: {result.body!r}")

@@ -147,7 +147,7 @@ def test_ignore_label_and_excluded_namespace_as_the_webhook(capsys):
     assert "label numagate.io/ignore=true" in messages[0]
     assert "namespace kube-system is excluded" in messages[1]
     # ... and the webhook does allow the first two and deny the third
-    from webhook.cli.explain_report import admission_review
+    from webhook.cli.suite import admission_review
     from webhook.config import Config
     from webhook.inventory.state import InventoryState
     from webhook.review.pipeline import Runtime, answer
@@ -156,7 +156,7 @@ def test_ignore_label_and_excluded_namespace_as_the_webhook(capsys):
     allowed = []
     for obj in yaml.safe_load_all((FIX / "ignored.yaml").read_text()):
         meta = obj["metadata"]
-        raw = admission_review(obj, kind="Pod", namespace=meta["namespace"], name=meta["name"])
+        raw = admission_review(obj, namespace=meta["namespace"])
         result = asyncio.run(answer(raw, webhook="validate", runtime=runtime))
         allowed.append(json.loads(result.body)["response"]["allowed"])
     assert allowed == [True, True, False]

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from tests.paths import FIXTURES
-from webhook.cli.explain_report import admission_review
 from webhook.cli.main import main
+from webhook.cli.suite import admission_review
 
 SUITES = FIXTURES / "suites"
 MANIFESTS = FIXTURES / "manifests"
@@ -48,7 +48,7 @@ def test_answers_are_those_of_numagate_review(capsys, tmp_path):
 
     pod = yaml.safe_load((MANIFESTS / "koord-pod-impossible.yaml").read_text())
     review = tmp_path / "review.json"
-    review.write_bytes(admission_review(pod, kind="Pod", namespace="default", name="x"))
+    review.write_bytes(admission_review(pod, namespace="default"))
     inv = str(MANIFESTS / "inventory-small.yaml")
     assert main(["review", "--inventory", inv, "--webhook", "validate", str(review)]) == 0
     response = json.loads(capsys.readouterr().out)["response"]
