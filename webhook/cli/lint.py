@@ -48,18 +48,36 @@ def _err(message: str) -> None:
     print(f"numagate lint: {message}", file=sys.stderr)
 
 
-def _load_inventory(path: str) -> tuple[FeasibilityCheck, list[LintFinding]] | None:
+def _inventory_objects(args: argparse.Namespace) -> tuple[str, list[Any]] | None:
+    """The inventory's objects and where they came from: ``--inventory FILE``, or the
+    cluster when ``--kubeconfig`` or ``--context`` names one (lint stays offline otherwise)."""
+    path = getattr(args, "inventory", None)
+    if path:
+        try:
+            return ("<stdin>" if path == "-" else path), [o.obj for o in load_objects(path)]
+        except LoadError as exc:
+            _err(f"--inventory {exc}")
+            return None
+    from webhook.cli import cluster
+
     try:
-        objects = load_objects(path)
-    except LoadError as exc:
-        _err(f"--inventory {exc}")
+        api = cluster.client(args)
+        return str(api.configuration.host), cluster.read_inventory(api)
+    except cluster.ClusterError as exc:
+        _err(str(exc))
         return None
+
+
+def _load_inventory(args: argparse.Namespace) -> tuple[FeasibilityCheck, list[LintFinding]] | None:
+    found = _inventory_objects(args)
+    if found is None:
+        return None
+    name, objects = found
     try:
-        check, errors = feasibility_from_inventory(o.obj for o in objects)
+        check, errors = feasibility_from_inventory(objects)
     except ImportError as exc:
         _err(f"--inventory: the feasibility core is not available in this build ({exc})")
         return None
-    name = "<stdin>" if path == "-" else path
     notes = [LintFinding(name, "inventory", "", "warning", "inventory-error", e) for e in errors]
     return check, notes
 
@@ -92,7 +110,7 @@ def _read(files: list[str]) -> _Read:
     return out
 
 
-def _exclusion(obj: Mapping[str, Any], config: Any) -> str | None:
+def _exclusion(obj: Mapping[str, Any], config: Any, default_namespace: str) -> str | None:
     """What the webhook would say for this object: the same function, on the CREATE request
     the apiserver would send for it."""
     from webhook.review.pipeline import exclusion_reason
@@ -107,18 +125,21 @@ def _exclusion(obj: Mapping[str, Any], config: Any) -> str | None:
         kind=GroupVersionKind(version, kind, group),
         resource=GroupVersionResource(version, kind.lower() + "s", group),
         operation="CREATE",
-        namespace=namespace if isinstance(namespace, str) else "",
+        namespace=namespace if isinstance(namespace, str) and namespace else default_namespace,
         object=dict(obj),
     )
     return exclusion_reason(request, config)
 
 
-def _lint(read: _Read, feasibility: FeasibilityCheck | None, config: Any) -> list[LintFinding]:
+def _lint(
+    read: _Read, feasibility: FeasibilityCheck | None, config: Any, namespace: str
+) -> list[LintFinding]:
+    """Findings per object; ``namespace``: where objects without one would be created."""
     out: list[LintFinding] = []
     for loaded in read.objects:
         nodes = read.nodes.get(loaded.file)
         node = nodes[loaded.index] if nodes else None
-        reason = _exclusion(loaded.obj, config)
+        reason = _exclusion(loaded.obj, config, namespace)
         if reason is not None:
             found = [
                 LintFinding(
@@ -170,16 +191,16 @@ def run(args: argparse.Namespace) -> int:
 
     feasibility: FeasibilityCheck | None = None
     findings: list[LintFinding] = []
-    inventory = getattr(args, "inventory", None)
-    if inventory:
-        loaded_inventory = _load_inventory(inventory)
+    cluster = getattr(args, "kubeconfig", None) or getattr(args, "context", None)
+    if getattr(args, "inventory", None) or cluster:
+        loaded_inventory = _load_inventory(args)
         if loaded_inventory is None:
             return EXIT_USAGE
         feasibility, findings = loaded_inventory[0], list(loaded_inventory[1])
 
     read = _read(files)
     findings.extend(read.failed)
-    findings.extend(_lint(read, feasibility, config))
+    findings.extend(_lint(read, feasibility, config, getattr(args, "namespace", None) or ""))
     sys.stdout.write(_render(args, findings, read))
     if read.failed:
         return EXIT_USAGE

@@ -43,6 +43,7 @@ def _add_context(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from webhook.cli.cluster_flags import add_cluster_flags
     from webhook.version import __version__
 
     parser = argparse.ArgumentParser(prog="numagate", description=DESCRIPTION)
@@ -111,11 +112,14 @@ def build_parser() -> argparse.ArgumentParser:
     explain = sub.add_parser(
         "explain",
         help="per-node verdicts, NUMA placement and ranking for a pod",
-        description="Show, for the first pod spec in MANIFEST (a Pod or a workload), the verdict "
-        "of every node, the NUMA nodes it would get, the ranking and the admission decision. "
+        description="Show, for the first pod spec in MANIFEST (a Pod or a workload, or pod/NAME "
+        "in the cluster), the verdict of every node, the NUMA nodes it would get, the ranking "
+        "and the admission decision. Without --inventory the cluster's inventory is read from "
+        "the kubeconfig (--kubeconfig, else $KUBECONFIG, else ~/.kube/config) as kubectl does. "
         "Exit status: 0 allowed, 1 denied, 2 unusable input.",
     )
-    _add_inventory_config(explain, inventory_required=True)
+    _add_inventory_config(explain, inventory_required=False)
+    add_cluster_flags(explain)
     explain.add_argument(
         "-o",
         "--output",
@@ -127,7 +131,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--all", action="store_true", help="list every node, even on large clusters"
     )
     explain.add_argument(
-        "manifest", metavar="MANIFEST", help="file with the Pod or workload; '-' for stdin"
+        "manifest",
+        metavar="MANIFEST",
+        help="file with the Pod or workload ('-' for stdin), or pod/NAME: a pod in the cluster",
     )
 
     lint = sub.add_parser(
@@ -138,6 +144,7 @@ def build_parser() -> argparse.ArgumentParser:
         "errors, 1 errors found, 2 usage error or unreadable input.",
     )
     _add_inventory_config(lint, inventory_required=False)
+    add_cluster_flags(lint)
     lint.add_argument(
         "-o",
         "--output",
@@ -196,6 +203,24 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"kubeconfig ({KUBECONFIG_RULES}, else the in-cluster service account)",
     )
     _add_context(inj)
+    pending = sub.add_parser(
+        "pending",
+        help="list the Pending pods that wait on a topology rule, and the closest node",
+        description="List the Pending pods of the namespace (-n, default: the context's) or "
+        "of all namespaces (-A) whose topology policy or NUMA demand is why they wait: the "
+        "rule, the outcome (impossible, or no-room-now), the verdicts per node summarized "
+        "and the closest node with its reason. Reads the cluster of the kubeconfig "
+        "($KUBECONFIG, else ~/.kube/config) as kubectl does.",
+    )
+    add_cluster_flags(pending, all_namespaces=True)
+    pending.add_argument(
+        "-o",
+        "--output",
+        choices=["table", "json", "yaml"],
+        default="table",
+        help="output format; default: %(default)s",
+    )
+
     test = sub.add_parser(
         "test",
         help="run test-suite files: manifests with the expected allow/deny",
@@ -227,6 +252,7 @@ COMMANDS = {
     "certs": "webhook.cli.certs",
     "completion": "webhook.cli.completion",
     "test": "webhook.cli.test",
+    "pending": "webhook.cli.pending",
 }
 
 

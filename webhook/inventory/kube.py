@@ -170,6 +170,25 @@ def build_api_client(
     raise KubeConfigError(f"no cluster configuration: {tried}")
 
 
+def default_namespace(kubeconfig: str | Path | None = None, context: str | None = None) -> str:
+    """The namespace kubectl would use without ``-n``: the context's ``namespace``, else
+    ``default`` (also when no kubeconfig is found: the client's error comes first)."""
+    source = (
+        KubeconfigSource(str(kubeconfig), "--kubeconfig")
+        if kubeconfig is not None
+        else default_kubeconfig()
+    )
+    if source is None:
+        return "default"
+    try:
+        contexts, active = kubernetes.config.list_kube_config_contexts(config_file=source.paths)
+    except (ConfigException, OSError, ValueError, TypeError, AttributeError, yaml.YAMLError):
+        return "default"
+    chosen = next((c for c in contexts if c.get("name") == context), None) if context else active
+    namespace = ((chosen or {}).get("context") or {}).get("namespace")
+    return str(namespace) if namespace else "default"
+
+
 def describe(api_client: kubernetes.client.ApiClient) -> str:
     """Where the client points, for the startup log line (never the credentials)."""
     return str(api_client.configuration.host)
