@@ -28,9 +28,6 @@ from urllib3.exceptions import HTTPError
 
 from certs.authority import CA_CERT, CA_KEY, TLS_CERT, TLS_KEY, write_file
 
-# Written by the kubelet into every pod with a service account token mounted.
-SA_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
-
 KINDS = {
     "mutating": "MutatingWebhookConfiguration",
     "validating": "ValidatingWebhookConfiguration",
@@ -70,21 +67,6 @@ def read_ca_bundle(path: Path) -> bytes:
         except x509.ExtensionNotFound:
             continue
     raise InjectError(f"--ca-file {path}: holds no CA certificate (basicConstraints CA=true)")
-
-
-def api_client(
-    kubeconfig: str | None, *, context: str | None = None, sa_dir: Path = SA_DIR
-) -> client.ApiClient:
-    """A client by kubectl's rules: ``kubeconfig``, else $KUBECONFIG, else ~/.kube/config,
-    else the in-cluster service account (the Job that runs ``certs`` in a cluster)."""
-    from webhook.inventory.kube import KubeConfigError, build_api_client
-
-    try:
-        return build_api_client(
-            kubeconfig=kubeconfig, context=context, in_cluster_fallback=True, sa_dir=sa_dir
-        )
-    except KubeConfigError as exc:
-        raise InjectError(f"cannot load Kubernetes credentials: {exc}") from None
 
 
 def _b64(data: bytes | str | None) -> str | None:

@@ -22,9 +22,9 @@ import pytest
 from aiohttp import web
 
 from certs.authority import cert_pem, create_ca, ensure_serving_certs, utcnow
-from certs.inject import InjectError, api_client, inject_ca_bundle, read_ca_bundle
+from certs.inject import InjectError, inject_ca_bundle, read_ca_bundle
 from certs.watcher import build_server_context
-from webhook.cli.certs import run
+from webhook.cli.certs import api_client, run
 from webhook.cli.main import build_parser
 
 TOKEN = "test-token"
