@@ -6,7 +6,12 @@ from __future__ import annotations
 import argparse
 
 
-def add_cluster_flags(p: argparse.ArgumentParser, *, all_namespaces: bool = False) -> None:
+def add_cluster_flags(
+    p: argparse.ArgumentParser,
+    *,
+    all_namespaces: bool = False,
+    namespace_help: str = "namespace (default: the context's, else default)",
+) -> None:
     """``--kubeconfig``, ``--context``, ``-n`` (and ``-A``), as kubectl spells them."""
     p.add_argument(
         "--kubeconfig",
@@ -14,8 +19,6 @@ def add_cluster_flags(p: argparse.ArgumentParser, *, all_namespaces: bool = Fals
         help="kubeconfig (default: $KUBECONFIG, else ~/.kube/config)",
     )
     p.add_argument("--context", metavar="NAME", help="kubeconfig context (default: current)")
-    p.add_argument(
-        "-n", "--namespace", metavar="NS", help="namespace (default: the context's, else default)"
-    )
+    p.add_argument("-n", "--namespace", metavar="NS", help=namespace_help)
     if all_namespaces:
         p.add_argument("-A", "--all-namespaces", action="store_true", help="every namespace")

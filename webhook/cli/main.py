@@ -140,11 +140,17 @@ def build_parser() -> argparse.ArgumentParser:
         "lint",
         help="check NUMA/GPU scheduling annotations in manifests",
         description="Check every object in FILEs (multi-document YAML or JSON, List accepted, "
-        "'-' for stdin). With --inventory the feasibility checks run too. Exit status: 0 no "
-        "errors, 1 errors found, 2 usage error or unreadable input.",
+        "'-' for stdin). With --inventory, or the cluster named by --kubeconfig or --context, "
+        "the feasibility checks run too (otherwise lint stays offline). Objects the webhook "
+        "ignores (its ignore label, an excluded namespace) get an info 'ignored' finding. "
+        "Exit status: 0 no errors, 1 errors found, 2 usage error or unreadable input.",
     )
     _add_inventory_config(lint, inventory_required=False)
-    add_cluster_flags(lint)
+    add_cluster_flags(
+        lint,
+        namespace_help="the namespace objects without one would be created in (for the "
+        "webhook's excluded namespaces)",
+    )
     lint.add_argument(
         "-o",
         "--output",
