@@ -113,7 +113,7 @@ def _read(files: list[str]) -> _Read:
 def _exclusion(obj: Mapping[str, Any], config: Any, default_namespace: str) -> str | None:
     """What the webhook would say for this object: the same function, on the CREATE request
     the apiserver would send for it."""
-    from webhook.review.pipeline import exclusion_reason
+    from webhook.review.handlers import exclusion_reason
     from webhook.review.wire import AdmissionRequest, GroupVersionKind, GroupVersionResource
 
     metadata = obj.get("metadata")
