@@ -6,14 +6,18 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.numagate-installed
 EXT_STAMP := core/.ext-built
 
-.PHONY: install build run test lint bench soak clean promtool
+VERSION := $(shell sed -n 's/^__version__ = "\(.*\)"/\1/p' webhook/version.py)
+
+.PHONY: install build run test lint bench soak clean promtool image
 
 install: $(STAMP) $(EXT_STAMP)
 
-$(STAMP): setup.py pyproject.toml
+# constraints.txt: the exact versions tested (setup.py only bounds the ranges).
+$(STAMP): setup.py pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip setuptools wheel Cython
-	$(PY) -m pip install --quiet -e '.[test]'
+	$(PY) -m pip install --quiet --upgrade pip setuptools wheel
+	$(PY) -m pip install --quiet -c constraints.txt Cython
+	$(PY) -m pip install --quiet -c constraints.txt -e '.[test]'
 	touch $(STAMP)
 
 # Compile the core in place; a compile error stops here (no silent pure fallback).
@@ -24,6 +28,10 @@ endif
 	touch $(EXT_STAMP)
 
 build: install
+
+# The image, labelled org.opencontainers.image.version from webhook/version.py.
+image:
+	docker build --build-arg VERSION=$(VERSION) -t numagate:$(VERSION) .
 
 run: install
 	$(VENV)/bin/numagate serve

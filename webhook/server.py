@@ -19,9 +19,11 @@ import contextlib
 import multiprocessing
 import os
 import pickle
+import shutil
 import signal
 import socket
 import sys
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,7 +44,7 @@ from webhook.inventory.state import (
     load_demo,
 )
 from webhook.logs import get_logger, setup_logging
-from webhook.metrics import WebhookMetrics
+from webhook.metrics import MULTIPROC_ENV, WebhookMetrics
 from webhook.review.pipeline import Runtime
 
 log = get_logger("server")
@@ -59,6 +61,7 @@ class ServeOptions:
     client_ca: str | None = None
     inventory: str | None = None
     kubeconfig: str | None = None
+    context: str | None = None
     in_cluster: bool = False
     config: str | None = None
     log_level: str = "info"
@@ -79,7 +82,12 @@ def _start_live(opts: ServeOptions, state: InventoryState) -> tuple[Callable[[],
     from webhook.inventory.live import LiveSource
     from webhook.inventory.updates import InventoryUpdates, report_sync
 
-    client = build_api_client(kubeconfig=opts.kubeconfig, in_cluster=opts.in_cluster)
+    client = build_api_client(
+        kubeconfig=opts.kubeconfig,
+        context=opts.context,
+        in_cluster=opts.in_cluster,
+        use_default=False,
+    )
     loop = asyncio.get_running_loop()
     updates = InventoryUpdates(state, loop, metrics=state.metrics)
     live = LiveSource(client, updates=updates)
@@ -136,6 +144,18 @@ def _wire_cert_metrics(metrics: WebhookMetrics, watcher: CertWatcher) -> None:
     metrics.cert_read_errors.set_function(lambda: float(watcher.errors))
 
 
+# With several workers, each copies its function-backed values (certificate reloads,
+# inventory age) into the shared files this often, so a scrape answered by another
+# worker sees them at most this old.
+METRICS_REFRESH_SECONDS = 2.0
+
+
+async def _refresh_metrics(metrics: WebhookMetrics) -> None:
+    while True:
+        metrics.refresh()
+        await asyncio.sleep(METRICS_REFRESH_SECONDS)
+
+
 def _install_signal_handlers(stop: asyncio.Event) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -171,6 +191,8 @@ async def serve_worker(
         stop = asyncio.Event()
         _install_signal_handlers(stop)
     sources = start_sources(opts, state, holder, preloaded=preloaded)
+    if metrics.multiprocess:
+        sources.tasks.append(asyncio.get_running_loop().create_task(_refresh_metrics(metrics)))
     preloaded = None  # the pickled bytes are not needed any more
     shutdown = holder.current.shutdown
     runner = web.AppRunner(
@@ -262,17 +284,36 @@ def prebuild_inventory(opts: ServeOptions) -> bytes | None:
 
 
 def run_workers(opts: ServeOptions, workers: int) -> int:
-    """Start ``workers`` processes on ``opts.port``, forward SIGTERM/SIGINT, wait for them."""
+    """Start ``workers`` processes on ``opts.port``, forward SIGTERM/SIGINT, wait for them.
+    Their metrics go to a private directory (prometheus-client's multiprocess mode: any
+    worker's /metrics shows them all), removed when the last worker has exited."""
     preloaded = prebuild_inventory(opts)
-    ctx = multiprocessing.get_context("spawn")
-    procs = [
-        ctx.Process(target=_worker_main, args=(opts, preloaded), name=f"numagate-worker-{i}")
-        for i in range(workers)
-    ]
-    for p in procs:
-        p.start()
-    del preloaded  # sent to the workers (spawn pickles the arguments at start)
+    metrics_dir = tempfile.mkdtemp(prefix="numagate-metrics-")
+    previous = os.environ.get(MULTIPROC_ENV)
+    # Read by prometheus-client when a spawned worker imports it: set before they start.
+    os.environ[MULTIPROC_ENV] = metrics_dir
+    try:
+        ctx = multiprocessing.get_context("spawn")
+        procs = [
+            ctx.Process(target=_worker_main, args=(opts, preloaded), name=f"numagate-worker-{i}")
+            for i in range(workers)
+        ]
+        for p in procs:
+            p.start()
+        del preloaded  # sent to the workers (spawn pickles the arguments at start)
+        _forward_signals(procs)
+        _join_all(procs, metrics_dir)
+    finally:
+        if previous is None:
+            os.environ.pop(MULTIPROC_ENV, None)
+        else:
+            os.environ[MULTIPROC_ENV] = previous
+        shutil.rmtree(metrics_dir, ignore_errors=True)
+    failed = [p for p in procs if p.exitcode not in (0, -signal.SIGTERM)]
+    return 1 if failed else 0
 
+
+def _forward_signals(procs: list[Any]) -> None:
     def forward(signum: int, _frame: object) -> None:
         for p in procs:
             if p.pid is not None and p.is_alive():
@@ -281,7 +322,18 @@ def run_workers(opts: ServeOptions, workers: int) -> int:
 
     signal.signal(signal.SIGTERM, forward)
     signal.signal(signal.SIGINT, forward)
-    for p in procs:
-        p.join()
-    failed = [p for p in procs if p.exitcode not in (0, -signal.SIGTERM)]
-    return 1 if failed else 0
+
+
+def _join_all(procs: list[Any], metrics_dir: str) -> None:
+    """Wait for every worker; as each exits, drop its live gauges (in flight, inventory,
+    certificate expiry) from the merged view; its counters stay counted."""
+    from multiprocessing.connection import wait
+
+    from prometheus_client.multiprocess import mark_process_dead
+
+    pending = {p.sentinel: p for p in procs}
+    while pending:
+        for sentinel in wait(list(pending)):
+            p = pending.pop(sentinel)
+            p.join()
+            mark_process_dead(p.pid, metrics_dir)

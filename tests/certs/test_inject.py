@@ -22,9 +22,9 @@ import pytest
 from aiohttp import web
 
 from certs.authority import cert_pem, create_ca, ensure_serving_certs, utcnow
-from certs.inject import InjectError, api_client, inject_ca_bundle, read_ca_bundle
+from certs.inject import InjectError, inject_ca_bundle, read_ca_bundle
 from certs.watcher import build_server_context
-from webhook.cli.certs import run
+from webhook.cli.certs import api_client, run
 from webhook.cli.main import build_parser
 
 TOKEN = "test-token"
@@ -63,6 +63,7 @@ class FakeApiServer:
         self.certs = certs
         self.objects: dict[str, dict[str, Any]] = {}
         self.requests: list[tuple[str, str, str]] = []
+        self.user_agents: list[str] = []
         self.before_patch: Callable[[dict[str, Any]], None] | None = None
         self.port = 0
         self._loop = asyncio.new_event_loop()
@@ -74,6 +75,7 @@ class FakeApiServer:
 
     async def _handle(self, request: web.Request) -> web.Response:
         self.requests.append((request.method, request.path, request.content_type))
+        self.user_agents.append(request.headers.get("User-Agent", ""))
         # The scheme is case-insensitive, as in the apiserver's bearer token authenticator
         # (the in-cluster loader sends "bearer").
         scheme, _, token = request.headers.get("Authorization", "").partition(" ")
@@ -286,6 +288,9 @@ def test_in_cluster_credentials(apiserver, webhook_ca, tmp_path, monkeypatch):
         api, ca_pem=read_ca_bundle(webhook_ca), mutating="numagate", validating="numagate"
     )
     assert all(r.changed for r in results)
+    from webhook.version import user_agent
+
+    assert apiserver.user_agents and set(apiserver.user_agents) == {user_agent()}
 
 
 @pytest.mark.parametrize(
@@ -315,4 +320,4 @@ def test_bad_kubeconfig_is_reported(webhook_ca, tmp_path, capsys):
     argv = inject_args(kubeconfig, webhook_ca)
     assert run(build_parser().parse_args(argv)) == 1
     err = capsys.readouterr().err
-    assert f"cannot load Kubernetes credentials ({kubeconfig})" in err
+    assert f"cannot load Kubernetes credentials: --kubeconfig {str(kubeconfig)!r}: " in err

@@ -23,6 +23,8 @@ sets in chunks", "Watch bookmarks", "Semantics for get and list"):
   compacted away (or on ``expire_watches``). A watcher that falls ``watch_buffer`` events
   behind is closed, as the apiserver's watch cache does with slow watchers.
 - ``404 NotFound`` Status for a resource that is not installed (a missing CRD).
+- The namespaced forms of a collection (``/api/v1/namespaces/NS/pods``: the same list or
+  watch, for that namespace) and ``GET .../namespaces/NS/pods/NAME`` (one object, or 404).
 
 Objects are kept as pre-serialized JSON (tests/webhook/fake_apiserver_store.py), so
 10,000-100,000 nodes are listed and watched cheaply. Churn at a given rate comes from

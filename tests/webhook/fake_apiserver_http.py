@@ -35,6 +35,7 @@ CLOSE = "CLOSE"  # queue marker: end the stream cleanly (a slow watcher, or 410)
 class RequestRecord:
     path: str
     query: dict[str, str]
+    user_agent: str = ""
 
     @property
     def watch(self) -> bool:
@@ -68,6 +69,18 @@ def status_response(code: int, reason: str, message: str, **extra: Any) -> web.R
     return web.Response(body=body, status=code, content_type="application/json")
 
 
+def namespaced(path: str) -> tuple[str, Selector, str | None]:
+    """``/api/v1/namespaces/NS/pods[/NAME]`` -> the cluster-wide collection path, a
+    namespace selector and the name (None for the collection itself)."""
+    parts = path.strip("/").split("/")
+    for i in (2, 3):
+        if len(parts) in (i + 3, i + 4) and parts[i] == "namespaces":
+            collection = "/" + "/".join([*parts[:i], parts[i + 2]])
+            name = parts[i + 3] if len(parts) == i + 4 else None
+            return collection, [("metadata.namespace", "=", parts[i + 1])], name
+    return path, [], None
+
+
 class ApiHandlers:
     """Request handling over the server's state (set up by FakeApiServer.__init__)."""
 
@@ -84,7 +97,9 @@ class ApiHandlers:
     _watches: set[Watch]
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
-        self.requests.append(RequestRecord(request.path, dict(request.query)))
+        self.requests.append(
+            RequestRecord(request.path, dict(request.query), request.headers.get("User-Agent", ""))
+        )
         if self._unavailable:
             return status_response(
                 503, "ServiceUnavailable", "the server is currently unable to handle the request"
@@ -94,7 +109,10 @@ class ApiHandlers:
             and request.headers.get("Authorization") != f"Bearer {self.token}"
         ):
             return status_response(401, "Unauthorized", "Unauthorized")
-        resource = self._by_path.get(request.path)
+        path, in_namespace, name = namespaced(request.path)
+        resource = self._by_path.get(path)
+        if name is not None and resource is not None:
+            return self._get(resource, (in_namespace[0][2], name))
         if resource is None or resource.path not in self._installed:
             return status_response(
                 404, "NotFound", "the server could not find the requested resource"
@@ -106,12 +124,19 @@ class ApiHandlers:
             selector = parse_field_selector(request.query.get("fieldSelector", ""))
         except ValueError as exc:
             return status_response(400, "BadRequest", str(exc))
+        selector += in_namespace
         if request.query.get("watch") in ("true", "1"):
             return await self._watch(request, resource, selector)
         gate = self._list_gates.get(resource.path)
         if gate is not None:
             await gate.wait()
         return await self._list(request, resource, selector)
+
+    def _get(self, resource: FakeResource, key: tuple[str, str]) -> web.Response:
+        entry = self._store.objects[resource.path].get(key)
+        if entry is None:
+            return status_response(404, "NotFound", f'{resource.plural} "{key[1]}" not found')
+        return web.Response(body=entry.full, content_type="application/json")
 
     async def _list(
         self, request: web.Request, resource: FakeResource, selector: Selector

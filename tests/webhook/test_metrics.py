@@ -1,4 +1,5 @@
-"""webhook.metrics: the Prometheus text format (parsed back by a strict line grammar)."""
+"""webhook.metrics: prometheus-client behind numagate's metric names, rendered in the
+Prometheus text format and parsed back by a strict line grammar."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import re
 
 import pytest
 
-from webhook.metrics import Registry, WebhookMetrics
+from webhook.metrics import WebhookMetrics
 
 SAMPLE = re.compile(
     r'^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(?P<labels>[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\]|\\.)*"'
@@ -15,9 +16,32 @@ SAMPLE = re.compile(
 )
 
 
-def parse(text: str) -> dict[str, float]:
+PAIR = re.compile(r'[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\]|\\.)*"')
+
+
+def _normal(key: str) -> str:
+    """'name{b="2",a="1"}' -> 'name{a="1",b="2"}': the exposition's label order is free
+    (prometheus-client sorts them), the tests write them in declaration order."""
+    name, _, labels = key.partition("{")
+    return f"{name}{{{','.join(sorted(PAIR.findall(labels)))}}}"
+
+
+class Samples(dict[str, float]):
+    """Samples keyed by 'name{labels}' whatever the label order."""
+
+    def __getitem__(self, key: str) -> float:
+        return super().__getitem__(_normal(key))
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and super().__contains__(_normal(key))
+
+    def get(self, key: str, default: float | None = None) -> float | None:  # type: ignore[override]
+        return super().get(_normal(key), default)
+
+
+def parse(text: str) -> Samples:
     """Every sample as 'name{labels}' -> value; fails on any malformed line."""
-    out: dict[str, float] = {}
+    out = Samples()
     types: dict[str, str] = {}
     for line in text.splitlines():
         if line.startswith("# TYPE "):
@@ -31,46 +55,61 @@ def parse(text: str) -> dict[str, float]:
         assert m, f"malformed sample line: {line!r}"
         base = re.sub(r"_(bucket|sum|count)$", "", m["name"])
         assert m["name"] in types or base in types, f"sample without TYPE: {line!r}"
-        out[f"{m['name']}{{{m['labels'] or ''}}}"] = float(m["value"])
+        dict.__setitem__(out, _normal(f"{m['name']}{{{m['labels'] or ''}}}"), float(m["value"]))
     return out
 
 
 def test_counter_gauge_histogram_render() -> None:
-    r = Registry()
-    c = r.counter("t_requests_total", "help", ("webhook", "code"))
-    g = r.gauge("t_in_flight", "help", ("webhook",))
-    h = r.histogram("t_seconds", "help", ("webhook",), buckets=(0.001, 0.01))
-    c.inc(webhook="mutate", code="200")
-    c.inc(2, webhook="mutate", code="200")
-    c.inc(webhook='va"l\nx', code="500")
+    m = WebhookMetrics(multiprocess=False)
+    c, g, h = m.requests, m.in_flight, m.duration
+    c.inc(webhook="mutate", operation="CREATE", allowed="true", code="200")
+    c.inc(2, webhook="mutate", operation="CREATE", allowed="true", code="200")
+    c.inc(webhook='va"l\nx', operation="CREATE", allowed="", code="500")
     g.inc(webhook="mutate")
     g.dec(webhook="mutate")
     for v in (0.0005, 0.001, 0.005, 3.0):
         h.observe(v, webhook="mutate")
-    samples = parse(r.render().decode())
-    assert samples['t_requests_total{webhook="mutate",code="200"}'] == 3
-    assert samples['t_requests_total{webhook="va\\"l\\nx",code="500"}'] == 1
-    assert samples['t_in_flight{webhook="mutate"}'] == 0
-    assert samples['t_seconds_bucket{webhook="mutate",le="0.001"}'] == 2  # le is inclusive
-    assert samples['t_seconds_bucket{webhook="mutate",le="0.01"}'] == 3
-    assert samples['t_seconds_bucket{webhook="mutate",le="+Inf"}'] == 4
-    assert samples['t_seconds_count{webhook="mutate"}'] == 4
-    assert math.isclose(samples['t_seconds_sum{webhook="mutate"}'], 3.0065)
+    samples = parse(m.render().decode())
+    ok = 'webhook="mutate",operation="CREATE",allowed="true",code="200"'
+    assert samples[f"numagate_admission_requests_total{{{ok}}}"] == 3
+    bad = 'webhook="va\\"l\\nx",operation="CREATE",allowed="",code="500"'
+    assert samples[f"numagate_admission_requests_total{{{bad}}}"] == 1
+    assert samples['numagate_admission_requests_in_flight{webhook="mutate"}'] == 0
+    name = "numagate_admission_duration_seconds"
+    assert samples[f'{name}_bucket{{webhook="mutate",le="0.001"}}'] == 2  # le is inclusive
+    assert samples[f'{name}_bucket{{webhook="mutate",le="0.01"}}'] == 3
+    assert samples[f'{name}_bucket{{webhook="mutate",le="+Inf"}}'] == 4
+    assert samples[f'{name}_count{{webhook="mutate"}}'] == 4
+    assert math.isclose(samples[f'{name}_sum{{webhook="mutate"}}'], 3.0065)
 
 
 def test_label_and_value_errors() -> None:
-    r = Registry()
-    c = r.counter("x_total", "h", ("a",))
+    m = WebhookMetrics(multiprocess=False)
     with pytest.raises(ValueError, match="labels"):
-        c.inc(b="1")
+        m.errors.inc(hook="mutate")
+    with pytest.raises(ValueError, match="labels"):
+        m.timeouts.inc(webhook="mutate")
     with pytest.raises(ValueError, match="decrease"):
-        c.inc(-1, a="1")
-    with pytest.raises(ValueError, match="twice"):
-        r.counter("x_total", "h")
+        m.errors.inc(-1, webhook="mutate")
+
+
+def test_build_info_and_process_metrics() -> None:
+    from core.feasibility.kernel import IMPLEMENTATION
+    from webhook.version import __version__
+
+    text = WebhookMetrics(multiprocess=False).render().decode()
+    samples = parse(text)
+    info = [k for k in samples if k.startswith("numagate_build_info{")]
+    assert len(info) == 1 and samples[info[0]] == 1
+    assert f'version="{__version__}"' in info[0]
+    assert f'implementation="{IMPLEMENTATION}"' in info[0] and 'python="3.' in info[0]
+    assert samples["process_resident_memory_bytes{}"] > 0
+    assert "# TYPE process_cpu_seconds_total counter" in text
+    assert "_created" not in text  # no _created series next to counters
 
 
 def test_function_gauges_and_full_registry_parse() -> None:
-    m = WebhookMetrics()
+    m = WebhookMetrics(multiprocess=False)
     m.inventory_age.set_function(lambda: None)
     assert "\nnumagate_inventory_age_seconds " not in m.render().decode()
     m.inventory_age.set_function(lambda: 12.5)
@@ -96,40 +135,50 @@ def test_function_gauges_and_full_registry_parse() -> None:
 
 
 def test_label_keys_cached_in_any_order_and_still_checked() -> None:
-    r = Registry()
-    c = r.counter("t_total", "help", ("webhook", "code"))
-    c.inc(webhook="mutate", code="200")
-    c.inc(code="200", webhook="mutate")  # same label set, other keyword order
-    c.inc(webhook="mutate", code=200)  # type: ignore[arg-type]  # str() as before
-    assert c.value(webhook="mutate", code="200") == 3.0
+    c = WebhookMetrics(multiprocess=False).violations
+    c.inc(check="feasibility", mode="enforce")
+    c.inc(mode="enforce", check="feasibility")  # same label set, other keyword order
+    c.inc(check="feasibility", mode=1)  # type: ignore[arg-type]  # str() as before
+    assert c.value(check="feasibility", mode="enforce") == 2.0
+    assert c.value(check="feasibility", mode="1") == 1.0
     for _ in range(2):  # a bad label set is rejected every time, never cached
         with pytest.raises(ValueError, match="labels"):
-            c.inc(webhook="mutate")
+            c.inc(check="feasibility")
         with pytest.raises(ValueError, match="labels"):
-            c.inc(webhook="mutate", code="200", extra="x")
+            c.inc(check="feasibility", mode="enforce", extra="x")
 
 
 def test_label_key_cache_is_bounded() -> None:
     from webhook.metrics import KEY_CACHE_LIMIT
 
-    r = Registry()
-    g = r.gauge("t_gauge", "help", ("name",))
+    m = WebhookMetrics(multiprocess=False)
+    g = m.in_flight
     for i in range(KEY_CACHE_LIMIT + 50):
-        g.inc(name=f"n{i}")
-        g.dec(0.5, name=f"n{i}")
-    assert len(g._keys) == KEY_CACHE_LIMIT
-    assert g.value(name=f"n{KEY_CACHE_LIMIT + 10}") == 0.5
-    text = r.render().decode()
-    assert f't_gauge{{name="n{KEY_CACHE_LIMIT + 49}"}} 0.5' in text
+        g.inc(webhook=f"n{i}")
+        g.dec(0.5, webhook=f"n{i}")
+    assert len(g._children) == KEY_CACHE_LIMIT
+    assert g.value(webhook=f"n{KEY_CACHE_LIMIT + 10}") == 0.5
+    text = m.render().decode()
+    assert f'numagate_admission_requests_in_flight{{webhook="n{KEY_CACHE_LIMIT + 49}"}} 0.5' in text
 
 
 def test_histogram_bucket_edges() -> None:
-    r = Registry()
-    h = r.histogram("t_seconds", "help", buckets=(0.1, 1.0))
+    m = WebhookMetrics(multiprocess=False)
     for v in (0.1, 0.5, 1.0, 2.0, 0.0):
-        h.observe(v)
-    samples = parse(r.render().decode())
-    assert samples['t_seconds_bucket{le="0.1"}'] == 2  # le: 0.1 itself counts
-    assert samples['t_seconds_bucket{le="1"}'] == 4
-    assert samples['t_seconds_bucket{le="+Inf"}'] == 5
-    assert samples["t_seconds_count{}"] == 5 and samples["t_seconds_sum{}"] == 3.6
+        m.feasibility.observe(v)
+    samples = parse(m.render().decode())
+    name = "numagate_feasibility_duration_seconds"
+    assert samples[f'{name}_bucket{{le="0.1"}}'] == 2  # le: 0.1 itself counts
+    assert samples[f'{name}_bucket{{le="1.0"}}'] == 4
+    assert samples[f'{name}_bucket{{le="+Inf"}}'] == 5
+    assert samples[f"{name}_count{{}}"] == 5 and samples[f"{name}_sum{{}}"] == 3.6
+
+
+def test_function_counter_copies_only_increases() -> None:
+    m = WebhookMetrics(multiprocess=False)
+    reads = [2.0]
+    m.cert_reads.set_function(lambda: reads[0])
+    assert parse(m.render().decode())["numagate_certwatcher_read_certificate_total{}"] == 2
+    reads[0] = 5.0
+    m.refresh()
+    assert parse(m.render().decode())["numagate_certwatcher_read_certificate_total{}"] == 5

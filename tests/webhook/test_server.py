@@ -250,7 +250,8 @@ def _inventory_nodes(port: int, ca: Path) -> int:
 
 
 def _all_workers_report(port: int, ca: Path, nodes: int, timeout: float) -> bool:
-    """Every new connection (SO_REUSEPORT spreads them over the workers) sees ``nodes``."""
+    """Every new connection (SO_REUSEPORT spreads them over the workers) sees ``nodes``
+    (the merged view: the fewest nodes any live worker has)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if all(_inventory_nodes(port, ca) == nodes for _ in range(12)):
@@ -285,8 +286,10 @@ def test_large_inventory_built_once_then_reloaded_in_every_worker(
             server.port, certs.ca, "POST", "/validate", orjson.dumps(build_review(koord_pod("2")))
         )
         assert status == 200 and orjson.loads(body)["response"]["allowed"] is True
-        gen.write_inventory(tmp_path / "smaller.yaml", 480).replace(inventory)
-        assert _all_workers_report(server.port, certs.ca, 480, 30)
+        # Larger: the merged gauge is the fewest nodes over the workers, so it reads 520
+        # only once every worker has reloaded.
+        gen.write_inventory(tmp_path / "larger.yaml", 520).replace(inventory)
+        assert _all_workers_report(server.port, certs.ca, 520, 30)
     finally:
         assert stop(server) == 0
 

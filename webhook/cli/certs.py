@@ -10,18 +10,33 @@ import argparse
 import sys
 from pathlib import Path
 
+from kubernetes import client
+
 from certs.authority import CertError, generate
 from certs.inject import (
     InjectError,
-    api_client,
     inject_ca_bundle,
     load_secrets,
     read_ca_bundle,
     store_secrets,
 )
+from webhook.inventory.kube import SERVICE_ACCOUNT_DIR, KubeConfigError, build_api_client
 
 EXIT_OK = 0
 EXIT_FAILED = 1
+
+
+def api_client(
+    kubeconfig: str | None, *, context: str | None = None, sa_dir: Path = SERVICE_ACCOUNT_DIR
+) -> client.ApiClient:
+    """A client by kubectl's rules: ``kubeconfig``, else $KUBECONFIG, else ~/.kube/config,
+    else the in-cluster service account (the Job that runs ``certs`` in a cluster)."""
+    try:
+        return build_api_client(
+            kubeconfig=kubeconfig, context=context, in_cluster_fallback=True, sa_dir=sa_dir
+        )
+    except KubeConfigError as exc:
+        raise InjectError(f"cannot load Kubernetes credentials: {exc}") from None
 
 
 def run(args: argparse.Namespace) -> int:
@@ -53,7 +68,7 @@ def _generate(args: argparse.Namespace) -> None:
 
 def _generate_into_secret(args: argparse.Namespace, secret: str) -> None:
     """``--secret NS/NAME``: reuse the CA kept in the cluster, renew, store back."""
-    api = api_client(getattr(args, "kubeconfig", None))
+    api = api_client(getattr(args, "kubeconfig", None), context=getattr(args, "context", None))
     out = Path(args.out)
     restored = load_secrets(api, secret, out)
     paths = generate(
@@ -66,7 +81,7 @@ def _generate_into_secret(args: argparse.Namespace, secret: str) -> None:
 
 def _inject(args: argparse.Namespace) -> None:
     ca_pem = read_ca_bundle(Path(args.ca_file))
-    api = api_client(args.kubeconfig)
+    api = api_client(args.kubeconfig, context=args.context)
     for result in inject_ca_bundle(
         api, ca_pem=ca_pem, mutating=args.mutating, validating=args.validating
     ):

@@ -36,9 +36,10 @@ class LintFinding:
     severity: str
     code: str
     message: str
+    line: int | None = None  # 1-based, in ``file`` (None: not known, e.g. stdin JSON)
 
-    def as_dict(self) -> dict[str, str]:
-        """The DESIGN 4.5 shape."""
+    def as_dict(self) -> dict[str, str | int | None]:
+        """The DESIGN 4.5 shape, plus ``line``."""
         return {
             "file": self.file,
             "object": self.object,
@@ -46,7 +47,12 @@ class LintFinding:
             "severity": self.severity,
             "code": self.code,
             "message": self.message,
+            "line": self.line,
         }
+
+    def where(self) -> str:
+        """``FILE:LINE`` (or ``FILE``), as compilers print it."""
+        return f"{self.file}:{self.line}" if self.line else self.file
 
 
 def object_label(obj: Mapping[str, Any]) -> str:
@@ -101,10 +107,10 @@ def _plural(n: int, word: str) -> str:
 
 
 def render_text(findings: Sequence[LintFinding], *, objects: int, files: int) -> str:
-    """One line per finding, ``FILE: KIND/NAMESPACE/NAME: PATH: SEVERITY CODE: MESSAGE``,
-    then a summary line."""
+    """One line per finding, ``FILE:LINE: KIND/NAMESPACE/NAME: PATH: SEVERITY CODE:
+    MESSAGE``, then a summary line."""
     lines = [
-        f"{f.file}: {f.object}: {f.path}: {f.severity} {f.code}: {f.message}" for f in findings
+        f"{f.where()}: {f.object}: {f.path}: {f.severity} {f.code}: {f.message}" for f in findings
     ]
     counts = Counter(f.severity for f in findings)
     lines.append(

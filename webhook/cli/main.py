@@ -33,8 +33,21 @@ def _add_inventory_config(p: argparse.ArgumentParser, *, inventory_required: boo
     p.add_argument("--config", metavar="FILE", help="numagate configuration file (YAML or JSON)")
 
 
+KUBECONFIG_RULES = "default: $KUBECONFIG, else ~/.kube/config"
+
+
+def _add_context(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--context", metavar="NAME", help="kubeconfig context (default: its current-context)"
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
+    from webhook.cli.cluster_flags import add_cluster_flags
+    from webhook.version import __version__
+
     parser = argparse.ArgumentParser(prog="numagate", description=DESCRIPTION)
+    parser.add_argument("--version", action="version", version=f"numagate {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     serve = sub.add_parser(
@@ -49,9 +62,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--inventory", metavar="FILE", help="static inventory file, reloaded on change"
     )
     src.add_argument(
-        "--kubeconfig", metavar="FILE", help="watch a live cluster via this kubeconfig"
+        "--kubeconfig",
+        metavar="FILE",
+        help="watch a live cluster via this kubeconfig (checked before anything starts: the "
+        "file, the context, the server URL)",
     )
     src.add_argument("--in-cluster", action="store_true", help="watch the cluster numagate runs in")
+    _add_context(serve)
     serve.add_argument("--config", metavar="FILE", help="configuration file, reloaded on change")
     serve.add_argument(
         "--cert-dir",
@@ -68,8 +85,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--workers",
         type=int,
         default=1,
-        help="worker processes sharing the port (each keeps its own /metrics: a scrape "
-        "reaches one of them; in a cluster, scale with replicas instead); default: %(default)s",
+        help="worker processes sharing the port (/metrics, whichever worker answers, counts "
+        "them all); default: %(default)s",
     )
     serve.add_argument(
         "--log-level",
@@ -95,30 +112,52 @@ def build_parser() -> argparse.ArgumentParser:
     explain = sub.add_parser(
         "explain",
         help="per-node verdicts, NUMA placement and ranking for a pod",
-        description="Show, for the first pod spec in MANIFEST (a Pod or a workload), the verdict "
-        "of every node, the NUMA nodes it would get, the ranking and the admission decision.",
+        description="Show, for the first pod spec in MANIFEST (a Pod or a workload, or pod/NAME "
+        "in the cluster), the verdict of every node, the NUMA nodes it would get, the ranking "
+        "and the admission decision. Without --inventory the cluster's inventory is read from "
+        "the kubeconfig (--kubeconfig, else $KUBECONFIG, else ~/.kube/config) as kubectl does. "
+        "Exit status: 0 allowed, 1 denied, 2 unusable input.",
     )
-    _add_inventory_config(explain, inventory_required=True)
+    _add_inventory_config(explain, inventory_required=False)
+    add_cluster_flags(explain)
     explain.add_argument(
-        "-o", "--output", choices=["table", "json"], default="table", help="output format"
+        "-o",
+        "--output",
+        choices=["table", "json", "yaml"],
+        default="table",
+        help="output format; default: %(default)s",
     )
     explain.add_argument(
         "--all", action="store_true", help="list every node, even on large clusters"
     )
     explain.add_argument(
-        "manifest", metavar="MANIFEST", help="file with the Pod or workload; '-' for stdin"
+        "manifest",
+        metavar="MANIFEST",
+        help="file with the Pod or workload ('-' for stdin), or pod/NAME: a pod in the cluster",
     )
 
     lint = sub.add_parser(
         "lint",
         help="check NUMA/GPU scheduling annotations in manifests",
         description="Check every object in FILEs (multi-document YAML or JSON, List accepted, "
-        "'-' for stdin). With --inventory the feasibility checks run too. Exit status: 0 no "
-        "errors, 1 errors found, 2 usage error or unreadable input.",
+        "'-' for stdin). With --inventory, or the cluster named by --kubeconfig or --context, "
+        "the feasibility checks run too (otherwise lint stays offline). Objects the webhook "
+        "ignores (its ignore label, an excluded namespace) get an info 'ignored' finding. "
+        "Exit status: 0 no errors, 1 errors found, 2 usage error or unreadable input.",
     )
     _add_inventory_config(lint, inventory_required=False)
+    add_cluster_flags(
+        lint,
+        namespace_help="the namespace objects without one would be created in (for the "
+        "webhook's excluded namespaces)",
+    )
     lint.add_argument(
-        "-o", "--output", choices=["text", "json"], default="text", help="output format"
+        "-o",
+        "--output",
+        choices=["text", "json", "yaml", "sarif", "junit"],
+        default="text",
+        help="output format: text, json, yaml, sarif (SARIF 2.1.0, e.g. for GitHub code "
+        "scanning) or junit (JUnit XML, a test case per object); default: %(default)s",
     )
     lint.add_argument("files", nargs="+", metavar="FILE", help="manifest files; '-' for stdin")
 
@@ -148,8 +187,9 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument(
         "--kubeconfig",
         metavar="FILE",
-        help="for --secret (default: in-cluster, then ~/.kube/config)",
+        help=f"for --secret ({KUBECONFIG_RULES}, else the in-cluster service account)",
     )
+    _add_context(gen)
     inj = csub.add_parser(
         "inject",
         help="patch caBundle into the webhook configurations",
@@ -164,8 +204,48 @@ def build_parser() -> argparse.ArgumentParser:
         "--validating", required=True, metavar="NAME", help="ValidatingWebhookConfiguration name"
     )
     inj.add_argument(
-        "--kubeconfig", metavar="FILE", help="kubeconfig (default: in-cluster, then ~/.kube/config)"
+        "--kubeconfig",
+        metavar="FILE",
+        help=f"kubeconfig ({KUBECONFIG_RULES}, else the in-cluster service account)",
     )
+    _add_context(inj)
+    pending = sub.add_parser(
+        "pending",
+        help="list the Pending pods that wait on a topology rule, and the closest node",
+        description="List the Pending pods of the namespace (-n, default: the context's) or "
+        "of all namespaces (-A) whose topology policy or NUMA demand is why they wait: the "
+        "rule, the outcome (impossible, or no-room-now), the verdicts per node summarized "
+        "and the closest node with its reason. Reads the cluster of the kubeconfig "
+        "($KUBECONFIG, else ~/.kube/config) as kubectl does.",
+    )
+    add_cluster_flags(pending, all_namespaces=True)
+    pending.add_argument(
+        "-o",
+        "--output",
+        choices=["table", "json", "yaml"],
+        default="table",
+        help="output format; default: %(default)s",
+    )
+
+    test = sub.add_parser(
+        "test",
+        help="run test-suite files: manifests with the expected allow/deny",
+        description="Run every case of each SUITE file (name, inventory, optional config, "
+        "cases: a manifest file or an inline object, the webhook to call (mutate, validate, "
+        "or admit: both, as the apiserver does), the expected answer: allowed, optionally a "
+        "message substring, warnings, a patch) through the webhook's own review code. Exit "
+        "status: 0 every case passed, 1 a case failed, 2 an unusable suite.",
+    )
+    test.add_argument("suites", nargs="+", metavar="SUITE", help="test-suite YAML files")
+
+    completion = sub.add_parser(
+        "completion",
+        help="print a shell completion script (bash or zsh)",
+        description="Print a completion script for numagate and kubectl-numagate. bash: "
+        "'source <(numagate completion bash)' (or save it under /etc/bash_completion.d/); "
+        "zsh: 'source <(numagate completion zsh)' in ~/.zshrc.",
+    )
+    completion.add_argument("shell", choices=["bash", "zsh"], help="the shell")
     return parser
 
 
@@ -176,6 +256,9 @@ COMMANDS = {
     "explain": "webhook.cli.explain",
     "lint": "webhook.cli.lint",
     "certs": "webhook.cli.certs",
+    "completion": "webhook.cli.completion",
+    "test": "webhook.cli.test",
+    "pending": "webhook.cli.pending",
 }
 
 
@@ -184,7 +267,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     module = importlib.import_module(COMMANDS[args.command])
     try:
-        code: int = module.run(args)
+        if args.command == "explain":
+            from webhook.cli.output import run_explain
+
+            code: int = run_explain(module, args)
+        else:
+            code = module.run(args)
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:

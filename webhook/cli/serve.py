@@ -36,11 +36,32 @@ def _check_args(args: argparse.Namespace) -> str | None:
     for flag, value in (("--inventory", args.inventory), ("--client-ca", args.client_ca)):
         if value and not Path(value).is_file():
             return f"{flag} {value!r}: no such file"
+    if args.context and not args.kubeconfig:
+        return "--context needs --kubeconfig FILE"
+    return None
+
+
+def _check_cluster(args: argparse.Namespace) -> str | None:
+    """A named cluster source is checked before certificates are written or a listening
+    line printed (the file, its context, the server URL; the in-cluster account)."""
+    if not (args.kubeconfig or args.in_cluster):
+        return None
+    from webhook.inventory.kube import KubeConfigError, build_api_client
+
+    try:
+        build_api_client(
+            kubeconfig=args.kubeconfig,
+            context=args.context,
+            in_cluster=args.in_cluster,
+            use_default=False,
+        ).close()
+    except KubeConfigError as exc:
+        return str(exc)
     return None
 
 
 def run(args: argparse.Namespace) -> int:
-    problem = _check_args(args)
+    problem = _check_args(args) or _check_cluster(args)
     if problem:
         return _usage(problem)
     setup_logging(args.log_level)
@@ -59,6 +80,7 @@ def run(args: argparse.Namespace) -> int:
         client_ca=args.client_ca,
         inventory=args.inventory,
         kubeconfig=args.kubeconfig,
+        context=args.context,
         in_cluster=args.in_cluster,
         config=args.config,
         log_level=args.log_level,

@@ -98,7 +98,7 @@ def test_table_shows_verdicts_and_decision(
     impossible["spec"]["containers"][0]["resources"]["limits"]["cpu"] = "40"
     inv, manifest = write_demo_files(tmp_path, impossible)
     code, out, _ = explain(capsys, "--inventory", str(inv), str(manifest))
-    assert code == 0
+    assert code == 1  # a denial: explain fails a CI step as the webhook would
     lines = out.splitlines()
     assert lines[0].startswith("Pod default/p: scheduler volcano, policy single-numa-node")
     assert any(line.startswith("NODE") and "VERDICT" in line and "REASON" in line for line in lines)
@@ -211,8 +211,8 @@ def _ops(response: dict[str, Any]) -> list[dict[str, Any]]:
 
 def _explain_json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict[str, Any]:
     code, out, _ = explain(capsys, *argv, "-o", "json")
-    assert code == 0
     doc: dict[str, Any] = json.loads(out)
+    assert code == (0 if doc["decision"]["allowed"] else 1)  # 1: denied
     return doc
 
 
@@ -654,8 +654,8 @@ def test_malformed_templates_get_a_decision_not_a_traceback(
     inv, manifest = write_demo_files(tmp_path, deployment)
     code, out, err = explain(capsys, "--inventory", str(inv), "-o", "json", str(manifest))
     assert "Traceback" not in err
-    assert code == 0
     decision = json.loads(out)["decision"]
+    assert code == (0 if decision["allowed"] else 1)
     # whatever the template looks like, the patch applies to the workload
     jsonpatch.JsonPatch(decision["patch"]).apply(copy.deepcopy(deployment))
 
@@ -723,3 +723,18 @@ def test_deny_message_names_the_verdicts_explain_shows(
     closest = re.search(r"; closest: ([^:]+):", message)
     assert closest and closest[1] in {n["name"] for n in doc["nodes"] if n["verdict"] != "fits"}
     assert doc["decision"]["message"] == message  # explain's decision is the webhook's
+
+
+def test_yaml_output_and_exit_status(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """-o yaml is the -o json report; exit 0 allowed, 1 denied (as in every output)."""
+    inv = MANIFESTS / "inventory-small.yaml"
+    for name, want in (("koord-pod", 0), ("koord-pod-impossible", 1)):
+        manifest = str(MANIFESTS / f"{name}.yaml")
+        code_json, as_json, _ = explain(capsys, "--inventory", str(inv), "-o", "json", manifest)
+        code_yaml, as_yaml, _ = explain(capsys, "--inventory", str(inv), "-o", "yaml", manifest)
+        code_table, table, _ = explain(capsys, "--inventory", str(inv), manifest)
+        assert code_json == code_yaml == code_table == want
+        assert yaml.safe_load(as_yaml) == json.loads(as_json)
+        assert ("decision: DENY" in table) is bool(want)
+    code, out, err = explain(capsys, "--inventory", str(inv), "-o", "yaml", str(tmp_path / "x"))
+    assert code == 2 and out == "" and "x" in err

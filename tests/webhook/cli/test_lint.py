@@ -62,8 +62,9 @@ def test_json_output_has_exactly_the_design_shape(capsys):
     doc = json.loads(out)
     assert list(doc) == ["findings"]
     for f in doc["findings"]:
-        assert list(f) == ["file", "object", "path", "severity", "code", "message"]
-        assert all(isinstance(v, str) for v in f.values())
+        assert list(f) == ["file", "object", "path", "severity", "code", "message", "line"]
+        assert all(isinstance(v, str) for k, v in f.items() if k != "line")
+        assert isinstance(f["line"], int) and f["line"] > 0
         assert f["file"] == str(FIX / "list.json")
     assert code == 1
 
@@ -74,7 +75,7 @@ def test_text_output_lines_and_summary(capsys):
     lines = out.splitlines()
     assert code == 1
     assert lines[0] == (
-        f"{path}: Pod/team-a/koord-typo: metadata.annotations[{NUMA}]: error unknown-policy: "
+        f"{path}:32: Pod/team-a/koord-typo: metadata.annotations[{NUMA}]: error unknown-policy: "
         f"{NUMA} field numaTopologyPolicy: 'SingleNUMA' is not an allowed value (allowed: "
         '"" (none), BestEffort, Restricted, SingleNUMANode); did you mean SingleNUMANode?'
     )

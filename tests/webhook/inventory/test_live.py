@@ -449,5 +449,10 @@ def test_kubeconfig_context_and_token_reach_the_server(server, tmp_path):
     assert client.configuration.host == server.url
     body = kubernetes.client.CoreV1Api(client).list_node(_preload_content=False)
     assert body.status == 200  # the fake server answers 401 without the kubeconfig's token
+    from webhook.version import __version__, user_agent
+
+    agent = server.requests[-1].user_agent
+    assert agent == user_agent() and agent.startswith(f"numagate/{__version__} (python 3.")
+    assert f"kubernetes-client {kubernetes.__version__})" in agent
     with pytest.raises(KubeConfigError, match="nope"):
         api_client_from_kubeconfig(tmp_path / "kc", context="nope")

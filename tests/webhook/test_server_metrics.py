@@ -1,0 +1,82 @@
+"""`serve --workers 2` and /metrics: one scrape, whichever worker answers it, counts the
+requests every worker answered (prometheus-client's multiprocess mode), and the private
+metrics directory is gone after shutdown."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import orjson
+import pytest
+from prometheus_client.mmap_dict import MmapedDict
+
+from certs.authority import CertPaths, generate
+from tests.webhook.harness import NAMESPACE, SERVICE, build_review
+from tests.webhook.review.test_pipeline import koord_pod
+from tests.webhook.test_metrics import parse
+from tests.webhook.test_server import http, start, stop, write_config
+
+WORKER = re.compile(r"numagate: worker (\d+) serving")
+REQUESTS = "numagate_admission_requests_total"
+OK = f'{REQUESTS}{{webhook="validate",operation="CREATE",allowed="true",code="200"}}'
+
+
+@pytest.fixture(scope="module")
+def certs(tmp_path_factory: pytest.TempPathFactory) -> CertPaths:
+    return generate(
+        tmp_path_factory.mktemp("certs"), service=SERVICE, namespace=NAMESPACE, ips=["127.0.0.1"]
+    )
+
+
+def metrics_dir(pid: int) -> Path:
+    """The directory the parent handed the worker (its environment)."""
+    for item in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0"):
+        if item.startswith(b"PROMETHEUS_MULTIPROC_DIR="):
+            return Path(item.split(b"=", 1)[1].decode())
+    raise AssertionError(f"worker {pid} has no PROMETHEUS_MULTIPROC_DIR")
+
+
+def answered_by(directory: Path, pid: int) -> float:
+    """Requests counted in worker ``pid``'s own file (read directly, not through /metrics)."""
+    total = 0.0
+    for key, value, *_ in MmapedDict.read_all_values_from_file(
+        str(directory / f"counter_{pid}.db")
+    ):
+        if json.loads(key)[0] == REQUESTS.removesuffix("_total"):
+            total += value
+    return total
+
+
+@pytest.mark.slow
+def test_one_scrape_counts_every_worker(certs: CertPaths, tmp_path: Path) -> None:
+    config = write_config(tmp_path, 0)
+    server = start(["--cert-dir", str(certs.cert.parent), "--config", str(config)], workers=2)
+    try:
+        pids = [int(m[1]) for line in server.lines if (m := WORKER.search(line))]
+        assert len(pids) == 2
+        directory = metrics_dir(pids[0])
+        assert directory == metrics_dir(pids[1]) and directory.is_dir()
+        body = orjson.dumps(build_review(koord_pod("2")))
+        sent = 0
+        # One connection per request: the kernel spreads them over both workers.
+        while sent < 200 and (sent < 40 or not all(answered_by(directory, p) for p in pids)):
+            status, _ = http(server.port, certs.ca, "POST", "/validate", body)
+            assert status == 200
+            sent += 1
+        per_worker = [answered_by(directory, p) for p in pids]
+        assert all(per_worker) and sum(per_worker) == sent, per_worker
+        for _ in range(8):  # scrapes land on both workers too: each sees the sum
+            status, text = http(server.port, certs.ca, "GET", "/metrics")
+            assert status == 200
+            samples = parse(text.decode())
+            assert samples[OK] == sent
+            assert samples['numagate_admission_duration_seconds_count{webhook="validate"}'] == sent
+            assert samples['numagate_admission_requests_in_flight{webhook="validate"}'] == 0
+            assert samples["numagate_inventory_nodes{}"] > 0
+            assert len([k for k in samples if k.startswith("numagate_build_info{")]) == 1
+            assert samples["process_resident_memory_bytes{}"] > 0
+    finally:
+        assert stop(server) == 0
+    assert not directory.exists()

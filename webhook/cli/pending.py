@@ -1,0 +1,120 @@
+"""``numagate pending [--kubeconfig F] [--context C] [-n NS | -A] [-o table|json|yaml]``:
+the Pending pods whose topology policy or NUMA demand is why they wait.
+
+For every pod not bound to a node (phase Pending), the pod's intent is read as the webhook
+reads it and evaluated against the cluster's inventory (read as ``explain`` reads it).
+Pods that some node fits now are left out (their wait has another cause); the others are
+listed with the rule that decides (``koordinator policy single-numa-node``), the outcome
+(``impossible``: no node ever fits, ``no-room-now``: a node would once resources free
+up), the verdicts per node summarized, and the closest node with its reason: where the
+scheduler says "0/500 nodes are available", this says which rule and which node was
+nearest. Exit 0 (also when none), 2 when the cluster cannot be read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from core.model import VERDICTS, NodeVerdict
+from webhook.cli import cluster
+from webhook.cli.output import render_yaml
+
+EXIT_OK, EXIT_USAGE = 0, 2
+EXPLAINED = ("impossible", "no-room-now")
+
+
+def closest(verdicts: Sequence[NodeVerdict], near_miss: NodeVerdict | None) -> NodeVerdict | None:
+    """The node nearest to taking the pod: the evaluation's near miss, else the best
+    verdict (in VERDICTS order), by name within a verdict."""
+    if near_miss is not None:
+        return near_miss
+    ranked = sorted(verdicts, key=lambda v: (VERDICTS.index(v.verdict), v.name))
+    return ranked[0] if ranked else None
+
+
+def summarize(counts: Mapping[str, int]) -> str:
+    return ", ".join(f"{counts[v]} {v}" for v in VERDICTS if counts.get(v))
+
+
+def explain_pods(
+    pods: Sequence[Mapping[str, Any]], inventory: Sequence[Mapping[str, Any]]
+) -> list[dict[str, Any]]:
+    """One entry per pod numagate can explain (DESIGN 4.3 verdicts, core.feasibility)."""
+    from core.feasibility.decision import decide
+    from core.feasibility.snapshot import Snapshot
+    from core.feasibility.verdicts import evaluate
+    from core.intent.read import read_intent
+    from core.intent.workloads import pod_templates
+    from core.inventory.build import build_inventory
+
+    snapshot = Snapshot.build(build_inventory(inventory).nodes)
+    out: list[dict[str, Any]] = []
+    for pod in pods:
+        templates = pod_templates(pod)
+        if not templates:
+            continue
+        evaluation = evaluate(read_intent(templates[0]).intent, snapshot)
+        decision = decide(evaluation)
+        if decision.outcome not in EXPLAINED:
+            continue
+        near = closest(evaluation.verdicts, evaluation.near_miss)
+        out.append(
+            {
+                "namespace": templates[0].namespace,
+                "name": templates[0].name,
+                "rule": evaluation.rule,
+                "outcome": decision.outcome,
+                "message": decision.message or "; ".join(decision.warnings),
+                "nodes": {v: n for v in VERDICTS if (n := decision.counts.get(v, 0))},
+                "closest": None
+                if near is None
+                else {"node": near.name, "verdict": near.verdict, "reason": near.reason},
+            }
+        )
+    return out
+
+
+def render_table(entries: Sequence[Mapping[str, Any]]) -> str:
+    header = ("NAMESPACE", "NAME", "RULE", "OUTCOME", "NODES", "CLOSEST")
+    rows = [header]
+    for e in entries:
+        near = e["closest"]
+        where = f"{near['node']} ({near['verdict']}: {near['reason']})" if near else "-"
+        rows.append(
+            (e["namespace"], e["name"], e["rule"], e["outcome"], summarize(e["nodes"]), where)
+        )
+    widths = [max(len(r[i]) for r in rows) for i in range(len(header) - 1)]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r[:-1], widths, strict=True)) + "  " + r[-1]
+             for r in rows]  # fmt: skip
+    return "\n".join(lines) + "\n"
+
+
+def run(args: argparse.Namespace) -> int:
+    from webhook.logs import setup_logging
+
+    setup_logging("error")
+    if args.all_namespaces and args.namespace:
+        print("numagate pending: -n and -A are mutually exclusive", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        api = cluster.client(args)
+        namespace = None if args.all_namespaces else cluster.namespace(args)
+        pods = cluster.pending_pods(api, namespace)
+        entries = explain_pods(pods, cluster.read_inventory(api)) if pods else []
+    except cluster.ClusterError as exc:
+        print(f"numagate pending: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    if args.output == "json":
+        sys.stdout.write(json.dumps({"pods": entries}, indent=2) + "\n")
+    elif args.output == "yaml":
+        sys.stdout.write(render_yaml({"pods": entries}))
+    elif entries:
+        sys.stdout.write(render_table(entries))
+    else:
+        where = "any namespace" if namespace is None else f"namespace {namespace}"
+        print(f"No Pending pods in {where} wait on a topology rule.", file=sys.stderr)
+    return EXIT_OK
