@@ -13,6 +13,7 @@ from core.feasibility.codes cimport (
     F_CPU_ONLY as C_F_CPU_ONLY,
     F_EMPTY as C_F_EMPTY,
     F_EXCLUSIVE as C_F_EXCLUSIVE,
+    F_KOORD_HINTS as C_F_KOORD_HINTS,
     F_POD_SCOPE as C_F_POD_SCOPE,
     L_DONTCARE,
     L_HINTS,
@@ -57,6 +58,7 @@ from core.feasibility.codes import (
     F_CPU_ONLY,
     F_EMPTY,
     F_EXCLUSIVE,
+    F_KOORD_HINTS,
     F_POD_SCOPE,
     KERNEL_VERSION,
     MAX_ENUM_NUMA,
@@ -71,6 +73,7 @@ __all__ = [
     "F_CPU_ONLY",
     "F_EMPTY",
     "F_EXCLUSIVE",
+    "F_KOORD_HINTS",
     "F_POD_SCOPE",
     "KERNEL_VERSION",
     "MAX_ENUM_NUMA",
@@ -93,7 +96,7 @@ PXD_CODES = {
     "RES_CPU": C_RES_CPU, "RES_MEMORY": C_RES_MEMORY, "RES_DEVICE": C_RES_DEVICE,
     "RES_IGNORED": C_RES_IGNORED,
     "F_EMPTY": C_F_EMPTY, "F_POD_SCOPE": C_F_POD_SCOPE, "F_EXCLUSIVE": C_F_EXCLUSIVE,
-    "F_CPU_ONLY": C_F_CPU_ONLY,
+    "F_CPU_ONLY": C_F_CPU_ONLY, "F_KOORD_HINTS": C_F_KOORD_HINTS,
     "SF_N": SF_N, "SF_ZONE_OFF": SF_ZONE_OFF, "SF_DIST_OFF": SF_DIST_OFF,
     "SF_MAX_NUMA": SF_MAX_NUMA, "SF_PREFER_CLOSEST": SF_PREFER_CLOSEST,
     "SF_CPU_STATIC": SF_CPU_STATIC, "SF_FULL_PCPUS": SF_FULL_PCPUS, "SF_THREADS": SF_THREADS,
@@ -722,7 +725,7 @@ cdef void _check(_Packed* p, _Demand* d, int shape, int policy, int flags,
     cdef int n = <int>p.shape_info[base + SF_N]
     cdef _State st
     cdef _Scratch sc
-    if policy != P_NONE and n > p.shape_info[base + SF_MAX_NUMA]:
+    if policy != P_NONE and not (flags & C_F_KOORD_HINTS) and n > p.shape_info[base + SF_MAX_NUMA]:
         # topology_manager.go NewManager: the kubelet refuses this policy
         _fail(o, R_TOO_MANY_NUMA, -1, -1, n, p.shape_info[base + SF_MAX_NUMA])
         return
@@ -826,14 +829,16 @@ cdef void _admit_units(_Packed* p, int shape, _State* st, _Demand* d, int policy
         all_pref &= o.preferred
     if policy == P_NONE:
         _ok(o, 0, 0, -1)  # policy none stores no hint: {nil, false}
-    else:
-        _ok(o, union_mask, all_pref, -1)
+        return
+    if union_mask == 0 and policy != P_SINGLE:
+        union_mask = (1ULL << st.n) - 1  # the default hint {all NUMA nodes, preferred}
+    _ok(o, union_mask, all_pref, -1)
 
 
 cdef int _unit_lists(_Packed* p, int base, _State* st, _Demand* d, int u, const i64* req,
-                     int flags, _HintList* lists) noexcept nogil:
+                     int policy, int flags, _HintList* lists) noexcept nogil:
     """filterProvidersHints in provider order: devices, CPU, memory. Returns the count."""
-    cdef int r, cnt = 0, cpu_only = flags & C_F_CPU_ONLY
+    cdef int r, device, cnt = 0, cpu_only = flags & C_F_CPU_ONLY
     if not cpu_only:
         for r in range(p.n_res):
             if p.res_kind[r] == C_RES_DEVICE and req[r] > 0:
@@ -845,7 +850,23 @@ cdef int _unit_lists(_Packed* p, int base, _State* st, _Demand* d, int u, const 
     if not cpu_only and p.shape_info[base + SF_MEM_STATIC] and d.guaranteed:
         memory_hints(st, req, p.res_kind, &lists[cnt])
         cnt += 1
+    if flags & C_F_KOORD_HINTS:
+        for r in range(cnt):
+            if lists[r].kind == L_HINTS:
+                device = p.res_kind[lists[r].resource] == C_RES_DEVICE
+                _koord_preferences(&lists[r], policy == P_RESTRICTED and not device)
     return cnt
+
+
+cdef void _koord_preferences(_HintList* hl, int all_preferred) noexcept nogil:
+    cdef int i, w, min_width = 64
+    for i in range(hl.count):
+        w = _popcount(hl.masks[i])
+        if w < min_width:
+            min_width = w
+    for i in range(hl.count):
+        hl.prefs[i] = all_preferred or _popcount(hl.masks[i]) == min_width
+    hl.min_width = min_width
 
 
 cdef void _admit_unit(_Packed* p, int base, _State* st, _Demand* d, int u, int policy,
@@ -858,7 +879,7 @@ cdef void _admit_unit(_Packed* p, int base, _State* st, _Demand* d, int u, int p
     merged.preferred = 0
     if _unit_bounds(p, base, st, req, excl, u, flags, o):
         return
-    cnt = _unit_lists(p, base, st, d, u, req, flags, sc.lists)
+    cnt = _unit_lists(p, base, st, d, u, req, policy, flags, sc.lists)
     if policy != P_NONE:
         merge(sc.lists, cnt, policy, st.n, <int>p.shape_info[base + SF_PREFER_CLOSEST],
               p.dist + p.shape_info[base + SF_DIST_OFF],

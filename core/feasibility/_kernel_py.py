@@ -23,6 +23,7 @@ from core.feasibility.codes import (
     F_CPU_ONLY,
     F_EMPTY,
     F_EXCLUSIVE,
+    F_KOORD_HINTS,
     F_POD_SCOPE,
     KERNEL_VERSION,
     L_DONTCARE,
@@ -70,6 +71,7 @@ __all__ = [
     "F_CPU_ONLY",
     "F_EMPTY",
     "F_EXCLUSIVE",
+    "F_KOORD_HINTS",
     "F_POD_SCOPE",
     "KERNEL_VERSION",
     "MAX_ENUM_NUMA",
@@ -533,7 +535,8 @@ class Kernel:
             raise InvalidInput(f"policy code {policy} is not one of 0, 1, 2, 3")
         base = shape * SHAPE_FIELDS
         n = p.shape_info[base + SF_N]
-        if policy != P_NONE and n > p.shape_info[base + SF_MAX_NUMA]:
+        koord = flags & F_KOORD_HINTS
+        if policy != P_NONE and not koord and n > p.shape_info[base + SF_MAX_NUMA]:
             # topology_manager.go NewManager: the kubelet refuses this policy
             return _fail(R_TOO_MANY_NUMA, -1, -1, n, p.shape_info[base + SF_MAX_NUMA])
         if n > MAX_ENUM_NUMA:
@@ -580,11 +583,16 @@ def _admit_units(
         all_pref &= res.preferred
     if policy == P_NONE:
         return _ok(0, 0)  # policy none stores no hint: {nil, false}
+    if union == 0 and policy != P_SINGLE:
+        # No unit has a hint (a Burstable pod: no provider cares): the kubelet's merged
+        # hint is the default {all NUMA nodes, preferred} (policy.go mergeFilteredHints);
+        # single-numa-node maps it to nil (policy_single_numa_node.go).
+        union = (1 << st.n) - 1
     return _ok(union, all_pref)
 
 
 def _unit_lists(
-    p: Any, base: int, st: _State, demand: Any, u: int, req: list[int], flags: int
+    p: Any, base: int, st: _State, demand: Any, u: int, req: list[int], policy: int, flags: int
 ) -> list[_HintList]:
     """filterProvidersHints in provider order: devices, CPU, memory."""
     nres = p.n_res
@@ -599,7 +607,22 @@ def _unit_lists(
         lists.append(cpu_hints(st, excl))
     if not cpu_only and p.shape_info[base + SF_MEM_STATIC] and demand.guaranteed:
         lists.append(memory_hints(st, req, p.res_kind))
+    if flags & F_KOORD_HINTS:
+        for hl in lists:
+            if hl.kind == L_HINTS:
+                device = p.res_kind[hl.resource] == RES_DEVICE
+                _koord_preferences(hl, policy == P_RESTRICTED and not device)
     return lists
+
+
+def _koord_preferences(hl: _HintList, all_preferred: bool) -> None:
+    """koord-scheduler's preferences: the minimal width is the narrowest mask that fits
+    now, not the narrowest by capacity; under Restricted every fitting CPU and memory hint
+    is preferred (resource_manager.go generateResourceHints), device hints keep the
+    narrowest fitting (deviceshare topology_hint.go generateTopologyHints)."""
+    min_width = min(_popcount(m) for m in hl.masks)
+    hl.prefs = [all_preferred or _popcount(m) == min_width for m in hl.masks]
+    hl.min_width = min_width
 
 
 def _admit_unit(
@@ -614,7 +637,7 @@ def _admit_unit(
     bound = _unit_bounds(p, base, st, req, excl, u, flags)
     if bound is not None:
         return bound
-    lists = _unit_lists(p, base, st, demand, u, req, flags)
+    lists = _unit_lists(p, base, st, demand, u, req, policy, flags)
     mask, preferred = 0, False
     if policy != P_NONE:
         merged = merge(

@@ -20,6 +20,7 @@ cdef enum:
     F_POD_SCOPE = 2
     F_EXCLUSIVE = 4
     F_CPU_ONLY = 8
+    F_KOORD_HINTS = 16
 
 cdef enum:
     SF_N = 0

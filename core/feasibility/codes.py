@@ -28,6 +28,11 @@ F_EMPTY: Final = 1  # evaluate the node as if empty (available := allocatable, i
 F_POD_SCOPE: Final = 2  # topology manager scope pod
 F_EXCLUSIVE: Final = 4  # Koordinator singleNUMANodeExclusive=Required
 F_CPU_ONLY: Final = 8  # Volcano numa-aware: the CPU provider only
+# koord-scheduler decides the alignment (the node's kubelet does not gate admission):
+# hints sized from the NUMA combinations that fit now, Restricted CPU/memory hints all
+# preferred (nodenumaresource resource_manager.go generateResourceHints, deviceshare
+# topology_hint.go generateTopologyHints), no kubelet max-allowable-numa-nodes limit.
+F_KOORD_HINTS: Final = 16
 
 # Shape fields (stride SHAPE_FIELDS in Packed.shape_info).
 SF_N: Final = 0

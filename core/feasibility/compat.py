@@ -29,13 +29,15 @@ _NON_NONE = (POLICY_BEST_EFFORT, POLICY_RESTRICTED, POLICY_SINGLE_NUMA_NODE)
 class Simulation:
     """How to run the kernel for a compatible node: the topology manager policy to
     simulate, the scope, Koordinator exclusivity, Volcano's CPU-only provider, or ``skip``
-    (a reason the scheduler admits the pod without any NUMA check)."""
+    (a reason the scheduler admits the pod without any NUMA check), or Koordinator's own
+    hint rules (``koord_hints``) where the node's kubelet does not gate admission."""
 
     policy: str
     scope: Literal["container", "pod"]
     exclusive: bool = False
     cpu_only: bool = False
     skip: str = ""
+    koord_hints: bool = False  # koord-scheduler, not the kubelet, decides the alignment
 
 
 def _pod_policy(intent: PodIntent) -> str | None:
@@ -59,9 +61,22 @@ def _volcano_cpu_policy(node: NodeTopology) -> str:
     return node.cpu_manager_policy
 
 
+def _volcano_skips(intent: PodIntent) -> bool:
+    """Volcano's numaaware predicateFn returns before anything else for a pod that is not
+    Guaranteed (volcano-sh/volcano pkg/scheduler/plugins/numaaware/numaaware.go): its
+    policy annotation is never compared with the node's."""
+    return intent.scheduler == "volcano" and intent.qos != "Guaranteed"
+
+
+def compat_key(intent: PodIntent) -> tuple[str, str | None, bool]:
+    """The intent fields :func:`compatible` and :func:`affinity_requirement` read: a memo
+    key for callers that cache the compatible nodes."""
+    return intent.scheduler, intent.policy, _volcano_skips(intent)
+
+
 def compatible(intent: PodIntent, node: NodeTopology) -> tuple[bool, str]:
     """Per-scheduler policy compatibility; the str says why not."""
-    pod = _pod_policy(intent)
+    pod = None if _volcano_skips(intent) else _pod_policy(intent)
     if intent.scheduler == "koordinator" and pod is not None:
         # mergeTopologyPolicy: pod X fits node X or a node without policy
         node_policy = koordinator_node_policy(node)
@@ -93,7 +108,10 @@ def simulation(intent: PodIntent, node: NodeTopology) -> Simulation:
         # singleNUMANodeExclusive defaults to Required when the pod sets a policy
         # (plugin.go); only the exact Required is enforced (checkExclusivePolicy)
         exclusive = intent.exclusive == "required" or (intent.exclusive is None and pod is not None)
-        return Simulation(effective, scope, exclusive=exclusive)
+        # A kubelet with policy none or best-effort admits whatever koord-scheduler chose:
+        # koord-scheduler's own hint rules decide there.
+        koord = node.tm_policy not in (POLICY_RESTRICTED, POLICY_SINGLE_NUMA_NODE)
+        return Simulation(effective, scope, exclusive=exclusive, koord_hints=koord)
     if intent.scheduler == "volcano":
         if intent.qos != "Guaranteed":
             return Simulation(POLICY_NONE, scope, skip="Volcano checks only Guaranteed pods")
@@ -113,7 +131,7 @@ def affinity_requirement(
 ) -> NodeSelectorRequirement | None:
     """The expression that selects exactly the compatible nodes by ``label_key``, or None
     when every node is compatible."""
-    pod = _pod_policy(intent)
+    pod = None if _volcano_skips(intent) else _pod_policy(intent)
     if pod is None:
         return None
     if intent.scheduler == "koordinator":

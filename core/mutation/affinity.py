@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from core.errors import InvalidInput
-from core.feasibility.compat import affinity_requirement, compatible
+from core.feasibility.compat import affinity_requirement, compat_key, compatible
 from core.model import NodeSelectorRequirement, NodeTopology, PodIntent
 from core.mutation.patch import (
     NODE_NAME_FIELD,
@@ -75,14 +75,14 @@ def label_key(intent: PodIntent, settings: AffinitySettings) -> str:
 
 def _compat_fields(intent: PodIntent) -> tuple[Any, ...]:
     """The intent's fields core.feasibility.compat.compatible reads (memo keys)."""
-    return (intent.scheduler, intent.policy)
+    return compat_key(intent)
 
 
 def compatible_names(intent: PodIntent, inventory: Inventory) -> tuple[str, ...]:
     """Names of the nodes whose policies are compatible with the pod's, in inventory order.
 
-    Memoized per inventory and per (scheduler, policy): core.feasibility.compat.compatible
-    reads no other field of the intent (a test checks that the memo agrees with a direct
+    Memoized per inventory and per core.feasibility.compat.compat_key: compatible reads
+    no other field of the intent (a test checks that the memo agrees with a direct
     computation for intents differing in every other field).
     """
     key = ("compatible", *_compat_fields(intent))

@@ -181,3 +181,70 @@ def test_affinity_requirement_volcano() -> None:
         )
         is None
     )
+
+
+# --- issue 15: Volcano skips pods that are not Guaranteed -----------------------------------
+# volcano-sh/volcano pkg/scheduler/plugins/numaaware/numaaware.go predicateFn (L123-126 at
+# ed72c7c): `if GetPodQOS(pod) != Guaranteed { return nil }` comes before filterNodeByPolicy,
+# so the pod's numa-topology-policy is never compared with the node's. Rows: the
+# predicate-level cases of that file (/work/notes/issue15-upstream.md V.3).
+VOLCANO_PREDICATE = [
+    # (qos, pod policy, node TM policy, node CPU manager policy, compatible upstream)
+    ("Burstable", "single-numa-node", "restricted", "static", True),
+    ("BestEffort", "restricted", "none", "none", True),
+    ("Burstable", "restricted", "restricted", "none", True),
+    ("Guaranteed", "single-numa-node", "restricted", "static", False),  # policy differs
+    ("Guaranteed", "restricted", "restricted", "none", False),  # CPU manager not static
+    ("Guaranteed", "restricted", "restricted", "static", True),
+]
+
+
+@pytest.mark.parametrize(
+    ("qos", "pod_policy", "node_policy", "cpu_policy", "want"),
+    VOLCANO_PREDICATE,
+    ids=[f"{r[0]}-{r[1]}-on-{r[2]}-{r[3]}" for r in VOLCANO_PREDICATE],
+)
+def test_volcano_predicate_checks_qos_before_policy(
+    qos: str, pod_policy: str, node_policy: str, cpu_policy: str, want: bool
+) -> None:
+    intent = pod(container(cpu=2), scheduler="volcano", policy=pod_policy, qos=qos)
+    n = cpu_node(
+        [4, 4],
+        [4, 4],
+        policy=node_policy,
+        volcano_policy=node_policy,
+        volcano_cpu_manager_policy=cpu_policy,
+    )
+    assert compatible(intent, n)[0] is want
+    # the affinity planner restricts nothing for a pod Volcano does not check
+    requirement = affinity_requirement(intent, label_key="k", spelling="kubelet")
+    assert (requirement is None) is (qos != "Guaranteed")
+    if qos != "Guaranteed":
+        assert simulation(intent, n).skip == "Volcano checks only Guaranteed pods"
+
+
+def test_compat_key_separates_what_compatible_reads() -> None:
+    from core.feasibility.compat import compat_key
+
+    g = pod(container(cpu=2), scheduler="volcano", policy="restricted")
+    b = pod(container(cpu=2), scheduler="volcano", policy="restricted", qos="Burstable")
+    k = pod(container(cpu=2), scheduler="koordinator", policy="restricted", qos="Burstable")
+    assert compat_key(g) != compat_key(b)
+    assert compat_key(k) == compat_key(
+        pod(container(cpu=2), scheduler="koordinator", policy="restricted")
+    )
+
+
+# --- issue 15: Koordinator Restricted where koord-scheduler, not the kubelet, decides -------
+
+
+@pytest.mark.parametrize(
+    ("kubelet_policy", "koord_decides"),
+    [("none", True), ("best-effort", True), ("restricted", False), ("single-numa-node", False)],
+)
+def test_koordinator_hint_rules_where_the_kubelet_does_not_gate(
+    kubelet_policy: str, koord_decides: bool
+) -> None:
+    intent = pod(container(cpu=2), scheduler="koordinator", policy="restricted")
+    n = cpu_node([4, 4], [4, 4], policy=kubelet_policy, koord_policy="restricted")
+    assert simulation(intent, n).koord_hints is koord_decides

@@ -9,6 +9,7 @@ are listed at the end of this file with the reason.
 
 from __future__ import annotations
 
+import dataclasses
 from types import ModuleType
 
 import pytest
@@ -345,7 +346,8 @@ def mem_node(
 def test_item36_burstable_gets_no_memory_hints(impl: ModuleType) -> None:
     n = mem_node([GI, GI], [GI, GI])
     res = run(impl, n, pod(container(memory=2 * GI), qos="Burstable"))
-    assert res[:3] == (1, 0, 1)
+    # no provider gives a hint: the default {all NUMA nodes, preferred} (policy.go)
+    assert res[:3] == (1, 0b11, 1)
 
 
 def test_item38_free_per_numa(impl: ModuleType) -> None:
@@ -523,3 +525,40 @@ NOT_APPLICABLE = {
     "37": "memory assignment regenerated after a restart",
     "39": "existing assignment with a different size",
 }
+
+
+# --- issue 15: a pod without topology hints (kubelet-topology-manager.md 1.3-1.6) ----------
+# kubernetes pkg/kubelet/cm/topologymanager/policy.go: every provider without hints gives
+# {nil, preferred}; mergePermutation ANDs nil as all NUMA nodes, so the merged hint is the
+# default {all NUMA nodes, preferred} (policy_test.go "TopologyHint not set",
+# "HintProvider returns empty non-nil map[string][]TopologyHint"); restricted admits it
+# (policy_restricted.go canAdmitPodResult), single-numa-node maps all nodes to nil
+# (policy_single_numa_node.go), policy none stores {nil, false}. Burstable: the CPU manager
+# (guaranteedCPUs 0) and the memory manager (Guaranteed only) give none.
+NO_HINTS = [
+    # (policy, scope, admitted mask, preferred)
+    ("none", "container", 0, 0),
+    ("best-effort", "container", 0b11, 1),
+    ("restricted", "container", 0b11, 1),
+    ("restricted", "pod", 0b11, 1),
+    ("single-numa-node", "container", 0, 1),
+    ("single-numa-node", "pod", 0, 1),
+]
+
+
+@pytest.mark.parametrize(("policy", "scope", "mask", "preferred"), NO_HINTS)
+def test_pod_without_hints_gets_the_default_hint(
+    impl: ModuleType, policy: str, scope: str, mask: int, preferred: int
+) -> None:
+    n = mem_node([4 * GI, 4 * GI], [4 * GI, 4 * GI], policy=policy)
+    n = dataclasses.replace(n, tm_scope=scope)
+    burstable = pod(container("a", cpu=1, exclusive=False, memory=GI), qos="Burstable")
+    assert run(impl, n, burstable)[:3] == (1, mask, preferred)
+
+
+def test_hintless_container_places_nothing_next_to_one_with_hints(impl: ModuleType) -> None:
+    # container scope: the pod's NUMA set is where its hinted containers were aligned; a
+    # container without hints ({all, preferred}) widens nothing
+    n = cpu_node([4, 4], [4, 4], policy="restricted")
+    two = pod(container("side", cpu=1, exclusive=False), container("app", cpu=2))
+    assert run(impl, n, two)[:3] == (1, 0b01, 1)

@@ -13,7 +13,7 @@ from core.feasibility.snapshot import Snapshot
 from core.feasibility.verdicts import evaluate
 from core.model import NodeSelectorRequirement as Req
 from core.model import NodeSelectorTerm as Term
-from tests.core.feasibility.test_kernel import container, cpu_node, node, pod
+from tests.core.feasibility.test_kernel import GI, container, cpu_node, node, pod, zone
 
 
 def volcano_node(name: str, policy: str, caps: list[int], free: list[int]) -> object:
@@ -232,3 +232,95 @@ def test_zones_without_cpu_or_memory_leave_those_providers_unknown(impl: ModuleT
     c = container(cpu=4, memory=2**30, nvidia_com__gpu=1)
     ev = evaluate(pod(c), Snapshot.build([n]), impl=impl)
     assert (ev.verdicts[0].verdict, ev.verdicts[0].numa) == ("fits", (0,))
+
+
+# --- issue 15 ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("qos", ["Burstable", "BestEffort"])
+def test_volcano_non_guaranteed_pod_is_never_a_policy_mismatch(impl: ModuleType, qos: str) -> None:
+    # numaaware.go predicateFn returns nil for a pod that is not Guaranteed before it
+    # compares policies: no node is a mismatch, nothing is denied
+    snap = Snapshot.build(
+        [volcano_node(f"node-{i}", "restricted", [16, 16], [7, 7]) for i in range(3)]
+    )
+    intent = pod(
+        container(cpu=2, exclusive=False), scheduler="volcano", policy="single-numa-node", qos=qos
+    )
+    ev = evaluate(intent, snap, impl=impl)
+    assert ev.counts["fits"] == 3 and ev.counts["policy-mismatch"] == 0
+    assert decide(ev).outcome == "fits"
+    guaranteed = evaluate(volcano_pod(2, "single-numa-node"), snap, impl=impl)
+    assert decide(guaranteed).outcome == "impossible"  # a Guaranteed pod is still compared
+
+
+def koord_node(
+    caps: list[int], free: list[int], *, kubelet: str, name: str = "n", **kw: object
+) -> object:
+    return cpu_node(caps, free, name=name, policy=kubelet, koord_policy="restricted", **kw)
+
+
+def koord_pod(*containers: object) -> object:
+    return pod(*containers, scheduler="koordinator", policy="restricted")
+
+
+def test_koordinator_restricted_sizes_hints_from_what_fits_now(impl: ModuleType) -> None:
+    # koordinator resource_manager.go generateResourceHints: a mask is a hint only if the
+    # pod fits on it now, and under Restricted every such hint is preferred. 2 NUMA x 4
+    # CPUs, bound pods hold 3 and 2: only {0,1} holds 3 CPUs -> admitted on {0,1}
+    # (issue15-upstream.md KO.3, derived case). Where the kubelet's restricted policy
+    # gates admission, its capacity rule makes {0,1} non-preferred: no room now.
+    intent = koord_pod(container(cpu=3))
+    koord = evaluate(
+        intent, Snapshot.build([koord_node([4, 4], [1, 2], kubelet="none")]), impl=impl
+    )
+    assert (koord.verdicts[0].verdict, koord.verdicts[0].numa) == ("fits", (0, 1))
+    assert koord.verdicts[0].preferred
+    kubelet = evaluate(
+        intent, Snapshot.build([koord_node([4, 4], [1, 2], kubelet="restricted")]), impl=impl
+    )
+    assert kubelet.verdicts[0].verdict == "no-room-now"
+
+
+def test_koordinator_restricted_with_memory_hints_is_not_denied(impl: ModuleType) -> None:
+    # CPU {0} fits, memory needs {0,1}: under the kubelet's rules the masks differ, so no
+    # merged hint is preferred (policy.go mergePermutation, PR #108052) and a kubelet with
+    # restricted rejects the pod on every such node; koord-scheduler marks every fitting
+    # CPU and memory hint preferred, so {0,1} is preferred for both and admitted
+    def mem_cpu_node(kubelet: str) -> object:
+        zones = [zone(i, {"cpu": 4, "memory": 4 * GI}) for i in range(2)]
+        return node(
+            "n", zones, policy=kubelet, koord_policy="restricted", memory_manager_policy="Static"
+        )
+
+    intent = koord_pod(container(cpu=3, memory=6 * GI))
+    koord = evaluate(intent, Snapshot.build([mem_cpu_node("none")]), impl=impl)
+    assert (koord.verdicts[0].verdict, koord.verdicts[0].numa) == ("fits", (0, 1))
+    assert decide(koord).outcome == "fits"
+    kubelet = evaluate(intent, Snapshot.build([mem_cpu_node("restricted")]), impl=impl)
+    assert kubelet.verdicts[0].verdict == "never-fits"
+
+
+def test_koordinator_device_hints_keep_the_narrowest_fitting_preferred(impl: ModuleType) -> None:
+    # deviceshare topology_hint.go generateTopologyHints: Preferred = (width == the
+    # narrowest fitting width), with no Restricted clause. One GPU on NUMA 0 and 6 CPUs
+    # that fit only on {0,1}: device {0} preferred, CPU {0,1} preferred, no preferred
+    # permutation; koord-scheduler's restricted policy rejects the node even when idle.
+    zones = [zone(0, {"cpu": 4, "nvidia.com/gpu": 1}), zone(1, {"cpu": 4})]
+    n = node("n", zones, policy="none", koord_policy="restricted", allocatable={"cpu": 8000})
+    intent = koord_pod(container(cpu=6, nvidia_com__gpu=1))
+    assert evaluate(intent, Snapshot.build([n]), impl=impl).verdicts[0].verdict == "never-fits"
+    # the same GPU request with 3 CPUs fits on {0}: both preferred there
+    small = evaluate(koord_pod(container(cpu=3, nvidia_com__gpu=1)), Snapshot.build([n]), impl=impl)
+    assert (small.verdicts[0].verdict, small.verdicts[0].numa) == ("fits", (0,))
+
+
+def test_koordinator_decides_beyond_the_kubelets_numa_limit(impl: ModuleType) -> None:
+    # max-allowable-numa-nodes limits the kubelet's own policy (topology_manager.go
+    # NewManager); with kubelet policy none, koord-scheduler's Restricted still applies
+    n = koord_node([2] * 9, [2] * 9, kubelet="none")
+    ev = evaluate(koord_pod(container(cpu=1)), Snapshot.build([n]), impl=impl)
+    assert ev.verdicts[0].verdict == "fits"
+    limited = koord_node([2] * 9, [2] * 9, kubelet="restricted")
+    ev = evaluate(koord_pod(container(cpu=1)), Snapshot.build([limited]), impl=impl)
+    assert ev.verdicts[0].verdict == "never-fits"

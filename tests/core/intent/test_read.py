@@ -507,6 +507,8 @@ def test_policy_on_burstable_pod_warns():
     )
     assert codes(r) == [(ann(VOL), "warning", "not-guaranteed")]
     assert "Burstable" in r.findings[0].message
+    # the webhook returns it as an admission warning: under 120 characters (issue 15)
+    assert len(r.findings[0].message) < 120
 
 
 def test_policy_on_guaranteed_fractional_pod_warns_per_container():

@@ -62,8 +62,9 @@ def test_has_label_is_the_per_view_index() -> None:
 
 
 def test_compatible_names_memo_agrees_with_compat_for_every_other_field() -> None:
-    """The memo key is (scheduler, policy); intents that differ in every other field
-    compat could read must get the same answer as a direct computation."""
+    """The memo key is compat.compat_key (scheduler, policy, whether Volcano skips a
+    non-Guaranteed pod); intents that differ in every other field compat could read must
+    get the same answer as a direct computation."""
     view = demo_view()
     base = base_intent()
     variants = []
@@ -85,7 +86,9 @@ def test_compatible_names_memo_agrees_with_compat_for_every_other_field() -> Non
         assert got == direct(intent, view), intent
         distinct.add(got)
     assert len(distinct) > 2  # the demo inventory does tell the policies apart
-    assert len(view.memo) == len(SCHEDULERS) * (1 + len(POLICIES))
+    # one key per (scheduler, policy), and a second one per policy for Volcano's
+    # non-Guaranteed pods
+    assert len(view.memo) == (len(SCHEDULERS) + 1) * (1 + len(POLICIES))
 
 
 def test_memo_stays_bounded_and_correct_for_many_policy_strings() -> None:
