@@ -407,3 +407,22 @@ async def test_core_input_error_in_feasibility_is_a_400_deny() -> None:
 
 
 RT_FOR_FUZZ = runtime()
+
+
+@pytest.mark.parametrize("mode", ["label", "node-names"])
+async def test_volcano_burstable_pod_is_warned_not_denied_nor_pinned(mode: str) -> None:
+    # volcano numaaware.go predicateFn returns early for a pod that is not Guaranteed: on
+    # a cluster of restricted nodes a Burstable single-numa-node pod is no mismatch
+    rt = runtime(
+        {"affinity": {"mode": mode}}, inventory=FIXTURES / "inventory" / "cce-volcano.yaml"
+    )
+    pod = manifest("volcano-pod")
+    pod["metadata"]["annotations"]["volcano.sh/numa-topology-policy"] = "single-numa-node"
+    pod["spec"]["containers"][0]["resources"]["limits"]["cpu"] = "3"  # Burstable
+    review = build_review(pod)
+    mutated = await call(rt, "mutate", review)
+    assert "patch" not in mutated  # no affinity the scheduler would not apply
+    checked = await call(rt, "validate", review)
+    assert checked["allowed"] is True
+    warnings = checked.get("warnings", [])
+    assert any("Burstable" in w for w in warnings) and all(len(w) < 120 for w in warnings)
