@@ -165,13 +165,15 @@ def bench_size(n: int, comp, ref_max: int) -> dict:
             entry["compiled_full_scan_ms"] = ms(min(full))
             entry["speedup_full_scan"] = round(min(rfull) / min(full), 1)
             # the kernel alone: every shape x every policy, compiled vs reference
-            entry["speedup_kernel"] = kernel_speedup(snap, intent, comp)
+            entry["speedup_kernel"], entry["compiled_check_us"] = kernel_speedup(snap, intent, comp)
         result["pods"][name] = entry
     gc.unfreeze()
     return result
 
 
-def kernel_speedup(snap: Snapshot, intent: PodIntent, comp) -> float:
+def kernel_speedup(snap: Snapshot, intent: PodIntent, comp) -> tuple[float, float]:
+    """Reference time / compiled time over the same Kernel.check calls, and the compiled
+    kernel's microseconds per check (KernelResult included)."""
     from core.feasibility.snapshot import Demand
 
     demand = Demand.build(intent, snap)
@@ -186,7 +188,7 @@ def kernel_speedup(snap: Snapshot, intent: PodIntent, comp) -> float:
     kc, kp = snap.kernel(comp), snap.kernel(ref)
     tc = min(timed(lambda: run(kc), 3))
     tp = min(timed(lambda: run(kp), 1))
-    return round(tp / tc, 1)
+    return round(tp / tc, 1), round(tc / (len(shapes) * 8) * 1e6, 3)
 
 
 def write_markdown(report: dict, path: Path) -> None:
