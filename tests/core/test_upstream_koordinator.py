@@ -321,9 +321,6 @@ def test_empty_exclusive_means_required() -> None:
     assert placed(run(pod, [*koord_node("n", FOUR), *pods]))[0] == "no-room-now"
 
 
-@pytest.mark.xfail(
-    strict=True, reason="fixed by feas: Koordinator Restricted sized from what fits now"
-)
 def test_restricted_on_a_none_kubelet_fits_what_fits_now() -> None:
     # resource_manager.go generateResourceHints: under Restricted every fitting hint is
     # preferred; NRT policy none, node label Restricted, 3 CPUs with n0 3/4 and n1 2/4 held.

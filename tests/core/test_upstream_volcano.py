@@ -208,9 +208,6 @@ def test_cpu_manager_must_be_static() -> None:
     assert outcome.verdicts["n"].verdict == "policy-mismatch"
 
 
-@pytest.mark.xfail(
-    strict=True, reason="fixed by feas: Volcano Burstable skip (core/feasibility/compat)"
-)
 def test_burstable_pod_passes_before_any_policy_check() -> None:
     # predicateFn L123-126: a pod that is not Guaranteed returns nil first.
     outcome = run(
