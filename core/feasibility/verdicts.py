@@ -43,6 +43,9 @@ class Evaluation:
     near_miss: NodeVerdict | None = None
     unknown_compatible: int = 0
     rule: str = ""
+    # Topology classes whose verdicts read the nodes' usage (a cached answer is valid
+    # while their Snapshot.usage_gen is unchanged; everything else is in the structure).
+    usage_classes: frozenset[int] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +67,7 @@ class _Evaluator:
         self.kernel = snap.kernel(module)
         self.demand = Demand.build(intent, snap)
         self.runs: dict[int, tuple[str, int, int]] = {}  # topology -> (policy, code, flags)
+        self.usage: set[int] = set()  # classes whose verdict depends on usage
 
     def topology(self, t: int) -> _ShapeVerdict | None:
         """The verdict shared by every node of topology class t, or None when it depends
@@ -79,6 +83,7 @@ class _Evaluator:
         sim = compat.simulation(self.intent, node)
         if sim.skip:
             return _ShapeVerdict("fits", reason=sim.skip)
+        self.usage.add(t)  # from here on, topo_monotone or the shapes' usage decide
         # Resources that no node advertises at all are not checked here: the kubelet drops
         # extended resources missing from the node (removeMissingExtendedResources,
         # pkg/kubelet/lifecycle/predicate.go) and scheduler extenders manage them (HAMi's
@@ -148,7 +153,7 @@ def evaluate(
     ev = _Evaluator(intent, snapshot, impl or _selected_impl)
     by_name, by_selector, by_affinity = selection(intent, snapshot)
     selected = by_name & by_selector & by_affinity
-    tally = _Tally(intent, snapshot, selected, full)
+    tally = _Tally(intent, snapshot, selected, full, ev.usage)
     for t, tbits in enumerate(snapshot.topo_bits):
         sel_t = tbits & selected
         tally.counts["not-selected"] += tbits.bit_count() - sel_t.bit_count()
@@ -172,7 +177,10 @@ def evaluate(
 class _Tally:
     """Counts, the near-miss and per-shape results while evaluating."""
 
-    def __init__(self, intent: PodIntent, snap: Snapshot, selected: int, full: bool) -> None:
+    def __init__(
+        self, intent: PodIntent, snap: Snapshot, selected: int, full: bool, usage: set[int]
+    ) -> None:
+        self.usage = usage
         self.intent = intent
         self.snap = snap
         self.full = full
@@ -204,7 +212,14 @@ class _Tally:
     def early(self) -> Evaluation:
         assert self.first_fit is not None
         return Evaluation(
-            (self.first_fit,), self.counts, len(self.snap.nodes), True, None, 0, _rule(self.intent)
+            (self.first_fit,),
+            self.counts,
+            len(self.snap.nodes),
+            True,
+            None,
+            0,
+            _rule(self.intent),
+            frozenset(self.usage),
         )
 
     def done(self, verdicts: tuple[NodeVerdict, ...]) -> Evaluation:
@@ -219,6 +234,7 @@ class _Tally:
             near,
             self.unknown_ok,
             _rule(self.intent),
+            frozenset(self.usage),
         )
 
 

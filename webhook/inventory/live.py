@@ -65,7 +65,7 @@ class LiveSource:
         updates: Listener | None = None,
         include_pods: bool = False,
         resources: Sequence[WatchedResource] | None = None,
-        watch_timeout: int = 300,
+        watch_timeout: int = 60,
         request_timeout: float = 30.0,
         backoff_initial: float = 0.2,
         backoff_max: float = 3.0,
@@ -150,14 +150,14 @@ class LiveSource:
     @property
     def last_sync(self) -> float | None:
         """``time.monotonic()`` up to which every resource type is known to be in sync:
-        the oldest of the types' (a watch open now counts as now; else its last list,
-        watch start, event or clean end). Per type, so that NRT events do not keep the
-        inventory fresh while the Node watch is down. None before every type listed."""
-        now = time.monotonic()
-        times = [r.synced_until(now) for r in self._reflectors if r.installed is not False]
+        the oldest of the types' last list, watch start, event, bookmark or clean end of
+        a watch (``watch_timeout`` keeps a quiet type's watch ending well within
+        staleAfterSeconds). Per type, so that NRT events do not keep the inventory fresh
+        while the Node watch is down. None before every type listed."""
+        times = [r.synced_until() for r in self._reflectors if r.installed is not False]
         if any(t is None for t in times):
             return None
-        return min(times, default=now)  # type: ignore[type-var]
+        return min(times, default=time.monotonic())  # type: ignore[type-var]
 
     @property
     def reflectors(self) -> tuple[Reflector, ...]:

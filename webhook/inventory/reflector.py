@@ -163,11 +163,11 @@ class Reflector:
                 "lastSync": self.last_sync,
             }
 
-    def synced_until(self, now: float) -> float | None:
-        """Up to when this type is known to be in sync: now while its watch is open
-        (the stream brings every change), else its last sync."""
+    def synced_until(self) -> float | None:
+        """Up to when this type is known to be in sync: its last list, watch start,
+        event, bookmark or clean end of a watch."""
         with self.lock:
-            return now if self.response is not None else self.last_sync
+            return self.last_sync
 
     def cut(self) -> None:
         with self.lock:

@@ -225,7 +225,7 @@ async def report_sync(live: LiveSource, updates: InventoryUpdates, every: float 
     while True:
         now = time.monotonic()
         for reflector in live.reflectors:
-            until = reflector.synced_until(now)
+            until = reflector.synced_until()
             age = float("nan") if until is None else now - until
             gauges.sync_age.set(age, resource=reflector.resource.name)
         gauges.watch_lag.set(updates.lag(now))

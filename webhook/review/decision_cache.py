@@ -126,14 +126,40 @@ class RawEntry:
     request: AdmissionRequest
     first_uid: str
     verified: bool = False
+    deps: Deps = ()
+
+
+# Inventory validity ("Under inventory churn" in docs/decision-cache.md): entries belong
+# to one inventory structure (Snapshot.structure) and record the usage generation of each
+# topology class their answer read (Outcome.usage).
+Deps = tuple[tuple[int, int], ...]  # (topology class, its usage_gen) the answer read
+
+
+def _snapshot(view: Any) -> Any:
+    return getattr(view, "snapshot", None)
+
+
+def dependencies(outcome: Outcome, view: Any) -> Deps:
+    """The usage generations ``outcome`` was decided under."""
+    gens = getattr(_snapshot(view), "usage_gen", ())
+    usage = getattr(outcome, "usage", ())
+    return tuple((t, gens[t] if t < len(gens) else -1) for t in sorted(usage))
+
+
+def still_valid(deps: Deps, view: Any) -> bool:
+    """No topology class the answer read has changed usage since."""
+    if not deps:
+        return True
+    gens = getattr(_snapshot(view), "usage_gen", ())
+    return all(t < len(gens) and gens[t] == g for t, g in deps)
 
 
 class DecisionCache:
-    """Digest -> Entry (and raw digest -> RawEntry) for one (inventory view,
+    """Digest -> Entry (and raw digest -> RawEntry) for one (inventory structure,
     configuration) pair at a time."""
 
     def __init__(self) -> None:
-        self._entries: dict[bytes, Entry] = {}
+        self._entries: dict[bytes, tuple[Entry, Deps]] = {}
         self._raw: dict[bytes, RawEntry] = {}
         self._view: Any = None
         self._config: Any = None
@@ -167,26 +193,38 @@ class DecisionCache:
         return len(self._entries)
 
     def _generation(self, view: Any, config: Any) -> None:
-        # Identity, not equality: a reloaded view or configuration is a new object, and the
-        # cache holds a reference to the old ones, so an id cannot be reused under it.
-        if view is not self._view or config is not self._config:
+        # Identity, not equality: a new structure or configuration is a new object, and the
+        # cache holds a reference to the old ones, so an id cannot be reused under it. A
+        # view without a snapshot (tests) is its own structure.
+        snapshot = _snapshot(view)
+        structure = view if snapshot is None else snapshot.structure
+        if structure is not self._view or config is not self._config:
             self._entries = {}
             self._raw = {}
-            self._view, self._config = view, config
+            self._view, self._config = structure, config
 
     def get(self, key: bytes, view: Any, config: Any) -> Entry | None:
         self._generation(view, config)
-        return self._entries.get(key)
+        found = self._entries.get(key)
+        if found is None:
+            return None
+        if not still_valid(found[1], view):
+            del self._entries[key]
+            return None
+        return found[0]
 
     def put(self, key: bytes, entry: Entry, view: Any, config: Any, limit: int) -> None:
         self._generation(view, config)
-        _bounded_put(self._entries, key, entry, limit)
+        _bounded_put(self._entries, key, (entry, dependencies(entry.outcome, view)), limit)
 
     def get_raw(self, key: RawKey, view: Any, config: Any) -> RawEntry | None:
         """The verified entry for this raw body, or None."""
         self._generation(view, config)
         known = self._raw.get(key.digest)
         if known is None or not known.verified:
+            return None
+        if not still_valid(known.deps, view):
+            del self._raw[key.digest]
             return None
         self.raw_hits += 1
         return known
@@ -212,7 +250,7 @@ class DecisionCache:
             _bounded_put(
                 self._raw,
                 key.digest,
-                RawEntry(entry, envelope, key.uid),
+                RawEntry(entry, envelope, key.uid, deps=dependencies(entry.outcome, view)),
                 limit,
             )
         elif not known.verified and known.first_uid != key.uid:

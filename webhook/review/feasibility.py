@@ -41,6 +41,7 @@ class _Checks:
     failures: list[tuple[str, str]] = field(default_factory=list)  # (check, message)
     warnings: list[str] = field(default_factory=list)
     volatile: bool = False  # see Outcome.volatile
+    usage: set[int] = field(default_factory=set)  # see Outcome.usage
 
     def fail(self, check: str, message: str) -> None:
         self.failures.append((check, message))
@@ -137,6 +138,7 @@ async def _feasibility(
         return
     for (template, _), evaluation in zip(pairs, results, strict=True):
         _classify(checks, template, decide(evaluation, stale=stale))
+        checks.usage.update(evaluation.usage_classes)
 
 
 def _apply_modes(checks: _Checks, config: Config) -> Outcome:
@@ -159,8 +161,11 @@ def _apply_modes(checks: _Checks, config: Config) -> Outcome:
         outcome = denied("; ".join(denials), warnings=warnings)
     else:
         outcome = allowed(warnings=warnings)
-    if violations or checks.volatile:
+    if violations or checks.volatile or checks.usage:
         outcome = dataclasses.replace(
-            outcome, violations=tuple(violations), volatile=checks.volatile
+            outcome,
+            violations=tuple(violations),
+            volatile=checks.volatile,
+            usage=frozenset(checks.usage),
         )
     return outcome

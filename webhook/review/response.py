@@ -42,6 +42,9 @@ class Outcome:
     # The answer depends on more than the review (inventory missing or stale, a check
     # skipped for the deadline): never reused for another review.
     volatile: bool = False
+    # Topology classes of the inventory snapshot whose usage the answer read: a cached
+    # answer is reused only while none of them changed (webhook/review/decision_cache.py).
+    usage: frozenset[int] = frozenset()
 
 
 def allowed(*, warnings: Iterable[str] = (), audit: Mapping[str, str] | None = None) -> Outcome:

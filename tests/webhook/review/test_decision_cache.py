@@ -15,6 +15,7 @@ from typing import Any
 import orjson
 import pytest
 
+from core.feasibility.snapshot import Snapshot
 from tests.reliability.corpus import build_corpus
 from tests.webhook.harness import build_review
 from tests.webhook.review.test_pipeline import call, koord_pod, manifest, runtime
@@ -199,16 +200,23 @@ async def test_updates_are_never_cached() -> None:
 # ----------------------------------------------------------------------------- lifetime
 
 
-async def test_a_new_inventory_view_empties_the_cache() -> None:
+def _new_structure(view: Any) -> Any:
+    """The same nodes built again: a new inventory structure (Snapshot.structure)."""
+    return dataclasses.replace(view, snapshot=Snapshot.build(view.nodes), memo={})
+
+
+async def test_a_new_inventory_structure_empties_the_cache() -> None:
     rt = runtime()
     review = build_review(koord_pod("2"))
     await call(rt, "validate", review)
     await call(rt, "validate", replica(review, 1))
     view = rt.inventory.view
     assert view is not None and len(rt.decisions) == 1
-    rt.inventory.install(dataclasses.replace(view, memo={}))
+    rt.inventory.install(dataclasses.replace(view, memo={}))  # same snapshot: kept
     await call(rt, "validate", replica(review, 2))
-    assert cache_results(rt) == {"miss": 2, "hit": 1}
+    rt.inventory.install(_new_structure(view))
+    await call(rt, "validate", replica(review, 3))
+    assert cache_results(rt) == {"miss": 2, "hit": 2}
 
 
 async def test_a_reloaded_configuration_empties_the_cache() -> None:
@@ -512,7 +520,7 @@ async def test_a_new_view_empties_the_raw_layer_too() -> None:
     assert rt.decisions.raw_hits == 1
     view = rt.inventory.view
     assert view is not None
-    rt.inventory.install(dataclasses.replace(view, memo={}))
+    rt.inventory.install(_new_structure(view))
     for n in range(3, 5):
         await answer(_body(review, f"u-{n}"), webhook="validate", runtime=rt)
     assert rt.decisions.raw_hits == 1  # relearned: stored at u-3, verified at u-4
