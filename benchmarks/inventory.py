@@ -1,28 +1,39 @@
-"""The inventory at cluster scale, in process (issue 14): full build time and RSS from a
-JSON file, and the cost of one watch event applied incrementally.
+"""The inventory at cluster scale, in process (issue 14): build time and RSS from a JSON
+file, and the cost of one watch event applied incrementally.
 
     python benchmarks/inventory.py [--nodes 10000 100000] [--events 2000]
 
-For each size, a child process (so that RSS is its own) writes the benchmark inventory
-(benchmarks/gen.py) as a JSON List, then measures:
+The benchmark inventory (benchmarks/gen.py) is written once per size as a JSON ``List``
+(``kubectl get -o json``). Each figure comes from a fresh child process, so that its RSS
+is its own. Times are CPU seconds of the process (``time.process_time``): the machine
+is shared, and wall time would measure the neighbours.
 
-- ``load``: read + orjson parse + build (IncrementalInventory, Snapshot.build), RSS after;
-- ``event``: an NRT update with new free CPUs on a random node (worst case: every event
-  makes a new shape), parsed, merged and patched into the snapshot, in batches of 1, 10
-  and 100 events; microseconds per event and the longest batch (what one batch holds
-  the event loop).
+- ``file``: what ``serve --inventory FILE`` keeps: read + orjson parse + build_view;
+  CPU seconds and RSS after (the parsed objects freed).
+- ``live``: what ``serve --kubeconfig`` keeps: every object parsed into the incremental
+  inventory, the snapshot and its editor; then NRT updates with new free CPUs on random
+  nodes (the worst case: every event makes a new shape) parsed, merged and patched into
+  the snapshot in batches of 1, 10 and 100 events: CPU microseconds per event (parse,
+  which runs in the watch threads, and apply, which runs on the event loop) and the
+  longest batch (how long one batch holds the event loop).
+- ``loop``: the server's arrangement (webhook/inventory/updates.py on an event loop, NRT
+  events parsed in a feeder thread) at each ``--rate`` for ``--seconds``: how late a
+  1 ms timer on the loop runs (p50/p99/max: what a review or /healthz waits) and the
+  event-received-to-served latency.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import copy
 import gc
 import json
-import os
 import random
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -34,19 +45,47 @@ from benchmarks import gen  # noqa: E402
 from core.feasibility.delta import SnapshotEditor  # noqa: E402
 from core.feasibility.snapshot import Snapshot  # noqa: E402
 from core.inventory.incremental import IncrementalInventory, parse_object  # noqa: E402
-from webhook.inventory.loader import parse_objects  # noqa: E402
+from webhook.inventory.live import NODE_RESOURCE_TOPOLOGIES  # noqa: E402
+from webhook.inventory.loader import parse_objects, read_text  # noqa: E402
+from webhook.inventory.state import InventoryState, build_view  # noqa: E402
+from webhook.inventory.updates import InventoryUpdates  # noqa: E402
 
 
 def rss_mib() -> float:
     with open("/proc/self/status") as f:
         for line in f:
             if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
+                return round(int(line.split()[1]) / 1024, 1)
     return 0.0
 
 
+def _cpu() -> float:
+    return time.process_time()
+
+
+def _load(path: str) -> list[dict[str, Any]]:
+    return [o.obj for o in parse_objects(read_text(path), path)]
+
+
+def file_mode(path: str) -> dict[str, Any]:
+    t0 = _cpu()
+    objects = _load(path)
+    t1 = _cpu()
+    view = build_view(objects, source="bench", now=0.0)
+    t2 = _cpu()
+    del objects
+    gc.collect()
+    return {
+        "mode": "file",
+        "nodes": len(view.nodes),
+        "parse_cpu_s": round(t1 - t0, 2),
+        "build_cpu_s": round(t2 - t1, 2),
+        "rss_mib": rss_mib(),
+    }
+
+
 def _nrt_update(obj: dict[str, Any], rng: random.Random) -> dict[str, Any]:
-    new = json.loads(json.dumps(obj))
+    new = copy.deepcopy(obj)
     for zone in new["zones"]:
         for res in zone["resources"]:
             if res["name"] == "cpu":
@@ -54,67 +93,157 @@ def _nrt_update(obj: dict[str, Any], rng: random.Random) -> dict[str, Any]:
     return new
 
 
-def child(nodes: int, events: int) -> dict[str, Any]:
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "inventory.json"
-        objects = list(gen.inventory_objects(nodes))
-        nrts = [o for o in objects if o["kind"] == "NodeResourceTopology"]
-        path.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}))
-        del objects
-        gc.collect()
-        base = rss_mib()
-        t0 = time.perf_counter()
-        loaded = [o.obj for o in parse_objects(path.read_text(), str(path))]
-        t1 = time.perf_counter()
-        inventory = IncrementalInventory()
-        for obj in loaded:
-            inventory.set(parse_object(obj, inventory.units))
-        inventory.flush()
-        snapshot = Snapshot.build(inventory.nodes())
-        t2 = time.perf_counter()
-        del loaded
-        gc.collect()
-        out: dict[str, Any] = {
-            "nodes": nodes,
-            "parse_s": round(t1 - t0, 2),
-            "build_s": round(t2 - t1, 2),
-            "rss_mib": round(rss_mib(), 1),
-            "rss_before_load_mib": round(base, 1),
-        }
+def live_mode(path: str, events: int) -> dict[str, Any]:
+    objects = _load(path)
+    nrts = [copy.deepcopy(o) for o in objects if o["kind"] == "NodeResourceTopology"][:2000]
+    t0 = _cpu()
+    inventory = IncrementalInventory()
+    for obj in objects:
+        inventory.set(parse_object(obj, inventory.units))
+    inventory.flush()
+    editor = SnapshotEditor(Snapshot.build(inventory.nodes()))
+    t1 = _cpu()
+    del objects
+    gc.collect()
+    gc.freeze()  # as the server does after a whole build
+    out: dict[str, Any] = {
+        "mode": "live",
+        "nodes": len(inventory),
+        "build_cpu_s": round(t1 - t0, 2),
+        "rss_mib": rss_mib(),
+    }
     rng = random.Random(1)
-    editor = SnapshotEditor(snapshot)
-    del snapshot
     updates = [_nrt_update(rng.choice(nrts), rng) for _ in range(events)]
+    t = _cpu()
+    parsed = [parse_object(obj, inventory.units) for obj in updates]
+    out["parse_us_per_event"] = round((_cpu() - t) / events * 1e6, 1)
     for batch in (1, 10, 100):
-        longest = 0.0
-        start = time.perf_counter()
+        longest = total = 0.0
         for first in range(0, events, batch):
-            t = time.perf_counter()
-            for obj in updates[first : first + batch]:
-                inventory.set(parse_object(obj, inventory.units))
+            t = _cpu()
+            for item in parsed[first : first + batch]:
+                inventory.set(item)
             editor.apply(inventory.flush())
-            longest = max(longest, time.perf_counter() - t)
-        total, done = time.perf_counter() - start, events
-        out[f"us_per_event_batch{batch}"] = round(total / done * 1e6, 1)
+            spent = _cpu() - t
+            total += spent
+            longest = max(longest, spent)
+        out[f"apply_us_per_event_batch{batch}"] = round(total / events * 1e6, 1)
         out[f"longest_batch{batch}_ms"] = round(longest * 1e3, 2)
     out["shapes"] = editor.snapshot.packed.n_shapes
-    out["rss_after_events_mib"] = round(rss_mib(), 1)
+    out["rss_after_events_mib"] = rss_mib()
     return out
 
 
+class _Feeder:
+    """Stands in for the NRT reflector: only ``resource`` is read by the listener."""
+
+    resource = NODE_RESOURCE_TOPOLOGIES
+
+
+class _Timed(InventoryUpdates):
+    """Records event received -> served for every event."""
+
+    latencies: list[float]
+
+    def _install(self, snapshot: Snapshot, drained: list[Any], started: float) -> None:
+        super()._install(snapshot, drained, started)
+        now = time.monotonic()
+        self.latencies.extend(now - item[0] for item in drained)
+
+
+def _quantile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else 0.0
+
+
+def loop_mode(path: str, rate: float, seconds: float) -> dict[str, Any]:
+    """The server's arrangement in one process: the inventory served by an event loop,
+    NRT events parsed in a feeder thread at ``rate`` per second; a 1 ms ticker on the
+    loop measures how late it runs (what a review or /healthz would wait)."""
+    objects = _load(path)
+    nrts = [copy.deepcopy(o) for o in objects if o["kind"] == "NodeResourceTopology"][:2000]
+    rng = random.Random(2)
+    updates_pool = [_nrt_update(rng.choice(nrts), rng) for _ in range(4000)]
+
+    async def run() -> dict[str, Any]:
+        loop = asyncio.get_running_loop()
+        state = InventoryState(freeze_gc=True)  # as the server does
+        updates = _Timed(state, loop)
+        updates.latencies = []
+        for obj in objects:
+            updates.on_event(_Feeder(), "ADDED", ("", obj["metadata"]["name"]), obj)  # type: ignore[arg-type]
+        objects.clear()
+        while state.view is None:
+            await asyncio.sleep(0.05)
+        updates.latencies.clear()
+        stop = threading.Event()
+
+        def feed() -> None:
+            n, start = 0, time.monotonic()
+            while not stop.is_set():
+                obj = updates_pool[n % len(updates_pool)]
+                updates.on_event(_Feeder(), "MODIFIED", ("", obj["metadata"]["name"]), obj)  # type: ignore[arg-type]
+                n += 1
+                ahead = start + n / rate - time.monotonic()
+                if ahead > 0:
+                    time.sleep(ahead)
+
+        late: list[float] = []
+        thread = threading.Thread(target=feed, daemon=True)
+        thread.start()
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            t = time.monotonic()
+            await asyncio.sleep(0.001)
+            late.append(time.monotonic() - t - 0.001)
+        stop.set()
+        thread.join()
+        return {
+            "mode": "loop",
+            "nodes": len(state.view.nodes) if state.view else 0,
+            "events_per_s": rate,
+            "applied": updates.applied,
+            "loop_late_p50_ms": round(_quantile(late, 0.5) * 1e3, 2),
+            "loop_late_p99_ms": round(_quantile(late, 0.99) * 1e3, 2),
+            "loop_late_max_ms": round(max(late) * 1e3, 2),
+            "update_latency_p50_ms": round(_quantile(updates.latencies, 0.5) * 1e3, 1),
+            "update_latency_p99_ms": round(_quantile(updates.latencies, 0.99) * 1e3, 1),
+            "rss_mib": rss_mib(),
+        }
+
+    return asyncio.run(run())
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--nodes", type=int, nargs="+", default=[10_000, 100_000])
     parser.add_argument("--events", type=int, default=2000)
-    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--rate", type=float, nargs="+", default=[170.0, 1700.0])
+    parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--child", choices=("file", "live", "loop"), help=argparse.SUPPRESS)
+    parser.add_argument("--path", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.child:
-        print(json.dumps(child(args.nodes[0], args.events)))
+    if args.child == "file":
+        print(json.dumps(file_mode(args.path)))
         return
-    for n in args.nodes:
-        cmd = [sys.executable, __file__, "--child", "--nodes", str(n), "--events", str(args.events)]
-        got = subprocess.run(cmd, check=True, capture_output=True, text=True, env=os.environ)
-        print(json.dumps(json.loads(got.stdout.strip().splitlines()[-1])))
+    if args.child == "live":
+        print(json.dumps(live_mode(args.path, args.events)))
+        return
+    if args.child == "loop":
+        print(json.dumps(loop_mode(args.path, args.rate[0], args.seconds)))
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        for n in args.nodes:
+            path = Path(tmp) / f"inventory-{n}.json"
+            items = list(gen.inventory_objects(n))
+            path.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
+            del items
+            runs = [["file"], ["live"]] + [["loop", "--rate", str(r)] for r in args.rate]
+            for mode, *extra in runs:
+                cmd = [sys.executable, __file__, "--child", mode, "--path", str(path), *extra]
+                cmd += ["--events", str(args.events), "--seconds", str(args.seconds)]
+                got = subprocess.run(cmd, check=True, capture_output=True, text=True)
+                print(got.stdout.strip().splitlines()[-1], flush=True)
 
 
 if __name__ == "__main__":

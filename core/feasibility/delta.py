@@ -354,5 +354,14 @@ class _Draft:
             zone_count += rows.n
         n_shapes = len(info) // SHAPE_FIELDS
         return packed_from(
-            p.res_names, n_shapes, zone_count, info, zones, node_alloc, unaligned, dist, states
+            p.res_names,
+            n_shapes,
+            zone_count,
+            info,
+            zones,
+            node_alloc,
+            unaligned,
+            dist,
+            states,
+            like=p,
         )

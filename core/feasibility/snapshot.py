@@ -421,22 +421,29 @@ def packed_from(
     unaligned: Sequence[int],
     dist: Sequence[int],
     states: Sequence[int],
+    *,
+    like: Packed | None = None,
 ) -> Packed:
+    """A Packed from its rows; ``like``: a Packed with the same resource table, whose
+    table (and idle states, when as long) are shared."""
+
     def arr(values: Sequence[int]) -> array[int]:
         return values if isinstance(values, array) else array("q", values)
 
+    same = like is not None and like.res_names == ordered
+    idle = like.idle_states if same and like.zone_count == zone_count else None  # type: ignore[union-attr]
     return Packed(
         n_res=len(ordered),
         n_shapes=n_shapes,
         zone_count=zone_count,
         res_names=ordered,
-        res_index={n: i for i, n in enumerate(ordered)},
-        res_kind=array("q", [resource_kind(r) for r in ordered]),
+        res_index=like.res_index if same else {n: i for i, n in enumerate(ordered)},  # type: ignore[union-attr]
+        res_kind=like.res_kind if same else array("q", [resource_kind(r) for r in ordered]),  # type: ignore[union-attr]
         shape_info=arr(info),
         zones=arr(zones),
         node_alloc=arr(node_alloc),
         unaligned=arr(unaligned),
         dist=arr(dist or [0]),
         states=arr(states or [0]),
-        idle_states=array("q", [0] * max(1, zone_count)),
+        idle_states=idle if idle is not None else array("q", bytes(8 * max(1, zone_count))),
     )

@@ -79,6 +79,8 @@ class IncrementalInventory:
 
     def set(self, parsed: ParsedObject) -> None:
         """Add or replace the object ``parsed.key``."""
+        if parsed.key[0] != "Pod" and self._objects.get(parsed.key) == parsed:
+            return  # the same content again (a relist, a no-op update): nothing to merge
         self.delete(parsed.key)
         if parsed.ignored:
             return

@@ -49,6 +49,9 @@ Signature = tuple[int, int, int]  # (st_mtime_ns, st_size, st_ino)
 # InventoryView.memo key of the slowest recent feasibility evaluation (seconds of CPU),
 # kept by webhook.review.pipeline to decide whether the kernel may run on the event loop.
 EVALUATION_COST = "evaluation-cost"
+# How often records installed by incremental updates are moved out of the collected
+# generations (see InventoryState.install).
+REFREEZE_SECONDS = 30.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +113,7 @@ class InventoryState:
         self.clock = clock
         self.freeze_gc = freeze_gc
         self.metrics = metrics
+        self._frozen_at = float("-inf")
         self.live = False
         self.last_sync: Callable[[], float | None] = lambda: (
             self.view.built_at if self.view else None
@@ -123,14 +127,19 @@ class InventoryState:
         ``quiet``: an incremental update; its errors were logged when they appeared."""
         _carry_cost(self.view, view)
         self.view = view
-        if self.freeze_gc and not quiet:
+        now = self.clock()
+        if self.freeze_gc and (not quiet or now - self._frozen_at >= REFREEZE_SECONDS):
             # The view is long-lived and acyclic (reference counting frees it when it is
             # replaced): moving it out of the collected generations keeps full collections,
             # which would otherwise traverse ~10^5 objects per 10,000 nodes, off the
-            # request path's p99. Only the server sets this: it owns its process. Not for
-            # incremental updates (many per second): a freeze also freezes the cyclic
-            # garbage the request path made since, which would then never be collected.
+            # request path's p99. Only the server sets this: it owns its process.
+            # Incremental updates (many per second) replace records bit by bit: they are
+            # frozen every REFREEZE_SECONDS, after a young-generation collection so that
+            # little cyclic garbage of the request path is frozen with them.
+            if quiet:
+                gc.collect(1)
             gc.freeze()
+            self._frozen_at = now
         if self.metrics is not None:
             self.metrics.inventory_nodes.set(len(view.nodes))
             self.metrics.inventory_errors.set(len(view.errors))
