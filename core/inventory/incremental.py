@@ -23,12 +23,17 @@ from typing import Any
 
 from core.inventory.build import Identified, Parsed, identify, parse
 from core.inventory.merge import Parts, merge
-from core.inventory.nrt import Units
+from core.inventory.node import NodeInfo
+from core.inventory.nrt import NrtData, Units
 from core.inventory.share import Sharer
 from core.inventory.usage import PodUsage
+from core.inventory.volcano import VolcanoData
 from core.model import NodeTopology
 
 ObjectKey = tuple[str, str, str]  # (kind, namespace, name)
+# The sharer is replaced when it holds more than this many entries plus so many per node.
+SHARE_LIMIT = 100_000
+SHARE_PER_RECORD = 16
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +89,7 @@ class IncrementalInventory:
         self.delete(parsed.key)
         if parsed.ignored:
             return
+        _share_parts(parsed.data, self.share)
         self._objects[parsed.key] = parsed
         self.errors_changed = self.errors_changed or bool(parsed.errors)
         name = _node_of(parsed)
@@ -151,6 +157,10 @@ class IncrementalInventory:
                 self.records[name] = record
                 out[name] = record
         self._dirty.clear()
+        if len(self.share) > SHARE_LIMIT + SHARE_PER_RECORD * len(self.records):
+            # Usage churn makes new distinct maps forever (free memory, NUMA states):
+            # start afresh; records made before keep what they share, later ones share anew.
+            self.share = Sharer()
         return out
 
     def errors(self) -> tuple[str, ...]:
@@ -173,6 +183,23 @@ def _node_of(parsed: ParsedObject) -> str | None:
         data = parsed.data
         return data.node if isinstance(data, PodUsage) else None
     return parsed.key[2] or None
+
+
+def _share_parts(data: Parsed, share: Sharer) -> None:
+    """Kept parts hold shared maps (equal tables of equal machines, label keys and
+    values): the incremental inventory keeps every object's parts, so this is most of its
+    memory. Safe: parts are not mutated after parsing (merge copies what it changes)."""
+    if isinstance(data, NodeInfo):
+        data.labels = share.mapping(data.labels)
+        data.annotations = share.mapping(data.annotations)
+        data.allocatable = share.mapping(data.allocatable)
+        data.capacity = share.mapping(data.capacity)
+    elif isinstance(data, NrtData | VolcanoData) and data.zones:
+        for zone in data.zones.values():
+            zone.capacity = share.mapping(zone.capacity)
+            zone.allocatable = share.mapping(zone.allocatable)
+            zone.available = share.mapping(zone.available)
+            zone.costs = share.mapping(zone.costs)
 
 
 def _empty(parts: Parts) -> bool:

@@ -22,6 +22,10 @@ class Sharer:
         self._tuples: dict[tuple[Any, ...], tuple[Any, ...]] = {}
         self._zone_tuples: dict[tuple[int, ...], tuple[NumaZone, ...]] = {}
 
+    def __len__(self) -> int:
+        """Entries held (the incremental inventory starts a new sharer past a bound)."""
+        return len(self._strings) + len(self._maps) + len(self._zones) + len(self._tuples)
+
     def text(self, value: str) -> str:
         return self._strings.setdefault(value, value)
 

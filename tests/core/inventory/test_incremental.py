@@ -160,3 +160,19 @@ def test_one_event_changes_exactly_that_nodes_verdicts() -> None:
     assert new["c"][0] == "no-room-now" and old["c"][0] == "fits"
     assert after.structure is before.structure  # only usage changed
     assert after.usage_gen != before.usage_gen
+
+
+def test_the_sharer_stays_bounded_under_usage_churn(monkeypatch) -> None:
+    import core.inventory.incremental as incremental
+
+    monkeypatch.setattr(incremental, "SHARE_LIMIT", 50)
+    inventory = IncrementalInventory()
+    final = {}
+    for step in range(300):
+        name = NAMES[step % len(NAMES)]
+        obj = nrt(name, [zone(i, {"cpu": ("32", "31", str(step % 31))}) for i in (0, 1)])
+        final[name] = obj
+        inventory.set(parse_object(obj, inventory.units))
+        inventory.flush()
+        assert len(inventory.share) <= 50 + 16 * len(NAMES) + 40
+    assert inventory.nodes() == build_inventory(list(final.values())).nodes
