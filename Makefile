@@ -53,6 +53,7 @@ lint: install
 
 bench: install
 	$(PY) benchmarks/core.py
+	$(PY) benchmarks/inventory.py
 	$(PY) benchmarks/server.py
 	$(PY) benchmarks/churn.py
 

@@ -176,11 +176,12 @@ def loop_mode(path: str, rate: float, seconds: float) -> dict[str, Any]:
         while state.view is None:
             await asyncio.sleep(0.05)
         updates.latencies.clear()
+        initial = updates.applied
         stop = threading.Event()
 
         def feed() -> None:
             n, start = 0, time.monotonic()
-            while not stop.is_set():
+            while rate > 0 and not stop.is_set():
                 obj = updates_pool[n % len(updates_pool)]
                 updates.on_event(_Feeder(), "MODIFIED", ("", obj["metadata"]["name"]), obj)  # type: ignore[arg-type]
                 n += 1
@@ -202,7 +203,7 @@ def loop_mode(path: str, rate: float, seconds: float) -> dict[str, Any]:
             "mode": "loop",
             "nodes": len(state.view.nodes) if state.view else 0,
             "events_per_s": rate,
-            "applied": updates.applied,
+            "applied": updates.applied - initial,
             "loop_late_p50_ms": round(_quantile(late, 0.5) * 1e3, 2),
             "loop_late_p99_ms": round(_quantile(late, 0.99) * 1e3, 2),
             "loop_late_max_ms": round(max(late) * 1e3, 2),
@@ -218,7 +219,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--nodes", type=int, nargs="+", default=[10_000, 100_000])
     parser.add_argument("--events", type=int, default=2000)
-    parser.add_argument("--rate", type=float, nargs="+", default=[170.0, 1700.0])
+    parser.add_argument("--rate", type=float, nargs="+", default=[0.0, 170.0, 1700.0])
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--child", choices=("file", "live", "loop"), help=argparse.SUPPRESS)
     parser.add_argument("--path", help=argparse.SUPPRESS)

@@ -31,7 +31,7 @@ class Sharer:
 
     def mapping(self, raw: Mapping[Any, Any]) -> dict[Any, Any]:
         # Types are part of the key: True == 1, and a map holding True must stay distinct.
-        key = tuple((k, type(v), v) for k, v in raw.items())
+        key = (tuple(raw.items()), tuple(map(type, raw.values())))
         got = self._maps.get(key)
         if got is None:
             text = self.text

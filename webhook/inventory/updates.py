@@ -3,10 +3,11 @@
 The reflector threads (webhook/inventory/reflector.py) parse each object they receive
 (``parse_object``: the per-object half of the builder) and queue the result; a relist
 queues only what differs from what was held (by resourceVersion), so it costs what
-changed, like any event. The event loop drains the queue every ``window`` seconds:
-the touched nodes are merged again (IncrementalInventory.flush) and patched into a new
-snapshot (SnapshotEditor, copy-on-write), and the new view is swapped in. That work is
-proportional to the batch, not to the cluster.
+changed, like any event. The event loop drains the queue every ``window`` seconds, in
+slices of about SLICE_SECONDS (a backlog goes slice by slice, with the loop's other work
+in between): the touched nodes are merged again (IncrementalInventory.flush) and patched
+into a new snapshot (SnapshotEditor, copy-on-write), and the new view is swapped in.
+That work is proportional to the slice, not to the cluster.
 
 Two steps are whole-inventory and run in a thread instead, the loop keeping the last good
 view meanwhile: the first build once every resource type has listed, and a rebuild when
@@ -34,6 +35,10 @@ from webhook.metrics import WebhookMetrics
 
 log = get_logger("inventory")
 SOURCE = "cluster"
+# One slice of events on the loop is sized to take about this long (at least MIN_SLICE
+# events): a backlog is applied in slices with the loop's other work in between.
+SLICE_SECONDS = 0.01
+MIN_SLICE = 32
 # Queued: (monotonic time received, resource name, event type, key, parsed object or None).
 Queued = tuple[float, str, str, ObjectKey, Any]
 
@@ -61,6 +66,7 @@ class InventoryUpdates:
         self._lock = threading.Lock()
         self._scheduled = False
         self._building = False
+        self._cost = 1e-4  # seconds per event on the loop (moving average): sizes a slice
         self._errors: tuple[str, ...] = ()
         self.applied = 0  # events applied (for tests and the debug log)
         self.batches = 0
@@ -135,18 +141,29 @@ class InventoryUpdates:
                 self._full_build("first build")
             return
         started = time.monotonic()
-        drained = self._drain()
+        drained = self._drain(max(MIN_SLICE, int(SLICE_SECONDS / self._cost)))
         changes = self.inventory.flush()
         if not self.editor.fits(changes):
             self._full_build("a resource new to the packed table")
             return
         if changes or drained:
             self._install(self.editor.apply(changes), drained, started)
+        if drained:
+            spent = (time.monotonic() - started) / len(drained)
+            self._cost = 0.8 * self._cost + 0.2 * spent
+        if self._queue:
+            # More than one slice waiting: the next slice after whatever is ready to run
+            # (reviews, /healthz), not after a window.
+            with self._lock:
+                if self._scheduled:
+                    return
+                self._scheduled = True
+            self._loop.call_soon(self._flush)
 
-    def _drain(self) -> list[Queued]:
+    def _drain(self, limit: int | None = None) -> list[Queued]:
         drained: list[Queued] = []
         queue, inventory = self._queue, self.inventory
-        while queue:
+        while queue and (limit is None or len(drained) < limit):
             item = queue.popleft()
             drained.append(item)
             parsed = item[4]
