@@ -111,12 +111,15 @@ def _freeze_zone(numa: int, record: ZoneRecord, used: Mapping[str, int]) -> Numa
         resource: record.available.get(resource, max(0, amount - used.get(resource, 0)))
         for resource, amount in record.allocatable.items()
     }
+    # The record's own maps, not copies: nothing mutates a record once parsed (nor a
+    # NodeTopology's maps), and the incremental inventory's records hold shared maps that
+    # the sharer then recognises at once.
     return NumaZone(
         id=numa,
-        capacity=dict(record.capacity),
-        allocatable=dict(record.allocatable),
+        capacity=record.capacity,
+        allocatable=record.allocatable,
         available=available,
-        costs=dict(record.costs),
+        costs=record.costs,
     )
 
 

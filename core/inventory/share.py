@@ -21,6 +21,9 @@ class Sharer:
         self._zones: dict[tuple[Any, ...], NumaZone] = {}
         self._tuples: dict[tuple[Any, ...], tuple[Any, ...]] = {}
         self._zone_tuples: dict[tuple[int, ...], tuple[NumaZone, ...]] = {}
+        # id -> map, for the maps this sharer returned (it holds them, so their ids stay
+        # theirs): a map shared already is recognised without building its key.
+        self._own: dict[int, dict[Any, Any]] = {}
 
     def __len__(self) -> int:
         """Entries held (the incremental inventory starts a new sharer past a bound)."""
@@ -30,6 +33,8 @@ class Sharer:
         return self._strings.setdefault(value, value)
 
     def mapping(self, raw: Mapping[Any, Any]) -> dict[Any, Any]:
+        if self._own.get(id(raw)) is raw:
+            return raw  # type: ignore[return-value]
         # Types are part of the key: True == 1, and a map holding True must stay distinct.
         key = (tuple(raw.items()), tuple(map(type, raw.values())))
         got = self._maps.get(key)
@@ -39,6 +44,7 @@ class Sharer:
                 text(k) if type(k) is str else k: text(v) if type(v) is str else v
                 for k, v in raw.items()
             }
+            self._own[id(got)] = got
         return got
 
     def zone(self, zone: NumaZone) -> NumaZone:
