@@ -10,6 +10,8 @@ is shared, and wall time would measure the neighbours.
 
 - ``file``: what ``serve --inventory FILE`` keeps: read + orjson parse + build_view;
   CPU seconds and RSS after (the parsed objects freed).
+- ``worker``: what a ``serve`` worker holds for that file: the view built in a helper
+  process, unpickled (RSS, with the baseline of the server's imports).
 - ``live``: what ``serve --kubeconfig`` keeps: every object parsed into the incremental
   inventory, the snapshot and its editor; then NRT updates with new free CPUs on random
   nodes (the worst case: every event makes a new shape) parsed, merged and patched into
@@ -29,6 +31,7 @@ import asyncio
 import copy
 import gc
 import json
+import pickle
 import random
 import subprocess
 import sys
@@ -75,12 +78,34 @@ def file_mode(path: str) -> dict[str, Any]:
     t2 = _cpu()
     del objects
     gc.collect()
+    with open(path + ".view.pickle", "wb") as out:
+        pickle.dump(view, out, protocol=pickle.HIGHEST_PROTOCOL)
     return {
         "mode": "file",
         "nodes": len(view.nodes),
         "parse_cpu_s": round(t1 - t0, 2),
         "build_cpu_s": round(t2 - t1, 2),
         "rss_mib": rss_mib(),
+    }
+
+
+def adopt_mode(path: str) -> dict[str, Any]:
+    """What a server worker holds for a large file: ``serve`` builds it in a helper
+    process and the worker unpickles the built view (webhook/inventory/state.py)."""
+    import webhook.server  # noqa: F401  (the worker's imports, in its baseline)
+
+    base = rss_mib()
+    t0 = _cpu()
+    with open(path + ".view.pickle", "rb") as f:
+        view = pickle.load(f)
+    t1 = _cpu()
+    gc.collect()
+    return {
+        "mode": "worker",
+        "nodes": len(view.nodes),
+        "unpickle_cpu_s": round(t1 - t0, 2),
+        "rss_mib": rss_mib(),
+        "rss_baseline_mib": base,
     }
 
 
@@ -221,11 +246,16 @@ def main() -> None:
     parser.add_argument("--events", type=int, default=2000)
     parser.add_argument("--rate", type=float, nargs="+", default=[0.0, 170.0, 1700.0])
     parser.add_argument("--seconds", type=float, default=10.0)
-    parser.add_argument("--child", choices=("file", "live", "loop"), help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--child", choices=("file", "adopt", "live", "loop"), help=argparse.SUPPRESS
+    )
     parser.add_argument("--path", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child == "file":
         print(json.dumps(file_mode(args.path)))
+        return
+    if args.child == "adopt":
+        print(json.dumps(adopt_mode(args.path)))
         return
     if args.child == "live":
         print(json.dumps(live_mode(args.path, args.events)))
@@ -239,7 +269,7 @@ def main() -> None:
             items = list(gen.inventory_objects(n))
             path.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
             del items
-            runs = [["file"], ["live"]] + [["loop", "--rate", str(r)] for r in args.rate]
+            runs = [["file"], ["adopt"], ["live"]] + [["loop", "--rate", str(r)] for r in args.rate]
             for mode, *extra in runs:
                 cmd = [sys.executable, __file__, "--child", mode, "--path", str(path), *extra]
                 cmd += ["--events", str(args.events), "--seconds", str(args.seconds)]
