@@ -26,9 +26,11 @@ from typing import Any
 
 from core.feasibility._kernel_py import SHAPE_FIELDS
 from core.feasibility.snapshot import (
+    BitIndex,
     Packed,
     ShapeRows,
     Snapshot,
+    ValueIndex,
     _available_within_allocatable,
     _topology_key,
     _usage_key,
@@ -62,9 +64,7 @@ class SnapshotEditor:
             self.shape_index[key] = s
             self.shape_key.append(key)
             self.topo_index.setdefault(tkey, snap.topo_of[s])
-        self.values: dict[str, set[str]] = {
-            k: {v for v, _ in vs} for k, vs in snap.values_of.items()
-        }
+        self.values: dict[str, set[str]] = {k: set(vs) for k, vs in _values(snap).items()}
 
     def fits(self, changes: Mapping[str, NodeTopology | None]) -> bool:
         """Every changed node's resources are in the packed table (else ``apply``
@@ -124,7 +124,7 @@ class _Draft:
         self.topo_monotone = list(snap.topo_monotone)
         self.usage_gen = list(snap.usage_gen)
         self.name_index: Mapping[str, int] = snap.name_index
-        self.label_bits: Mapping[tuple[str, str], int] = snap.label_bits
+        self.label_bits: BitIndex = _bit_index(snap.label_bits)
         self.key_bits: Mapping[str, int] = snap.key_bits
         self.touched_keys: set[str] = set()
         self.rows: dict[int, ShapeRows] = {}
@@ -264,21 +264,20 @@ class _Draft:
         if not labels:
             return
         if self.label_bits is self.old.label_bits:
-            self.label_bits = dict(self.label_bits)
+            self.label_bits = BitIndex(dict(self.label_bits.raw))
             self.key_bits = dict(self.key_bits)
-        lb: dict[tuple[str, str], int] = self.label_bits  # type: ignore[assignment]
+        lb = self.label_bits
         kb: dict[str, int] = self.key_bits  # type: ignore[assignment]
         bit = 1 << i
         for k, v in labels.items():
             if add:
-                lb[(k, v)] = lb.get((k, v), 0) | bit
+                lb.add((k, v), i)
                 kb[k] = kb.get(k, 0) | bit
                 self.ed.values.setdefault(k, set()).add(v)
             else:
-                lb[(k, v)] &= ~bit
+                lb.discard((k, v), i)
                 kb[k] &= ~bit
-                if not lb[(k, v)]:
-                    del lb[(k, v)]
+                if (k, v) not in lb:
                     self.ed.values[k].discard(v)
                 if not kb[k]:
                     del kb[k]
@@ -288,15 +287,15 @@ class _Draft:
         old = self.old.values_of
         if not self.touched_keys:
             return old
-        out = dict(old)
+        out = dict(_values(self.old))
         for k in self.touched_keys:
             vs = self.ed.values.get(k)
             if vs:
-                out[k] = tuple((v, self.label_bits[(k, v)]) for v in vs)
+                out[k] = tuple(vs)
             else:
                 out.pop(k, None)
                 self.ed.values.pop(k, None)
-        return out
+        return ValueIndex(self.label_bits, out)
 
     # -- the new snapshot ------------------------------------------------------------------
 
@@ -365,3 +364,16 @@ class _Draft:
             states,
             like=p,
         )
+
+
+def _bit_index(labels: Mapping[tuple[str, str], int]) -> BitIndex:
+    if isinstance(labels, BitIndex):
+        return labels
+    return BitIndex({k: b for k, b in labels.items() if b})  # a snapshot built elsewhere
+
+
+def _values(snap: Snapshot) -> dict[str, tuple[str, ...]]:
+    values = snap.values_of
+    if isinstance(values, ValueIndex):
+        return values.values
+    return {k: tuple(v for v, _ in vs) for k, vs in values.items()}
