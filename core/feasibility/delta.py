@@ -25,12 +25,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from core.feasibility._kernel_py import SHAPE_FIELDS
+from core.feasibility.bitsets import BitIndex, ValueIndex
 from core.feasibility.snapshot import (
-    BitIndex,
     Packed,
     ShapeRows,
     Snapshot,
-    ValueIndex,
     _available_within_allocatable,
     _topology_key,
     _usage_key,
