@@ -24,84 +24,33 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 import kubernetes.client
 from kubernetes.client.exceptions import ApiException
 
+from webhook.inventory.objects import (
+    HTTP_FORBIDDEN,
+    HTTP_GONE,
+    HTTP_NOT_FOUND,
+    Absent,
+    Gone,
+    Key,
+    Listener,
+    Timing,
+    WatchedResource,
+    WatchError,
+    complete,
+    fingerprint,
+    object_key,
+    resource_version_of,
+    status_text,
+)
 from webhook.inventory.stream import Backoff, cut_response, describe_error, iter_lines
 
+__all__ = ["Key", "Listener", "Reflector", "Timing", "WatchedResource", "fingerprint"]
+
 log = logging.getLogger("numagate.live")
-
-Key = tuple[str, str]  # (namespace, name); namespace "" for cluster-scoped objects
-
-HTTP_FORBIDDEN = 403
-HTTP_NOT_FOUND = 404
-HTTP_GONE = 410
-
-
-@dataclass(frozen=True)
-class WatchedResource:
-    """A collection to list and watch. ``versions`` are tried in order on a 404, so a
-    cluster that only serves an older version of a CRD is still read."""
-
-    name: str
-    kind: str
-    group: str
-    versions: tuple[str, ...]
-    plural: str
-    optional: bool = True
-    field_selector: str | None = None
-
-    def api_version(self, version: str) -> str:
-        return f"{self.group}/{version}" if self.group else version
-
-
-class Gone(Exception):
-    """The resourceVersion (or continue token) was compacted away: relist."""
-
-
-class Absent(Exception):
-    """The resource is not served (CRD missing) or not readable (RBAC)."""
-
-
-class WatchError(Exception):
-    """An ERROR event other than 410, or a malformed stream: reconnect."""
-
-
-class Listener(Protocol):
-    """What a reflector tells its owner (called from the reflector's thread)."""
-
-    def on_replaced(
-        self,
-        reflector: Reflector,
-        old: Mapping[Key, Any],
-        new: Mapping[Key, dict[str, Any]],
-        changed: bool,
-    ) -> None: ...
-
-    def on_event(self, reflector: Reflector, kind: str, key: Key, item: dict[str, Any]) -> None: ...
-
-    def on_touch(self) -> None: ...
-
-
-@dataclass(frozen=True)
-class Timing:
-    watch_timeout: int
-    request_timeout: float
-    backoff_initial: float
-    backoff_max: float
-    absent_retry: float
-    page_size: int
-
-
-def object_key(obj: Mapping[str, Any]) -> Key:
-    meta = obj.get("metadata")
-    if not isinstance(meta, Mapping) or not isinstance(meta.get("name"), str):
-        raise WatchError(f"object without metadata.name: {json.dumps(obj)[:200]}")
-    return (str(meta.get("namespace") or ""), meta["name"])
 
 
 class Reflector:
@@ -248,7 +197,7 @@ class Reflector:
                 raise WatchError(f"list of {resource.plural}: response is not a List")
             api_version = body.get("apiVersion") or resource.api_version(version)
             for raw in body.get("items") or []:
-                item = _complete(raw, resource, api_version)
+                item = complete(raw, resource, api_version)
                 items[object_key(item)] = item
             meta = body.get("metadata") or {}
             resource_version = meta.get("resourceVersion") or resource_version
@@ -343,9 +292,9 @@ class Reflector:
             raise WatchError(f"watch {plural}: event without object: {line[:200]!r}")
         if kind == "ERROR":
             if obj.get("code") == HTTP_GONE:
-                raise Gone(_status_text(obj))
-            raise WatchError(f"watch {plural}: {_status_text(obj)}")
-        resource_version = _resource_version_of(obj)
+                raise Gone(status_text(obj))
+            raise WatchError(f"watch {plural}: {status_text(obj)}")
+        resource_version = resource_version_of(obj)
         if kind == "BOOKMARK":
             with self.lock:
                 if resource_version:
@@ -358,7 +307,7 @@ class Reflector:
         if kind not in ("ADDED", "MODIFIED", "DELETED"):
             raise WatchError(f"watch {plural}: unknown event type {kind!r}")
         api_version = self.resource.api_version(self.version or self.resource.versions[0])
-        item = _complete(obj, self.resource, api_version)
+        item = complete(obj, self.resource, api_version)
         key = object_key(item)
         with self.lock:
             if kind == "DELETED":
@@ -437,30 +386,3 @@ class Reflector:
             self.error = text
             self.reconnects += 1
         log.warning("watch %s: %s; reconnecting", self.resource.plural, text[:500])
-
-
-def _complete(raw: Any, resource: WatchedResource, api_version: str) -> dict[str, Any]:
-    """List items come without kind/apiVersion (the List carries them): put them back,
-    since the inventory builder dispatches on them."""
-    if not isinstance(raw, dict):
-        raise WatchError(f"{resource.plural}: item is not an object: {raw!r:.200}")
-    item = dict(raw)
-    item.setdefault("apiVersion", api_version)
-    item.setdefault("kind", resource.kind)
-    return item
-
-
-def fingerprint(obj: Mapping[str, Any]) -> Any:
-    """What tells two versions of an object apart: its resourceVersion (the object
-    itself when it has none)."""
-    return _resource_version_of(obj) or obj
-
-
-def _resource_version_of(obj: Mapping[str, Any]) -> str | None:
-    meta = obj.get("metadata")
-    rv = meta.get("resourceVersion") if isinstance(meta, Mapping) else None
-    return rv if isinstance(rv, str) and rv else None
-
-
-def _status_text(status: Mapping[str, Any]) -> str:
-    return f"{status.get('code')} {status.get('reason')}: {status.get('message')}"

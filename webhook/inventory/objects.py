@@ -1,0 +1,104 @@
+"""What the reflectors work with: the watched resource types, the listener they report
+to, their timing, their errors, and small helpers on the objects of a list or watch."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+Key = tuple[str, str]  # (namespace, name); namespace "" for cluster-scoped objects
+
+HTTP_FORBIDDEN = 403
+HTTP_NOT_FOUND = 404
+HTTP_GONE = 410
+
+
+@dataclass(frozen=True)
+class WatchedResource:
+    """A collection to list and watch. ``versions`` are tried in order on a 404, so a
+    cluster that only serves an older version of a CRD is still read."""
+
+    name: str
+    kind: str
+    group: str
+    versions: tuple[str, ...]
+    plural: str
+    optional: bool = True
+    field_selector: str | None = None
+
+    def api_version(self, version: str) -> str:
+        return f"{self.group}/{version}" if self.group else version
+
+
+class Gone(Exception):
+    """The resourceVersion (or continue token) was compacted away: relist."""
+
+
+class Absent(Exception):
+    """The resource is not served (CRD missing) or not readable (RBAC)."""
+
+
+class WatchError(Exception):
+    """An ERROR event other than 410, or a malformed stream: reconnect."""
+
+
+class Listener(Protocol):
+    """What a reflector tells its owner (called from the reflector's thread)."""
+
+    def on_replaced(
+        self,
+        reflector: Any,  # the Reflector calling (not imported: no cycle)
+        old: Mapping[Key, Any],
+        new: Mapping[Key, dict[str, Any]],
+        changed: bool,
+    ) -> None: ...
+
+    def on_event(self, reflector: Any, kind: str, key: Key, item: dict[str, Any]) -> None: ...
+
+    def on_touch(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class Timing:
+    watch_timeout: int
+    request_timeout: float
+    backoff_initial: float
+    backoff_max: float
+    absent_retry: float
+    page_size: int
+
+
+def object_key(obj: Mapping[str, Any]) -> Key:
+    meta = obj.get("metadata")
+    if not isinstance(meta, Mapping) or not isinstance(meta.get("name"), str):
+        raise WatchError(f"object without metadata.name: {json.dumps(obj)[:200]}")
+    return (str(meta.get("namespace") or ""), meta["name"])
+
+
+def complete(raw: Any, resource: WatchedResource, api_version: str) -> dict[str, Any]:
+    """List items come without kind/apiVersion (the List carries them): put them back,
+    since the inventory builder dispatches on them."""
+    if not isinstance(raw, dict):
+        raise WatchError(f"{resource.plural}: item is not an object: {raw!r:.200}")
+    item = dict(raw)
+    item.setdefault("apiVersion", api_version)
+    item.setdefault("kind", resource.kind)
+    return item
+
+
+def fingerprint(obj: Mapping[str, Any]) -> Any:
+    """What tells two versions of an object apart: its resourceVersion (the object
+    itself when it has none)."""
+    return resource_version_of(obj) or obj
+
+
+def resource_version_of(obj: Mapping[str, Any]) -> str | None:
+    meta = obj.get("metadata")
+    rv = meta.get("resourceVersion") if isinstance(meta, Mapping) else None
+    return rv if isinstance(rv, str) and rv else None
+
+
+def status_text(status: Mapping[str, Any]) -> str:
+    return f"{status.get('code')} {status.get('reason')}: {status.get('message')}"
