@@ -18,6 +18,8 @@ is shared, and wall time would measure the neighbours.
   the snapshot in batches of 1, 10 and 100 events: CPU microseconds per event (parse,
   which runs in the watch threads, and apply, which runs on the event loop) and the
   longest batch (how long one batch holds the event loop).
+- ``stream``: the live source's memory: objects parsed one at a time as the pages of a
+  list arrive (no whole list held), RSS after the first build.
 - ``loop``: the server's arrangement (webhook/inventory/updates.py on an event loop, NRT
   events parsed in a feeder thread) at each ``--rate`` for ``--seconds``: how late a
   1 ms timer on the loop runs (p50/p99/max: what a review or /healthz waits) and the
@@ -104,6 +106,28 @@ def adopt_mode(path: str) -> dict[str, Any]:
         "mode": "worker",
         "nodes": len(view.nodes),
         "unpickle_cpu_s": round(t1 - t0, 2),
+        "rss_mib": rss_mib(),
+        "rss_baseline_mib": base,
+    }
+
+
+def stream_mode(nodes: int) -> dict[str, Any]:
+    """The live source's memory: objects arrive a page at a time (here generated one by
+    one and dropped once parsed), so no whole list is ever held; RSS after the first
+    build is what the incremental inventory, the snapshot and its editor keep."""
+    base = rss_mib()
+    t0 = _cpu()
+    inventory = IncrementalInventory()
+    for obj in gen.inventory_objects(nodes):
+        inventory.set(parse_object(obj, inventory.units))
+    inventory.flush()
+    editor = SnapshotEditor(Snapshot.build(inventory.nodes()))
+    t1 = _cpu()
+    gc.collect()
+    return {
+        "mode": "stream",
+        "nodes": len(editor.snapshot.nodes),
+        "build_cpu_s": round(t1 - t0, 2),
         "rss_mib": rss_mib(),
         "rss_baseline_mib": base,
     }
@@ -247,7 +271,7 @@ def main() -> None:
     parser.add_argument("--rate", type=float, nargs="+", default=[0.0, 170.0, 1700.0])
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument(
-        "--child", choices=("file", "adopt", "live", "loop"), help=argparse.SUPPRESS
+        "--child", choices=("file", "adopt", "live", "stream", "loop"), help=argparse.SUPPRESS
     )
     parser.add_argument("--path", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -256,6 +280,9 @@ def main() -> None:
         return
     if args.child == "adopt":
         print(json.dumps(adopt_mode(args.path)))
+        return
+    if args.child == "stream":
+        print(json.dumps(stream_mode(args.nodes[0])))
         return
     if args.child == "live":
         print(json.dumps(live_mode(args.path, args.events)))
@@ -269,7 +296,8 @@ def main() -> None:
             items = list(gen.inventory_objects(n))
             path.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
             del items
-            runs = [["file"], ["adopt"], ["live"]] + [["loop", "--rate", str(r)] for r in args.rate]
+            runs = [["file"], ["adopt"], ["live"], ["stream", "--nodes", str(n)]]
+            runs += [["loop", "--rate", str(r)] for r in args.rate]
             for mode, *extra in runs:
                 cmd = [sys.executable, __file__, "--child", mode, "--path", str(path), *extra]
                 cmd += ["--events", str(args.events), "--seconds", str(args.seconds)]
