@@ -88,6 +88,9 @@ class Scarce(_Model):
 class InventorySettings(_Model):
     stale_after_seconds: float = Field(300.0, gt=0, strict=True)
     reload_interval_seconds: float = Field(5.0, gt=0, strict=True)
+    # The live source also watches bound Pods: HAMi card usage, kube-scheduler's requested
+    # amounts (FitPlus) and Koordinator NUMA states come only from them. Read at startup.
+    watch_pods: bool = Field(True, strict=True)
 
 
 class Timeouts(_Model):

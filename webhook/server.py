@@ -75,7 +75,9 @@ class Sources:
     stop: Callable[[], None]
 
 
-def _start_live(opts: ServeOptions, state: InventoryState) -> tuple[Callable[[], None], Any]:
+def _start_live(
+    opts: ServeOptions, state: InventoryState, *, watch_pods: bool
+) -> tuple[Callable[[], None], Any]:
     """Watch the cluster; every change is applied incrementally on this event loop
     (webhook/inventory/updates.py). Returns the stop function and the metrics task."""
     from webhook.inventory.kube import build_api_client, describe
@@ -90,7 +92,7 @@ def _start_live(opts: ServeOptions, state: InventoryState) -> tuple[Callable[[],
     )
     loop = asyncio.get_running_loop()
     updates = InventoryUpdates(state, loop, metrics=state.metrics)
-    live = LiveSource(client, updates=updates)
+    live = LiveSource(client, updates=updates, include_pods=watch_pods)
     updates.synced = lambda: live.synced
     state.live = True
     state.last_sync = lambda: live.last_sync
@@ -122,7 +124,7 @@ def start_sources(
             static.load()
         tasks.append(asyncio.get_running_loop().create_task(static.run()))
     elif opts.kubeconfig or opts.in_cluster:
-        stop, task = _start_live(opts, state)
+        stop, task = _start_live(opts, state, watch_pods=holder.current.inventory.watch_pods)
         tasks.append(task)
     else:
         load_demo(state)
