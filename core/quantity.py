@@ -5,6 +5,7 @@ for everything else (rounded up, as the API server does for integer resources)."
 from __future__ import annotations
 
 import functools
+import math
 import re
 from fractions import Fraction
 from typing import Final
@@ -30,6 +31,16 @@ _RE: Final = re.compile(
 )
 # Largest value the compiled core accepts (int64); both implementations check it.
 MAX_VALUE: Final = 2**62
+# A quantity is a number and a suffix; longer texts are refused before any arithmetic
+# (int() of a long digit string is quadratic and refused past 4,300 digits).
+MAX_CHARS: Final = 128
+# |exponent| past which a non-zero mantissa of at most MAX_CHARS digits is surely over
+# MAX_VALUE (positive) or below one unit (negative): 10**exp is never computed for them.
+_EXP_BOUND: Final = 4 * MAX_CHARS
+
+
+def _shown(value: str) -> str:
+    return repr(value) if len(value) <= 40 else f"{value[:40]!r}... ({len(value):,} characters)"
 
 
 def parse_quantity(value: object) -> Fraction:
@@ -39,9 +50,13 @@ def parse_quantity(value: object) -> Fraction:
     if isinstance(value, int):
         return Fraction(value)
     if isinstance(value, float):
+        if not math.isfinite(value):
+            raise InvalidInput(f"quantity {value!r} is not a finite number")
         return Fraction(str(value))
     if not isinstance(value, str):
-        raise InvalidInput(f"quantity {value!r} is not a string or a number")
+        raise InvalidInput(f"quantity {_shown(str(value))} is not a string or a number")
+    if len(value) > MAX_CHARS:
+        raise InvalidInput(f"quantity {_shown(value)} is longer than {MAX_CHARS} characters")
     m = _RE.match(value.strip())
     if m is None:
         raise InvalidInput(
@@ -49,7 +64,11 @@ def parse_quantity(value: object) -> Fraction:
         )
     number = Fraction(m["num"])
     if m["exp"]:
-        number *= Fraction(10) ** int(m["exp"][1:])
+        exp = int(m["exp"][1:])
+        if exp > _EXP_BOUND and number:
+            raise InvalidInput(f"quantity {value!r} is too large")
+        # a smaller exponent gives the same ceiling: the value stays below one unit
+        number *= Fraction(10) ** max(exp, -_EXP_BOUND)
     suffix = m["suffix"] or ""
     number *= _BINARY[suffix] if suffix in _BINARY else _DECIMAL[suffix]
     return -number if m["sign"] == "-" else number

@@ -9,16 +9,57 @@ from dataclasses import dataclass
 from typing import Any
 
 from core.intent import dialects as d
+from core.intent import limits
 from core.intent.findings import Ctx, change_code
-from core.intent.lenient_json import dump_compact, parse_lenient
-from core.model import (
-    is_map,
-)
+from core.intent.lenient_json import NESTED_TOO_DEEPLY, dump_compact, parse_lenient
+from core.intent.limits import clip, clip_repr
+from core.model import is_map
 
 
-def string_annotations(meta: Mapping[str, Any], ctx: Ctx) -> dict[str, str]:
+def _total_bytes(raw: Mapping[Any, Any]) -> int:
+    """Keys and values in UTF-8 bytes, as the API server counts them; past the limit only
+    a lower bound (C-level sums: a map may hold hundreds of thousands of entries)."""
+    if len(raw) > limits.ANNOTATIONS_BYTES:
+        return len(raw)  # every key is at least one byte
+    try:
+        keys, values = "".join(raw), "".join(raw.values())
+    except TypeError:  # a non-string key or value (reported by the caller)
+        keys = "".join(str(k) for k in raw)
+        values = "".join(v if isinstance(v, str) else "." * _sized(v) for v in raw.values())
+    chars = len(keys) + len(values)
+    if chars > limits.ANNOTATIONS_BYTES or chars * 4 <= limits.ANNOTATIONS_BYTES:
+        return chars
+    return len(keys.encode()) + len(values.encode())
+
+
+def _largest(raw: Mapping[Any, Any]) -> str:
+    """``N annotations``, naming the largest when there are few to look through."""
+    n = len(raw)
+    text = f"{n:,} annotation{'s' if n != 1 else ''}"
+    if n > 64:
+        return text
+    key = max(raw, key=lambda k: len(raw[k]) if isinstance(raw[k], str) else 0)
+    return f"{text}, the largest {clip(str(key))}"
+
+
+def _sized(value: Any) -> int:
+    return len(value) if isinstance(value, list | dict) else 1
+
+
+def _text(value: Any) -> str:
+    """The JSON text of a scalar, the Python text of anything else."""
+    if value is None or isinstance(value, bool | int | float):
+        return json.dumps(value)
+    try:
+        return str(value)
+    except RecursionError:
+        return "(nested too deeply to show)"
+
+
+def string_annotations(meta: Mapping[str, Any], ctx: Ctx) -> dict[str, str] | None:
     """The annotations as strings; a non-string value is an error (the API server rejects
-    it) and is carried on in its JSON text so no key is lost."""
+    it) and is carried on in its JSON text so no key is lost. None when they are over the
+    API server's total size (reported; not read)."""
     raw = meta.get("annotations")
     if raw is None:
         return {}
@@ -30,22 +71,30 @@ def string_annotations(meta: Mapping[str, Any], ctx: Ctx) -> dict[str, str]:
             f"metadata.annotations must be a map of strings, got {type(raw).__name__}",
         )
         return {}
+    size = _total_bytes(raw)
+    if size > limits.ANNOTATIONS_BYTES:
+        found = f"{'over ' if size == len(raw) else ''}{size:,} bytes"
+        ctx.too_large(
+            ctx.path("metadata.annotations"),
+            f"metadata.annotations: {found}, over the API server's limit of "
+            f"{limits.ANNOTATIONS_BYTES:,} (256 KiB; it rejects the pod); none read. "
+            f"{_largest(raw)}",
+        )
+        return None
     out: dict[str, str] = {}
     for key, value in raw.items():
         k = str(key)
         if isinstance(value, str):
             out[k] = value
             continue
-        text = (
-            json.dumps(value)
-            if value is None or isinstance(value, bool | int | float)
-            else str(value)
-        )
+        text = _text(value)
+        shown = text if isinstance(value, list | dict) else repr(value)
         ctx.add(
             ctx.ann(k),
             "error",
             "invalid-value",
-            f"annotation values must be strings; {k} is {value!r}; quote it: {text!r}",
+            f"annotation values must be strings; {clip(k)} is {clip(shown)}; quote it: "
+            f"{clip_repr(text)}",
         )
         out[k] = text
     return out
@@ -58,10 +107,33 @@ class JsonDoc:
     key: str
     doc: dict[str, Any] | None  # None: absent or unusable
     dirty: bool = False  # must be re-serialized
+    over_limit: bool = False  # unusable because over a limit of core.intent.limits
 
     def write(self, annotations: dict[str, str]) -> None:
         if self.doc is not None and self.dirty:
             annotations[self.key] = dump_compact(self.doc)
+
+
+def _deep(key: str, found: str) -> str:
+    return limits.over(key, f"nested {found} levels", limits.JSON_DEPTH, "; left as written")
+
+
+def _over_limits(key: str, doc: Any) -> str | None:
+    """Why ``doc`` is over the JSON limits, or None. Stops at the first excess, so it
+    visits at most ``limits.JSON_VALUES`` values."""
+    count = 0
+    stack: list[tuple[Any, int]] = [(doc, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > limits.JSON_DEPTH:
+            return _deep(key, f"{depth}+")
+        children: Any = node.values() if isinstance(node, dict) else node
+        count += len(children)
+        if count > limits.JSON_VALUES:
+            found = f"{count:,}{'+' if stack else ''} JSON values"
+            return limits.over(key, found, limits.JSON_VALUES, "; left as written")
+        stack.extend((c, depth + 1) for c in children if isinstance(c, dict | list))
+    return None
 
 
 def load_json(key: str, annotations: dict[str, str], ctx: Ctx) -> JsonDoc:
@@ -69,6 +141,9 @@ def load_json(key: str, annotations: dict[str, str], ctx: Ctx) -> JsonDoc:
         return JsonDoc(key, None)
     text = annotations[key]
     parsed = parse_lenient(text)
+    if parsed.error == NESTED_TOO_DEEPLY:
+        ctx.too_large(ctx.ann(key), _deep(key, "1,000+"), key)
+        return JsonDoc(key, None, over_limit=True)
     if not parsed.ok:
         ctx.add(
             ctx.ann(key),
@@ -90,6 +165,10 @@ def load_json(key: str, annotations: dict[str, str], ctx: Ctx) -> JsonDoc:
             f"{text.strip()[:40]!r}",
         )
         return JsonDoc(key, None)
+    over = _over_limits(key, parsed.value)
+    if over is not None:
+        ctx.too_large(ctx.ann(key), over, key)
+        return JsonDoc(key, None, over_limit=True)
     doc = JsonDoc(key, parsed.value, dirty=bool(parsed.repairs))
     if parsed.repairs:
         ctx.add(
@@ -118,16 +197,17 @@ def canonical_fields(doc: JsonDoc, known: tuple[str, ...], ctx: Ctx) -> None:
                 ctx.ann(doc.key),
                 "warning",
                 "respelled",
-                f"field {name!r} in {doc.key} renamed {same_case[0]!r} (the field's spelling)",
+                f"field {clip_repr(name)} in {doc.key} renamed {same_case[0]!r} (the field's "
+                "spelling)",
             )
             continue
-        close = d.suggest(name, known)
+        close = ctx.suggest(name, known)
         if close is not None and close not in doc.doc:
             ctx.add(
                 ctx.ann(doc.key),
                 "warning",
                 "unknown-field",
-                f"field {name!r} in {doc.key} is not read by Koordinator (known fields: "
+                f"field {clip_repr(name)} in {doc.key} is not read by Koordinator (known fields: "
                 f"{', '.join(known)}); did you mean {close}? Kept as written",
             )
 
@@ -153,7 +233,7 @@ def normalize_field(
             ctx.ann(doc.key),
             "error",
             "invalid-value",
-            f"{doc.key} field {name} must be a string, got {json.dumps(value)} "
+            f"{doc.key} field {name} must be a string, got {clip(json.dumps(value))} "
             f"(allowed: {d.allowed_list(allowed)})",
         )
         return None
@@ -176,3 +256,13 @@ def normalize_field(
             f"{doc.key} field {name}: {d.describe_change(m, 'Koordinator')}{note}",
         )
     return m.value
+
+
+def short_value(key: str, value: str, path: str, ctx: Ctx) -> bool:
+    """Whether a plain-string policy value is within ``limits.VALUE_CHARS`` (reported
+    when not: it is then neither read nor rewritten)."""
+    if len(value) <= limits.VALUE_CHARS:
+        return True
+    found = f"{len(value):,} characters"
+    ctx.too_large(path, limits.over(key, found, limits.VALUE_CHARS, "; left as written"), key)
+    return False

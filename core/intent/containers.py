@@ -3,7 +3,7 @@ exclusive-CPU checks of a NUMA policy."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -11,6 +11,7 @@ from core.errors import InvalidInput
 from core.intent import dialects as d
 from core.intent.findings import Ctx
 from core.intent.hami import hami_ranges
+from core.intent.limits import CONTAINERS, RESOURCES, clip, over
 from core.model import (
     ContainerDemand,
     is_map,
@@ -33,25 +34,95 @@ class RawContainer:
     written_requests: dict[str, int]  # before defaulting from limits
 
 
-def _quantities(res: Any, field_name: str, cpath: str, ctx: Ctx, names: set[str]) -> dict[str, int]:
-    """Core units of ``resources.<field_name>``; every resource name seen goes to ``names``
-    (even when its value is bad: scheduler detection looks at names as written)."""
+@dataclass(slots=True)
+class _Scan:
+    """What one walk over the containers has seen: resource names, and the entries left
+    before ``RESOURCES`` (None once over it: the walk stops)."""
+
+    names: set[str]
+    left: int | None = RESOURCES
+
+
+def _quantities(res: Any, field_name: str, cpath: str, ctx: Ctx, scan: _Scan) -> dict[str, int]:
+    """Core units of ``resources.<field_name>``; every resource name seen goes to
+    ``scan.names`` (even when its value is bad: scheduler detection looks at names as
+    written)."""
     out: dict[str, int] = {}
-    if res is None:
+    if res is None or scan.left is None:
         return out
     if not (type(res) is dict or isinstance(res, Mapping)):
         path = f"{cpath}.resources.{field_name}"
-        ctx.add(path, "error", "invalid-value", f"{field_name} must be a map, got {res!r}")
+        ctx.add(
+            path, "error", "invalid-value", f"{field_name} must be a map, got {clip(repr(res))}"
+        )
+        return out
+    scan.left -= len(res)
+    if scan.left < 0:
+        scan.left = None
+        ctx.too_large(
+            f"{cpath}.resources.{field_name}",
+            over(f"resources.{field_name}", f"{len(res):,} entries", RESOURCES, " per pod"),
+        )
         return out
     for name, value in res.items():
         rname = name if type(name) is str else str(name)
-        names.add(rname)
+        scan.names.add(rname)
         try:
             out[rname] = to_core_units(rname, value)
         except InvalidInput as exc:
-            path = f"{cpath}.resources.{field_name}[{rname}]"
-            ctx.add(path, "error", "invalid-quantity", f"{rname}: {exc}")
+            path = f"{cpath}.resources.{field_name}[{clip(rname)}]"
+            ctx.add(path, "error", "invalid-quantity", f"{clip(rname)}: {exc}")
     return out
+
+
+def _container(
+    c: Mapping[str, Any], i: int, init: bool, cpath: str, ctx: Ctx, scan: _Scan
+) -> RawContainer:
+    kind: Literal["init", "sidecar", "app"] = "app"
+    if init:
+        # A restartable init container is a sidecar (KEP-753).
+        kind = "sidecar" if c.get("restartPolicy") == "Always" else "init"
+    res = c.get("resources")
+    if not (type(res) is dict or isinstance(res, Mapping)):
+        res = {}
+    raw_requests = res.get("requests")
+    requests = _quantities(raw_requests, "requests", cpath, ctx, scan)
+    limits = _quantities(res.get("limits"), "limits", cpath, ctx, scan)
+    given = is_map(raw_requests) and bool(raw_requests)
+    # API defaulting: a request left unset takes the limit's value.
+    merged = {**limits, **requests} if limits else dict(requests)
+    name = c.get("name", _NO_NAME)
+    if name is _NO_NAME:
+        name = f"#{i}"
+    elif type(name) is not str:
+        name = str(name)
+    return RawContainer(name, kind, cpath, merged, limits, given, requests)
+
+
+def container_lists(spec: Mapping[str, Any], ctx: Ctx | None) -> Iterator[tuple[str, list[Any]]]:
+    """(name, items) of spec.initContainers and spec.containers that are lists of at most
+    ``CONTAINERS`` entries; the others are reported (when ``ctx`` is given) and skipped."""
+    for list_name in ("initContainers", "containers"):
+        items = spec.get(list_name)
+        if items is None:
+            continue
+        if not isinstance(items, list):
+            if ctx is not None:
+                ctx.add(
+                    ctx.path(f"spec.{list_name}"),
+                    "error",
+                    "invalid-value",
+                    f"spec.{list_name} must be a list",
+                )
+            continue
+        if len(items) > CONTAINERS:
+            if ctx is not None:
+                found = f"{len(items):,} containers"
+                ctx.too_large(
+                    ctx.path(f"spec.{list_name}"), over(f"spec.{list_name}", found, CONTAINERS)
+                )
+            continue
+        yield list_name, items
 
 
 def scan_containers(spec: Mapping[str, Any], ctx: Ctx) -> tuple[list[RawContainer], set[str]]:
@@ -59,47 +130,18 @@ def scan_containers(spec: Mapping[str, Any], ctx: Ctx) -> tuple[list[RawContaine
     (as written, even if its value is bad). The HAMi range checks walk them again only
     when a HAMi percentage resource was named; their findings come after the others."""
     out: list[RawContainer] = []
-    names: set[str] = set()
-    for list_name in ("initContainers", "containers"):
-        items = spec.get(list_name)
-        if items is None:
-            continue
-        if not isinstance(items, list):
-            ctx.add(
-                ctx.path(f"spec.{list_name}"),
-                "error",
-                "invalid-value",
-                f"spec.{list_name} must be a list",
-            )
-            continue
+    scan = _Scan(set())
+    for list_name, items in container_lists(spec, ctx):
         init = list_name == "initContainers"
         for i, c in enumerate(items):
             cpath = ctx.path(f"spec.{list_name}[{i}]")
             if not (type(c) is dict or isinstance(c, Mapping)):
                 ctx.add(cpath, "error", "invalid-value", f"container {i} is not an object")
                 continue
-            kind: Literal["init", "sidecar", "app"] = "app"
-            if init:
-                # A restartable init container is a sidecar (KEP-753).
-                kind = "sidecar" if c.get("restartPolicy") == "Always" else "init"
-            res = c.get("resources")
-            if not (type(res) is dict or isinstance(res, Mapping)):
-                res = {}
-            raw_requests = res.get("requests")
-            requests = _quantities(raw_requests, "requests", cpath, ctx, names)
-            limits = _quantities(res.get("limits"), "limits", cpath, ctx, names)
-            given = is_map(raw_requests) and bool(raw_requests)
-            # API defaulting: a request left unset takes the limit's value.
-            merged = {**limits, **requests} if limits else dict(requests)
-            name = c.get("name", _NO_NAME)
-            if name is _NO_NAME:
-                name = f"#{i}"
-            elif type(name) is not str:
-                name = str(name)
-            out.append(RawContainer(name, kind, cpath, merged, limits, given, requests))
-    if not _HAMI_PERCENT.isdisjoint(names):
-        hami_ranges(spec, ctx)
-    return out, names
+            out.append(_container(c, i, init, cpath, ctx, scan))
+    if not _HAMI_PERCENT.isdisjoint(scan.names):
+        hami_ranges(container_lists(spec, None), ctx)
+    return out, scan.names
 
 
 _NO_NAME = object()

@@ -28,6 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final, Literal
 
+from core.intent.limits import clip_repr
 from core.model import (
     POLICIES,
     POLICY_BEST_EFFORT,
@@ -151,10 +152,15 @@ def suggest(raw: str, allowed: Sequence[str]) -> str | None:
 
 
 def match_value(
-    raw: str, allowed: Sequence[str], aliases: dict[str, str] | None = None
+    raw: str,
+    allowed: Sequence[str],
+    aliases: dict[str, str] | None = None,
+    *,
+    suggest_close: bool = True,
 ) -> ValueMatch:
     """Match ``raw`` against ``allowed`` (owner's spelling). ``aliases`` maps folded
-    spellings of other dialects onto an allowed value (e.g. ``none`` -> ``""``)."""
+    spellings of other dialects onto an allowed value (e.g. ``none`` -> ``""``); without
+    ``suggest_close`` an unknown value gets no suggestion (difflib is the costly part)."""
     if raw in allowed:
         return ValueMatch(raw, raw, "exact")
     trimmed = raw.strip()
@@ -168,7 +174,7 @@ def match_value(
         return ValueMatch(raw, by_fold[folded], "respelled")
     if folded in KNOWN_TYPOS and KNOWN_TYPOS[folded] in allowed:
         return ValueMatch(raw, KNOWN_TYPOS[folded], "typo")
-    return ValueMatch(raw, None, "unknown", suggest(trimmed, allowed))
+    return ValueMatch(raw, None, "unknown", suggest(trimmed, allowed) if suggest_close else None)
 
 
 # ---- per-key matchers -------------------------------------------------------------------
@@ -237,7 +243,8 @@ def match_hami_gpu_policy(raw: str) -> ChainMatch:
     tokens: list[str] = []
     unknown: list[ValueMatch] = []
     for part in raw.split(","):
-        m = match_value(part, HAMI_GPU_POLICIES)
+        # a suggestion for the first unknown token only: the one a message shows
+        m = match_value(part, HAMI_GPU_POLICIES, suggest_close=not unknown)
         if m.value is None:
             unknown.append(m)
         else:
@@ -262,7 +269,7 @@ def allowed_list(allowed: Sequence[str]) -> str:
 
 def describe_unknown(m: ValueMatch, allowed: Sequence[str]) -> str:
     """``'Sngle' is not allowed (allowed: ...); did you mean SingleNUMANode?``"""
-    text = f"{m.raw!r} is not an allowed value (allowed: {allowed_list(allowed)})"
+    text = f"{clip_repr(m.raw)} is not an allowed value (allowed: {allowed_list(allowed)})"
     if m.suggestion is not None:
         text += f"; did you mean {m.suggestion}?"
     return text
@@ -270,10 +277,9 @@ def describe_unknown(m: ValueMatch, allowed: Sequence[str]) -> str:
 
 def describe_change(m: ValueMatch, owner: str) -> str:
     """Why a recognised value was rewritten, for a finding message."""
+    raw = clip_repr(m.raw)
     if m.how == "trimmed":
-        return f"{m.raw!r} has surrounding whitespace; {owner} compares values exactly, rewritten as {m.value!r}"
+        return f"{raw} has surrounding whitespace; {owner} compares values exactly, rewritten as {m.value!r}"
     if m.how == "typo":
-        return f"{m.raw!r} is a typo {owner} silently ignores; rewritten as {m.value!r}"
-    return (
-        f"{m.raw!r} is not {owner}'s spelling ({owner} compares exactly); rewritten as {m.value!r}"
-    )
+        return f"{raw} is a typo {owner} silently ignores; rewritten as {m.value!r}"
+    return f"{raw} is not {owner}'s spelling ({owner} compares exactly); rewritten as {m.value!r}"

@@ -20,21 +20,34 @@ fractional-cpu       [warning; error for Volcano Job tasks] non-integer CPU
 no-effect            [warning/info] a key the pod's scheduler does not read
 mirrored             [warning] policy copied into the key the scheduler reads
 out-of-range         [error] HAMi percentage resource outside 0-100
+too-large            [error] over a limit of core.intent.limits (named, with the size
+                     found); not read further, left as written
 ==================== ==========================================================
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Final
 
 from core.intent import dialects as d
+from core.intent import limits
 from core.model import Finding, Severity
+
+_RANK: Final[dict[str, int]] = {"info": 0, "warning": 1, "error": 2}
 
 
 @dataclass(slots=True)
 class Ctx:
+    """The findings of one pod template: each reported once (a repeated round of the
+    Koordinator reader finds the same again), at most ``limits.FINDINGS`` of them."""
+
     prefix: str
-    findings: list[Finding] = field(default_factory=list)
+    found: dict[Finding, None] = field(default_factory=dict)
+    dropped: int = 0
+    dropped_severity: Severity = "info"
+    suggestions: int = limits.SUGGESTIONS
+    unread: set[str] = field(default_factory=set)  # annotations over a limit: left as written
 
     def path(self, rel: str) -> str:
         return f"{self.prefix}.{rel}" if self.prefix else rel
@@ -43,7 +56,41 @@ class Ctx:
         return self.path(f"metadata.annotations[{key}]")
 
     def add(self, path: str, severity: Severity, code: str, message: str) -> None:
-        self.findings.append(Finding(path, severity, code, message))
+        finding = Finding(path, severity, code, message)
+        if finding in self.found:
+            return
+        if len(self.found) < limits.FINDINGS:
+            self.found[finding] = None
+            return
+        self.dropped += 1
+        if _RANK[severity] > _RANK[self.dropped_severity]:
+            self.dropped_severity = severity
+
+    def too_large(self, path: str, message: str, key: str | None = None) -> None:
+        """Report what is over a limit; ``key``: the annotation, then left as written."""
+        if key is not None:
+            self.unread.add(key)
+        self.add(path, "error", "too-large", message)
+
+    def suggest(self, raw: str, allowed: tuple[str, ...]) -> str | None:
+        """``dialects.suggest`` (difflib) for at most ``limits.SUGGESTIONS`` fields."""
+        if self.suggestions <= 0:
+            return None
+        self.suggestions -= 1
+        return d.suggest(raw, allowed)
+
+    def findings(self) -> tuple[Finding, ...]:
+        out = tuple(self.found)
+        if not self.dropped:
+            return out
+        more = Finding(
+            self.prefix,
+            self.dropped_severity,
+            "too-large",
+            f"{self.dropped:,} more findings not shown (numagate's limit: {limits.FINDINGS} "
+            "per pod template)",
+        )
+        return (*out, more)
 
 
 def change_code(m: d.ValueMatch) -> str:

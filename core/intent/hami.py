@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable
 from typing import Any
 
 from core.errors import InvalidInput
 from core.intent import dialects as d
+from core.intent.annotations import short_value
 from core.intent.findings import Ctx, change_code
+from core.intent.limits import clip, clip_repr
 from core.model import (
     is_map,
 )
@@ -16,11 +18,19 @@ from core.quantity import to_core_units
 
 def hami_values(annotations: dict[str, str], ctx: Ctx) -> tuple[str | None, tuple[str, ...]]:
     """(node policy, GPU policy chain) in HAMi's spelling; respellings are written back."""
-    node_policy = _node_policy(annotations, ctx) if d.HAMI_NODE_POLICY in annotations else None
-    gpu_policy = _gpu_policy(annotations, ctx) if d.HAMI_GPU_POLICY in annotations else ()
-    if d.HAMI_NUMA_BIND in annotations:
+    node_policy = (
+        _node_policy(annotations, ctx) if _readable(d.HAMI_NODE_POLICY, annotations, ctx) else None
+    )
+    gpu_policy = (
+        _gpu_policy(annotations, ctx) if _readable(d.HAMI_GPU_POLICY, annotations, ctx) else ()
+    )
+    if _readable(d.HAMI_NUMA_BIND, annotations, ctx):
         _numa_bind(annotations, ctx)
     return node_policy, gpu_policy
+
+
+def _readable(key: str, annotations: dict[str, str], ctx: Ctx) -> bool:
+    return key in annotations and short_value(key, annotations[key], ctx.ann(key), ctx)
 
 
 def _node_policy(annotations: dict[str, str], ctx: Ctx) -> str | None:
@@ -56,7 +66,7 @@ def _gpu_policy(annotations: dict[str, str], ctx: Ctx) -> tuple[str, ...]:
             ctx.ann(d.HAMI_GPU_POLICY),
             "error",
             "unknown-value",
-            f"HAMi GPU policy {raw!r}: token {text}; a chain is comma-separated, e.g. "
+            f"HAMi GPU policy {clip_repr(raw)}: token {text}; a chain is comma-separated, e.g. "
             "binpack,numa (HAMi silently treats unknown values as spread, #2767)",
         )
         return ()
@@ -66,8 +76,8 @@ def _gpu_policy(annotations: dict[str, str], ctx: Ctx) -> tuple[str, ...]:
             ctx.ann(d.HAMI_GPU_POLICY),
             "warning",
             "respelled",
-            f"HAMi GPU policy {raw!r} is not HAMi's spelling (HAMi compares exactly, "
-            f"#2767, #2854); rewritten as {c.value!r}",
+            f"HAMi GPU policy {clip_repr(raw)} is not HAMi's spelling (HAMi compares exactly, "
+            f"#2767, #2854); rewritten as {clip_repr(c.value)}",
         )
     return c.tokens
 
@@ -89,12 +99,10 @@ def _numa_bind(annotations: dict[str, str], ctx: Ctx) -> None:
         ctx.add(path, "warning", "respelled", f"{d.HAMI_NUMA_BIND} {d.describe_change(m, 'HAMi')}")
 
 
-def hami_ranges(spec: Mapping[str, Any], ctx: Ctx) -> None:
-    """HAMi percentage resources must be 0-100 (its webhook rejects others, research §3.2)."""
-    for list_name in ("initContainers", "containers"):
-        items = spec.get(list_name)
-        if not isinstance(items, list):
-            continue
+def hami_ranges(lists: Iterable[tuple[str, list[Any]]], ctx: Ctx) -> None:
+    """HAMi percentage resources must be 0-100 (its webhook rejects others, research §3.2).
+    ``lists``: (name, items) of the container lists."""
+    for list_name, items in lists:
         for i, c in enumerate(items):
             res = c.get("resources") if is_map(c) else None
             if not is_map(res):
@@ -116,6 +124,6 @@ def hami_ranges(spec: Mapping[str, Any], ctx: Ctx) -> None:
                             path,
                             "error",
                             "out-of-range",
-                            f"{name} is {values[name]!r}; HAMi allows 0-100 (a percentage of "
+                            f"{name} is {clip(repr(values[name]))}; HAMi allows 0-100 (a percentage of "
                             "one GPU)",
                         )

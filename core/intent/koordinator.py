@@ -124,7 +124,8 @@ def _move_misplaced(
             "warning",
             "misplaced-field",
             f"{', '.join(misplaced)} in {resource.key} is ignored by koord-scheduler (it reads "
-            f"{d.KOORD_NUMA_SPEC}); not moved because {d.KOORD_NUMA_SPEC} is not valid JSON",
+            f"{d.KOORD_NUMA_SPEC}); not moved because {d.KOORD_NUMA_SPEC} "
+            + ("is over numagate's limits" if numa.over_limit else "is not valid JSON"),
         )
         return
     target = numa.doc if numa.doc is not None else {}

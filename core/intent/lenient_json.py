@@ -9,7 +9,11 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
+
+from core.intent.limits import REPAIR_CHARS
+
+NESTED_TOO_DEEPLY: Final = "nested too deeply"
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,14 +120,22 @@ def parse_lenient(text: str) -> JsonResult:
     """Parse ``text`` as JSON; if it fails, try again without comments and trailing commas.
 
     Never raises: an unrepairable text gives ``error`` with the parser's reason (the one for
-    the text as written, which is what the user has to fix).
+    the text as written, which is what the user has to fix). Texts longer than
+    ``REPAIR_CHARS`` are not repaired (the repair is a character loop; hand-written
+    annotations are short).
     """
     try:
         return JsonResult(_loads(text))
     except ValueError as exc:  # JSONDecodeError or a NaN/Infinity literal
         first_error = _describe(exc)
     except RecursionError:
-        return JsonResult(None, (), "nested too deeply")
+        return JsonResult(None, (), NESTED_TOO_DEEPLY)
+    if len(text) > REPAIR_CHARS:
+        return JsonResult(
+            None,
+            (),
+            f"{first_error}; not repaired: {len(text):,} characters, over {REPAIR_CHARS:,}",
+        )
     cleaned, comments = _strip_comments(text)
     cleaned, commas = _strip_trailing_commas(cleaned)
     repairs: list[str] = []
@@ -138,7 +150,7 @@ def parse_lenient(text: str) -> JsonResult:
     except ValueError:
         return JsonResult(None, (), first_error)
     except RecursionError:
-        return JsonResult(None, (), "nested too deeply")
+        return JsonResult(None, (), NESTED_TOO_DEEPLY)
 
 
 def dump_compact(value: Any) -> str:

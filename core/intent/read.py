@@ -35,7 +35,7 @@ from core.intent.findings import Ctx
 from core.intent.hami import hami_values
 from core.intent.koordinator import Koord, read_koordinator
 from core.intent.scheduler import detect_scheduler, mirror, other_keys_no_effect
-from core.intent.selection import required_terms
+from core.intent.selection import node_selector, required_terms
 from core.intent.volcano import read_volcano
 from core.intent.workloads import PodTemplate
 from core.model import POLICY_NONE, Finding, PodIntent, Scheduler, is_map
@@ -126,10 +126,11 @@ def _intent(
     qos: QoS,
     bind: str | None,
     hami: tuple[str | None, tuple[str, ...]],
+    ctx: Ctx,
 ) -> PodIntent:
     spec: Mapping[str, Any] = template.spec
     node_name = spec.get("nodeName")
-    selector = spec.get("nodeSelector")
+    selection = node_selector(spec, ctx), required_terms(spec, ctx)
     return PodIntent(
         scheduler=scheduler,
         scheduler_name=scheduler_name,
@@ -143,17 +144,21 @@ def _intent(
         hami_node_policy=hami[0],
         hami_gpu_policy=hami[1],
         node_name=node_name if isinstance(node_name, str) and node_name else None,
-        node_selector=({str(k): str(v) for k, v in selector.items()} if is_map(selector) else {}),
-        required_terms=required_terms(spec),
+        node_selector=selection[0],
+        required_terms=selection[1],
     )
 
 
 def read_intent(template: PodTemplate) -> IntentResult:
     """Parse, normalize and validate one pod template (see the module docstring)."""
     ctx = Ctx(template.path)
-    annotations = string_annotations(template.metadata, ctx)
     raw_annotations = template.metadata.get("annotations")
     original = dict(raw_annotations) if is_map(raw_annotations) else {}
+    # Over the API server's size: none is read, and the result keeps them as written.
+    annotations = string_annotations(template.metadata, ctx)
+    readable = annotations is not None
+    if annotations is None:
+        annotations = {}
     scheduler_name = _scheduler_name(template)
 
     koord = read_koordinator(annotations, ctx)
@@ -193,7 +198,8 @@ def read_intent(template: PodTemplate) -> IntentResult:
         check_exclusive_cpus(policy, policy_path, raw, qos, strict, ctx)
 
     intent = _intent(
-        template, scheduler, scheduler_name, policy, exclusive, raw, qos, koord.bind, hami
+        template, scheduler, scheduler_name, policy, exclusive, raw, qos, koord.bind, hami, ctx
     )
-    findings = tuple(dict.fromkeys(ctx.findings))  # a repeated round reports once
-    return IntentResult(intent, findings, annotations, annotations != original)
+    if not readable:
+        return IntentResult(intent, ctx.findings(), original, False)
+    return IntentResult(intent, ctx.findings(), annotations, annotations != original)

@@ -88,7 +88,8 @@ def mirror(
     policy; report keys that have no effect. Returns the (koord, volcano) policies after."""
     shown = scheduler_name or scheduler
     if scheduler == "volcano" and koord.doc is not None:
-        if koord_policy not in (None, POLICY_NONE) and volcano_policy is None:
+        writable = d.VOLCANO_NUMA_POLICY not in ctx.unread
+        if koord_policy not in (None, POLICY_NONE) and volcano_policy is None and writable:
             annotations[d.VOLCANO_NUMA_POLICY] = koord_policy
             ctx.add(
                 ctx.ann(koord.key),
@@ -129,7 +130,7 @@ def other_keys_no_effect(
     ctx: Ctx,
     mirrored: set[str],
 ) -> None:
-    for key in sorted(annotations):
+    for key in sorted(k for k in KEY_OWNER if k in annotations):  # not every key: bounded
         owner = KEY_OWNER.get(key)
         if owner is None or owner == scheduler or key in mirrored:
             continue

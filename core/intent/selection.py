@@ -1,15 +1,30 @@
-"""The pod's required node affinity terms."""
+"""The pod's node selection: ``nodeSelector`` and the required node affinity terms, each
+walked only within the limits of core.intent.limits."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Final
 
-from core.model import (
-    NodeSelectorRequirement,
-    NodeSelectorTerm,
-    is_map,
-)
+from core.intent.findings import Ctx
+from core.intent.limits import REQUIREMENTS, SELECTOR_LABELS, TERMS, VALUES, over
+from core.model import NodeSelectorRequirement, NodeSelectorTerm, is_map
+
+_TERMS: Final = "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+_FIELDS: Final = ("matchExpressions", "matchFields")
+
+
+def node_selector(spec: Mapping[str, Any], ctx: Ctx) -> dict[str, str]:
+    selector = spec.get("nodeSelector")
+    if not is_map(selector):
+        return {}
+    if len(selector) > SELECTOR_LABELS:
+        found = f"{len(selector):,} labels"
+        ctx.too_large(
+            ctx.path("spec.nodeSelector"), over("spec.nodeSelector", found, SELECTOR_LABELS)
+        )
+        return {}
+    return {str(k): str(v) for k, v in selector.items()}
 
 
 def _requirements(items: Any) -> tuple[NodeSelectorRequirement, ...]:
@@ -26,7 +41,30 @@ def _requirements(items: Any) -> tuple[NodeSelectorRequirement, ...]:
     return tuple(out)
 
 
-def required_terms(spec: Mapping[str, Any]) -> tuple[NodeSelectorTerm, ...]:
+def _over(terms: list[Any]) -> str | None:
+    """Why ``terms`` are over the limits, or None; counts with len() only, and stops at
+    the first excess."""
+    if len(terms) > TERMS:
+        return over("nodeSelectorTerms", f"{len(terms):,} terms", TERMS)
+    requirements = values = 0
+    for term in terms:
+        for items in (term.get(f) for f in _FIELDS) if is_map(term) else ():
+            if not isinstance(items, list):
+                continue
+            requirements += len(items)
+            if requirements > REQUIREMENTS:
+                found = f"{requirements:,}+ requirements"
+                return over("nodeSelectorTerms", found, REQUIREMENTS, " over all terms")
+            for e in items:
+                vals = e.get("values") if is_map(e) else None
+                values += len(vals) if isinstance(vals, list) else 0
+                if values > VALUES:
+                    found = f"{values:,}+ values"
+                    return over("nodeSelectorTerms", found, VALUES, " over all terms")
+    return None
+
+
+def required_terms(spec: Mapping[str, Any], ctx: Ctx) -> tuple[NodeSelectorTerm, ...]:
     cur: Any = spec.get("affinity")
     for key in (
         "nodeAffinity",
@@ -35,6 +73,10 @@ def required_terms(spec: Mapping[str, Any]) -> tuple[NodeSelectorTerm, ...]:
     ):
         cur = cur.get(key) if is_map(cur) else None
     if not isinstance(cur, list):
+        return ()
+    why = _over(cur)
+    if why is not None:
+        ctx.too_large(ctx.path(f"{_TERMS}.nodeSelectorTerms"), why)
         return ()
     return tuple(
         NodeSelectorTerm(

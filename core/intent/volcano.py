@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from core.intent import dialects as d
+from core.intent.annotations import short_value
 from core.intent.findings import Ctx, change_code
 from core.intent.workloads import PodTemplate
 
@@ -55,13 +56,17 @@ def read_volcano(
     policy: str | None = None
     path = ctx.ann(d.VOLCANO_NUMA_POLICY)
     in_template = d.VOLCANO_NUMA_POLICY in annotations
-    if in_template:
+    if in_template and short_value(
+        d.VOLCANO_NUMA_POLICY, annotations[d.VOLCANO_NUMA_POLICY], path, ctx
+    ):
         policy, text = _volcano_value(annotations[d.VOLCANO_NUMA_POLICY], path, ctx)
         annotations[d.VOLCANO_NUMA_POLICY] = text
     extra = template.extra_annotations.get(d.VOLCANO_NUMA_POLICY)
     if extra is None:
         return policy, path, None
     task_path = template.extra_paths.get(d.VOLCANO_NUMA_POLICY, path)
+    if not short_value("topologyPolicy", extra, task_path, ctx):
+        return None, task_path, extra
     task_policy = _task_policy(extra, task_path, ctx)
     if in_template and None not in (task_policy, policy) and task_policy != policy:
         ctx.add(

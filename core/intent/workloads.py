@@ -7,7 +7,7 @@ per task at ``spec.tasks[i].template``: its ``topologyPolicy`` is what the Volca
 controller copies into each pod's ``volcano.sh/numa-topology-policy`` annotation
 (``job_controller_util.go``), so it is surfaced as that annotation, and its tasks are held to
 Volcano's Job webhook rule (integer CPUs, ``strict_cpu``). Every other object has no
-template and gives ``[]``.
+template and gives ``[]``. At most ``limits.TEMPLATES`` templates are read per object.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from core.intent.dialects import VOLCANO_NUMA_POLICY
+from core.intent.limits import TEMPLATES, over
 from core.model import Finding, is_map
 
 VOLCANO_JOB_GROUP: Final = "batch.volcano.sh"
@@ -102,11 +103,12 @@ def _template(obj: Mapping[str, Any], path: str, tmpl: Any, **extra: Any) -> Pod
 
 
 def _volcano_tasks(obj: Mapping[str, Any]) -> list[PodTemplate]:
+    """The tasks' templates; the first ``TEMPLATES`` only (structure_findings reports more)."""
     tasks = _dig(obj, ("spec", "tasks"))
     out: list[PodTemplate] = []
     if not isinstance(tasks, list):
         return out
-    for i, task in enumerate(tasks):
+    for i, task in enumerate(tasks[:TEMPLATES]):
         task_map = _mapping(task)
         extra: dict[str, str] = {}
         paths: dict[str, str] = {}
@@ -157,6 +159,9 @@ def structure_findings(obj: Mapping[str, Any]) -> list[Finding]:
             return [
                 Finding("spec.tasks", "error", "invalid-value", "Volcano Job has no tasks list")
             ]
+        if len(tasks) > TEMPLATES:
+            message = over("spec.tasks", f"{len(tasks):,} tasks", TEMPLATES, " pod templates")
+            return [Finding("spec.tasks", "error", "too-large", message)]
         return [
             Finding(
                 f"spec.tasks[{i}].template",

@@ -161,8 +161,11 @@ def _mutate(request: AdmissionRequest, runtime: Runtime, config: Config) -> Outc
     ops: list[PatchOp] = []
     if config.mutation.normalize_annotations and result.changed:
         ops += annotation_ops(meta if meta_is_map else None, result.annotations)
-    if any(f.severity == "error" for f in result.findings):
-        return patched(ops)  # no affinity from a broken intent; validation denies it
+    errors = [f for f in result.findings if f.severity == "error"]
+    if errors:
+        # No affinity from a broken intent; validation denies it. What is over a limit of
+        # core.intent.limits is left as written, and said here.
+        return patched(ops, warnings=[f.message for f in errors if f.code == "too-large"])
     warnings = [f.message for f in result.findings if f.severity == "warning"]
     inject = config.mutation.inject_affinity
     stale = inject and runtime.inventory.is_stale(config.inventory.stale_after_seconds)

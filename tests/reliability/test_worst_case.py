@@ -1,0 +1,180 @@
+"""Worst-case inputs (issue 17; generators in tests/fixtures/slow/worst_cases.py): each gets
+a clear answer from /mutate and /validate, through the in-process handler
+(webhook.review.pipeline.answer) and, for two of them, through the real server over TLS.
+Their CPU time is measured by benchmarks/worst_case.py, not here.
+
+- ``reject``: HTTP 413 naming the decode guard's limit (the body is not decoded);
+- ``too-large``: /validate denies naming the field and the limit (rule too-large); /mutate
+  allows with that same text as a warning and leaves the field as written;
+- ``deny``: /validate denies under another rule, with a bounded message;
+- ``reviewed``: read in full, no too-large finding.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import copy
+import json
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+import jsonpatch
+import orjson
+import pytest
+
+from certs.authority import ensure_serving_certs
+from tests.fixtures.slow.worst_cases import CASES, WorstCase, review
+from tests.reliability.corpus import (
+    Client,
+    ThreadedServer,
+    check_reject,
+    check_review,
+    write_config,
+)
+from webhook.config import load_config
+from webhook.inventory.state import InventoryState, load_demo
+from webhook.review.pipeline import Runtime, answer
+from webhook.server import ServeOptions
+
+UID = "worst-case"
+MAX_MESSAGE = 4096  # a deny message stays readable whatever the input's size
+
+
+@pytest.fixture(scope="module")
+def built() -> dict[str, tuple[dict[str, Any], bytes]]:
+    return {c.name: (obj := c.build(), review(obj, UID)) for c in CASES}
+
+
+@pytest.fixture(scope="module")
+def state() -> InventoryState:
+    inventory = InventoryState()
+    load_demo(inventory)
+    return inventory
+
+
+def _answer(raw: bytes, webhook: str, state: InventoryState) -> tuple[int, bytes]:
+    config = load_config(None)
+    runtime = Runtime(config=lambda: config, inventory=state)
+    logging.disable(logging.WARNING)  # a 413 is logged once per request
+    try:
+        result = asyncio.run(answer(raw, webhook=webhook, runtime=runtime))  # type: ignore[arg-type]
+    finally:
+        logging.disable(logging.NOTSET)
+    return result.status, result.body
+
+
+def _messages(response: dict[str, Any]) -> str:
+    return " | ".join(
+        [response.get("status", {}).get("message", ""), *response.get("warnings", [])]
+    )
+
+
+def _unread_keys(obj: dict[str, Any], warnings: list[str]) -> list[str]:
+    """The annotations a too-large warning names (all of them for the total size)."""
+    annotations = obj.get("metadata", {}).get("annotations") or {}
+    if any(w.startswith("metadata.annotations:") for w in warnings):
+        return list(annotations)
+    return [k for k in annotations if any(w.startswith(f"{k}:") for w in warnings)]
+
+
+def _check_mutate(case: WorstCase, obj: dict[str, Any], response: dict[str, Any]) -> None:
+    assert response["allowed"] is True, response
+    warnings = response.get("warnings", [])
+    if case.expect == "too-large":
+        assert any(case.fragment in w for w in warnings), warnings
+    patched = copy.deepcopy(obj)
+    if "patch" in response:
+        ops = json.loads(base64.b64decode(response["patch"]))
+        patched = jsonpatch.JsonPatch(ops).apply(patched)
+    before = obj.get("metadata", {}).get("annotations") or {}
+    after = patched.get("metadata", {}).get("annotations") or {}
+    for key in _unread_keys(obj, warnings):
+        assert after.get(key) == before[key], f"{key} was rewritten"
+
+
+def _check_validate(case: WorstCase, response: dict[str, Any]) -> None:
+    text = _messages(response)
+    if case.expect == "reviewed":
+        assert "too-large" not in text, text[:500]
+        return
+    assert response["allowed"] is False, response
+    message = response["status"]["message"]
+    assert case.fragment in message, message[:500]
+    assert len(message) <= MAX_MESSAGE, len(message)
+    if case.expect == "too-large":
+        assert "(rule too-large)" in message, message[:500]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+@pytest.mark.parametrize("webhook", ["validate", "mutate"])
+def test_worst_case_gets_a_clear_answer(
+    case: WorstCase,
+    webhook: str,
+    built: dict[str, tuple[dict[str, Any], bytes]],
+    state: InventoryState,
+) -> None:
+    obj, raw = built[case.name]
+    status, body = _answer(raw, webhook, state)
+    if case.expect == "reject":
+        assert status == 413, body[:300]
+        assert case.fragment.encode() in body, body[:300]
+        return
+    assert status == 200, body[:300]
+    response = orjson.loads(body)["response"]
+    assert response["uid"] == UID
+    if webhook == "mutate":
+        if obj["kind"] == "Pod":
+            _check_mutate(case, obj, response)
+        return
+    _check_validate(case, response)
+
+
+def test_table_covers_every_shape() -> None:
+    assert {c.shape for c in CASES} == {"deep", "wide", "long", "many"}
+    assert {c.expect for c in CASES} == {"reject", "too-large", "deny", "reviewed"}
+
+
+# ---- through the real server (TLS), two of them
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Client]:
+    directory = tmp_path_factory.mktemp("worst-case")
+    paths = ensure_serving_certs(directory / "certs")
+    config = write_config(directory / "config.json")
+    opts = ServeOptions(
+        host="127.0.0.1", port=0, cert=str(paths.cert), key=str(paths.key), config=str(config)
+    )
+    srv = ThreadedServer(opts).start()
+    try:
+        yield Client(srv.port, paths.ca)
+    finally:
+        srv.stop()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["koord-wide-200k-keys", "koord-wide-keys"])
+def test_worst_case_over_tls(
+    name: str, server: Client, built: dict[str, tuple[dict[str, Any], bytes]]
+) -> None:
+    case = next(c for c in CASES if c.name == name)
+    obj, raw = built[name]
+    for webhook in ("validate", "mutate"):
+        reply = server.post(f"/{webhook}?timeout=10s", raw, "application/json")
+        if case.expect == "reject":
+            check_reject(reply, frozenset({413}), case.fragment)
+            continue
+        response = check_review(reply, uid=UID, webhook=webhook)
+        if webhook == "mutate":
+            _check_mutate(case, obj, response)
+        else:
+            _check_validate(case, response)
+
+
+def test_fixture_generators_stay_within_the_apiserver_limit(
+    built: dict[str, tuple[dict[str, Any], bytes]],
+) -> None:
+    for name, (_, raw) in built.items():
+        assert len(raw) <= 3 * 1024 * 1024, name
