@@ -67,8 +67,9 @@ def parse_quantity(value: object) -> Fraction:
         exp = int(m["exp"][1:])
         if exp > _EXP_BOUND and number:
             raise InvalidInput(f"quantity {value!r} is too large")
-        # a smaller exponent gives the same ceiling: the value stays below one unit
-        number *= Fraction(10) ** max(exp, -_EXP_BOUND)
+        # zero stays zero; below -_EXP_BOUND the value stays under one unit (same ceiling)
+        if number:
+            number *= Fraction(10) ** max(exp, -_EXP_BOUND)
     suffix = m["suffix"] or ""
     number *= _BINARY[suffix] if suffix in _BINARY else _DECIMAL[suffix]
     return -number if m["sign"] == "-" else number

@@ -58,10 +58,11 @@ def _quantities(res: Any, field_name: str, cpath: str, ctx: Ctx, scan: _Scan) ->
         return out
     scan.left -= len(res)
     if scan.left < 0:
+        found = f"{RESOURCES - scan.left:,} requests and limits in the pod so far"
         scan.left = None
         ctx.too_large(
             f"{cpath}.resources.{field_name}",
-            over(f"resources.{field_name}", f"{len(res):,} entries", RESOURCES, " per pod"),
+            over(f"resources.{field_name}", found, RESOURCES),
         )
         return out
     for name, value in res.items():

@@ -110,7 +110,7 @@ SCHEDULER_BY_NAME: Final[dict[str, str]] = {
 }
 DEFAULT_SCHEDULER_NAMES: Final = ("", "default-scheduler")
 
-How = Literal["exact", "trimmed", "respelled", "typo", "unknown"]
+How = Literal["exact", "trimmed", "respelled", "typo", "empty", "unknown"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,6 +198,10 @@ def match_volcano_policy(raw: str) -> ValueMatch:
 
 
 def match_koord_exclusive(raw: str) -> ValueMatch:
+    """``singleNUMANodeExclusive``; koord-scheduler's Filter treats an empty value as
+    ``Required`` (nodenumaresource plugin.go), so "" is written that way."""
+    if raw.strip() == "":
+        return ValueMatch(raw, "Required", "empty")
     return match_value(raw, KOORD_EXCLUSIVE)
 
 
@@ -280,6 +284,10 @@ def describe_change(m: ValueMatch, owner: str) -> str:
     raw = clip_repr(m.raw)
     if m.how == "trimmed":
         return f"{raw} has surrounding whitespace; {owner} compares values exactly, rewritten as {m.value!r}"
+    if m.how == "empty":
+        return (
+            f"{raw} means {m.value!r} to {owner} (its Filter's default); rewritten as {m.value!r}"
+        )
     if m.how == "typo":
         return f"{raw} is a typo {owner} silently ignores; rewritten as {m.value!r}"
     return f"{raw} is not {owner}'s spelling ({owner} compares exactly); rewritten as {m.value!r}"

@@ -34,7 +34,12 @@ from core.intent.containers import (
 from core.intent.findings import Ctx
 from core.intent.hami import hami_values
 from core.intent.koordinator import Koord, read_koordinator
-from core.intent.scheduler import detect_scheduler, mirror, other_keys_no_effect
+from core.intent.scheduler import (
+    detect_scheduler,
+    mirror,
+    other_keys_no_effect,
+    unscheduled_keys,
+)
 from core.intent.selection import node_selector, required_terms
 from core.intent.volcano import read_volcano
 from core.intent.workloads import PodTemplate
@@ -171,6 +176,7 @@ def read_intent(template: PodTemplate) -> IntentResult:
     scheduler = detect_scheduler(
         scheduler_name, keys, volcano_job=template.strict_cpu, resources=resources
     )
+    unscheduled_keys(scheduler, scheduler_name, annotations, ctx)
     koord_policy, volcano_policy = _reconcile(
         scheduler,
         scheduler_name,

@@ -140,3 +140,32 @@ def other_keys_no_effect(
         ):
             continue  # handled by mirror
         _no_effect(key, scheduler, scheduler_name, ctx)
+
+
+_SCHEDULER_OF = {"volcano": "volcano", "koordinator": "koord-scheduler"}
+
+
+def unscheduled_keys(
+    scheduler: Scheduler, scheduler_name: str, annotations: dict[str, str], ctx: Ctx
+) -> None:
+    """A pod read as Volcano's or Koordinator's by its keys alone (its schedulerName is
+    unset, ``default-scheduler`` or another name) keeps that reading, since a webhook may
+    still set schedulerName (Volcano's resource groups do), but is warned: the key does
+    nothing unless that scheduler places the pod (volcano numaaware.go and koordinator
+    nodenumaresource plugin.go run only inside their own schedulers)."""
+    owner = _SCHEDULER_OF.get(scheduler)
+    if owner is None or scheduler_name in d.SCHEDULER_BY_NAME:
+        return
+    keys = [k for k in sorted(KEY_OWNER) if k in annotations and KEY_OWNER[k] == scheduler]
+    if not keys:
+        return  # a Volcano Job task: the job controller sets schedulerName
+    if scheduler_name in d.DEFAULT_SCHEDULER_NAMES:
+        shown = "default-scheduler"
+    else:  # quoted, at most 19 characters: the warning stays under 120
+        shown = repr(scheduler_name if len(scheduler_name) <= 17 else scheduler_name[:16] + "…")
+    ctx.add(
+        ctx.ann(keys[0]),
+        "warning",
+        "no-effect",
+        f"{keys[0]}: no effect unless {owner} places the pod, not {shown}",
+    )

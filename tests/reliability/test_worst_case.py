@@ -7,7 +7,8 @@ Their CPU time is measured by benchmarks/worst_case.py, not here.
 - ``too-large``: /validate denies naming the field and the limit (rule too-large); /mutate
   allows with that same text as a warning and leaves the field as written;
 - ``deny``: /validate denies under another rule, with a bounded message;
-- ``reviewed``: read in full, no too-large finding.
+- ``reviewed``: read in full, no too-large finding;
+- ``any``: HTTP 200 or 413 (the slowest inputs fuzz/worst_case_fuzz.py kept).
 """
 
 from __future__ import annotations
@@ -121,6 +122,9 @@ def test_worst_case_gets_a_clear_answer(
         assert status == 413, body[:300]
         assert case.fragment.encode() in body, body[:300]
         return
+    if case.expect == "any":
+        assert status in (200, 413), body[:300]
+        return
     assert status == 200, body[:300]
     response = orjson.loads(body)["response"]
     assert response["uid"] == UID
@@ -133,7 +137,7 @@ def test_worst_case_gets_a_clear_answer(
 
 def test_table_covers_every_shape() -> None:
     assert {c.shape for c in CASES} == {"deep", "wide", "long", "many"}
-    assert {c.expect for c in CASES} == {"reject", "too-large", "deny", "reviewed"}
+    assert {"reject", "too-large", "deny", "reviewed"} <= {c.expect for c in CASES}
 
 
 # ---- through the real server (TLS), two of them

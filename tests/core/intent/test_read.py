@@ -28,10 +28,26 @@ def ctr(name: str = "c", cpu: str | None = "2", mem: str | None = "1Gi", **extra
     return c
 
 
+def _scheduler_of(annotations: dict | None) -> str | None:
+    """The scheduler that reads the keys (a pod with only the keys gets a no-effect
+    warning, tested on its own below)."""
+    keys = set(annotations or {})
+    if "volcano.sh/numa-topology-policy" in keys:
+        return "volcano"
+    if any(k.startswith("scheduling.koordinator.sh/") for k in keys):
+        return "koord-scheduler"
+    return None
+
+
 def pod(annotations: dict | None = None, containers: list | None = None, **spec: Any) -> dict:
+    """A pod; schedulerName, when not given, is the one that reads its keys (None: unset)."""
     meta: dict = {"name": "p", "namespace": "ns"}
     if annotations is not None:
         meta["annotations"] = annotations
+    if "schedulerName" not in spec:
+        spec["schedulerName"] = _scheduler_of(annotations)
+    if spec["schedulerName"] is None:
+        del spec["schedulerName"]
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -802,7 +818,11 @@ def test_deployment_paths_are_relative_to_the_object():
         },
     }
     r = run(dep)
-    assert codes(r) == [(f"spec.template.{ann(VOL)}", "warning", "respelled")]
+    assert codes(r) == [
+        (f"spec.template.{ann(VOL)}", "warning", "respelled"),
+        # no schedulerName: read as Volcano's (a webhook may still set it), with a warning
+        (f"spec.template.{ann(VOL)}", "warning", "no-effect"),
+    ]
     assert r.intent.policy == "single-numa-node"
 
 
