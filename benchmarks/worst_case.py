@@ -23,7 +23,8 @@ sys.path.insert(0, str(ROOT))
 
 import orjson  # noqa: E402
 
-from tests.fixtures.slow.worst_cases import CASES, review  # noqa: E402
+from tests.fixtures.slow.table import CASES  # noqa: E402
+from tests.fixtures.slow.worst_cases import review  # noqa: E402
 from webhook.config import load_config  # noqa: E402
 from webhook.inventory.state import InventoryState, load_demo  # noqa: E402
 from webhook.review.pipeline import Runtime, answer  # noqa: E402

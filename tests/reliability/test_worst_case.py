@@ -26,7 +26,8 @@ import orjson
 import pytest
 
 from certs.authority import ensure_serving_certs
-from tests.fixtures.slow.worst_cases import CASES, WorstCase, review
+from tests.fixtures.slow.table import CASES, WorstCase
+from tests.fixtures.slow.worst_cases import review
 from tests.reliability.corpus import (
     Client,
     ThreadedServer,
