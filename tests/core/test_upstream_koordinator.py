@@ -303,7 +303,6 @@ def test_calculate_pod_resource_request_with_sidecar(
 # ------------------------------------------------------------------ items of other helpers
 
 
-@pytest.mark.xfail(strict=True, reason="fixed by intent: singleNUMANodeExclusive '' means Required")
 def test_empty_exclusive_means_required() -> None:
     # plugin.go Filter L451-454: an empty singleNUMANodeExclusive with a pod policy is Required.
     # NUMA 1 and 3 are full, 0 and 2 shared: Required leaves no NUMA node now.
