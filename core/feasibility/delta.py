@@ -64,6 +64,13 @@ class SnapshotEditor:
             self.shape_key.append(key)
             self.topo_index.setdefault(tkey, snap.topo_of[s])
         self.values: dict[str, set[str]] = {k: set(vs) for k, vs in _values(snap).items()}
+        # How many nodes report each resource: one no node reports any more must leave the
+        # packed table, as a whole build leaves it out (verdicts.py: unadvertised resources
+        # are not checked, since the kubelet drops them).
+        self.reporting: dict[str, int] = {}
+        for node in snap.nodes:
+            for r in resource_names([node]):
+                self.reporting[r] = self.reporting.get(r, 0) + 1
 
     def fits(self, changes: Mapping[str, NodeTopology | None]) -> bool:
         """Every changed node's resources are in the packed table (else ``apply``
@@ -78,7 +85,7 @@ class SnapshotEditor:
         """The snapshot with ``changes`` applied (name -> new record, None = removed)."""
         if not changes:
             return self.snapshot
-        if not self.fits(changes):
+        if not self.fits(changes) or self._drops_resource(changes):
             return self._rebuild(changes)
         draft = _Draft(self)
         for name, node in changes.items():
@@ -92,6 +99,22 @@ class SnapshotEditor:
                 draft.update(i, node)
         self.snapshot = draft.finish()
         return self.snapshot
+
+    def _drops_resource(self, changes: Mapping[str, NodeTopology | None]) -> bool:
+        """True when after ``changes`` no node reports a resource of the packed table (then
+        ``apply`` builds whole); else the counts are moved to the changed records."""
+        snap, delta = self.snapshot, dict[str, int]()
+        for name, node in changes.items():
+            i = snap.name_index.get(name)
+            for r in resource_names([snap.nodes[i]]) if i is not None else ():
+                delta[r] = delta.get(r, 0) - 1
+            for r in resource_names([node]) if node is not None else ():
+                delta[r] = delta.get(r, 0) + 1
+        if any(self.reporting.get(r, 0) + d <= 0 for r, d in delta.items() if r != "cpu"):
+            return True
+        for r, d in delta.items():
+            self.reporting[r] = self.reporting.get(r, 0) + d
+        return False
 
     def _rebuild(self, changes: Mapping[str, NodeTopology | None]) -> Snapshot:
         nodes = {n.name: n for n in self.snapshot.nodes}

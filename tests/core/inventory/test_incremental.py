@@ -176,3 +176,33 @@ def test_the_sharer_stays_bounded_under_usage_churn(monkeypatch) -> None:
         inventory.flush()
         assert len(inventory.share) <= 50 + 16 * len(NAMES) + 40
     assert inventory.nodes() == build_inventory(list(final.values())).nodes
+
+
+def test_a_resource_no_node_reports_any_more_is_not_checked_after_updates() -> None:
+    """The only GPU node loses its GPUs: a whole build no longer knows the resource (the
+    kubelet drops what the node does not report), so a GPU pod must not turn never-fits on
+    the other nodes just because the snapshot was patched instead of built."""
+    zones = [zone(i, {"cpu": ("32", "31", "31"), "memory": ("128Gi", "120Gi")}) for i in (0, 1)]
+    plain = [node("a", allocatable={"cpu": "64", "memory": "256Gi"}), nrt("a", zones)]
+    gpu = {"cpu": "64", "memory": "256Gi", "nvidia.com/gpu": "4"}
+    inventory = IncrementalInventory()
+    editor = SnapshotEditor(Snapshot.build(()))
+    for obj in (*plain, node("b", allocatable=gpu)):
+        inventory.set(parse_object(obj, inventory.units))
+    editor.apply(inventory.flush())
+    inventory.set(parse_object(node("b", allocatable={"cpu": "64"}), inventory.units))
+    snap = editor.apply(inventory.flush())
+    demand = {"cpu": 2000, "memory": 2**30, "nvidia.com/gpu": 1}
+    pod_gpu = PodIntent(
+        scheduler="default",
+        scheduler_name="",
+        policy=None,
+        exclusive=None,
+        scope=None,
+        qos="Guaranteed",
+        containers=(ContainerDemand("c", "app", demand, demand, exclusive_cpus=2),),
+        pod_requests=demand,
+    )
+    expected = Snapshot.build(build_inventory([*plain, node("b", allocatable={"cpu": "64"})]).nodes)
+    assert _verdicts(snap, pod_gpu) == _verdicts(expected, pod_gpu)
+    assert _verdicts(snap, pod_gpu)["a"][0] == "fits"
