@@ -303,10 +303,10 @@ def reserve_port(host: str, port: int) -> socket.socket:
 
 def prebuild_inventory(opts: ServeOptions) -> bytes | None:
     """A large static inventory, parsed and built once for all workers in a helper
-    process: the pickled FileBuild (None: the workers load it themselves). Each worker
-    used to parse the YAML itself (2 x 15 s of CPU for 10,000 nodes) and kept the parse's
-    fragmented heap (~370 MiB RSS); unpickling the built view costs ~0.5 s and leaves
-    only the view. A bad file raises here, before any worker starts."""
+    process: the pickled FileBuild (None: the workers load it themselves). A worker that
+    parsed the YAML itself would pay the parse once per worker and keep its fragmented
+    heap; unpickling the built view is far cheaper and leaves only the view (figures:
+    docs/benchmarks.md, R6). A bad file raises here, before any worker starts."""
     if not opts.inventory:
         return None
     sig = file_signature(opts.inventory)
