@@ -54,7 +54,7 @@ def setup_logging(level: str = "info", *, stream: Any = None) -> logging.Logger:
     """Configure the ``numagate`` logger to write JSON lines to stderr (idempotent)."""
     # The JSON lines carry none of the caller, thread or process fields, so the logging
     # module need not collect them for every record (the logging HOWTO's "Optimization"
-    # table): ~8 of the ~20 us a line costs.
+    # table): a large share of what a line costs.
     logging._srcfile = None  # type: ignore[attr-defined]
     logging.logThreads = False
     logging.logProcesses = False

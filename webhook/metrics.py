@@ -14,22 +14,18 @@ workers, every few seconds by each worker (see :meth:`WebhookMetrics.refresh`).
 
 from __future__ import annotations
 
-import math
 import os
 import platform
-import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import prometheus_client
 from prometheus_client import CollectorRegistry, ProcessCollector, generate_latest
-from prometheus_client import Counter as _PromCounter
-from prometheus_client import Gauge as _PromGauge
-from prometheus_client import Histogram as _PromHistogram
-from prometheus_client.metrics_core import Metric
 from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 
+from webhook.metric_families import KEY_CACHE_LIMIT as KEY_CACHE_LIMIT
+from webhook.metric_families import Counter, Families, Family, Gauge, Visible
 from webhook.version import __version__
 
 # The text format version 0.0.4 that generate_latest writes.
@@ -37,186 +33,6 @@ CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 # _created series double every counter and histogram and say nothing an admin needs.
 prometheus_client.disable_created_metrics()
-
-# Sub-millisecond first: the handler itself takes well under 1 ms, and the apiserver's own
-# histogram starts at 5 ms, so the low buckets are where our latency is visible.
-LATENCY_BUCKETS: tuple[float, ...] = (
-    0.0001,
-    0.00025,
-    0.0005,
-    0.001,
-    0.0025,
-    0.005,
-    0.01,
-    0.025,
-    0.05,
-    0.1,
-    0.25,
-    0.5,
-    1.0,
-    2.5,
-    5.0,
-    10.0,
-)
-# Label sets remembered per metric (see _Family._child); beyond this, children are looked
-# up each time, so a label fed from request data cannot grow memory without bound.
-KEY_CACHE_LIMIT = 1024
-
-
-class _Family:
-    """One prometheus-client metric with keyword labels (``inc(webhook="mutate")``)."""
-
-    def __init__(self, metric: Any, name: str, labelnames: Sequence[str]) -> None:
-        self.metric = metric
-        self.name = name
-        self.labelnames = tuple(labelnames)
-        # (name, value) pairs as passed -> the child: the same few label sets recur on
-        # every review, and prometheus-client's labels() costs a few microseconds.
-        self._children: dict[tuple[tuple[str, str], ...], Any] = {}
-
-    def _child(self, labels: dict[str, str]) -> Any:
-        if not self.labelnames:
-            if labels:
-                raise ValueError(f"{self.name}: labels {sorted(labels)} != []")
-            return self.metric
-        items = tuple(labels.items())
-        child = self._children.get(items)
-        if child is None:
-            if set(labels) != set(self.labelnames):
-                raise ValueError(
-                    f"{self.name}: labels {sorted(labels)} != {sorted(self.labelnames)}"
-                )
-            child = self.metric.labels(**{k: str(v) for k, v in labels.items()})
-            if len(self._children) < KEY_CACHE_LIMIT:
-                self._children[items] = child
-        return child
-
-
-class Counter(_Family):
-    """A monotonically increasing count per label set."""
-
-    def __init__(self, metric: Any, name: str, labelnames: Sequence[str]) -> None:
-        super().__init__(metric, name, labelnames)
-        self._fn: Callable[[], float] | None = None
-        self._copied = 0.0
-        self._lock = threading.Lock()
-
-    def set_function(self, fn: Callable[[], float]) -> None:
-        """Read an (unlabelled) count kept elsewhere, e.g. the cert watcher's reloads."""
-        self._fn = fn
-
-    def inc(self, amount: float = 1.0, **labels: str) -> None:
-        if amount < 0:
-            raise ValueError(f"{self.name}: a counter cannot decrease (inc {amount})")
-        self._child(labels).inc(amount)
-
-    def value(self, **labels: str) -> float:
-        if self._fn is not None:
-            return float(self._fn())
-        return float(self._child(labels)._value.get())
-
-    def refresh(self) -> None:
-        if self._fn is None:
-            return
-        with self._lock:  # scrapes and the refresh timer may overlap
-            now = float(self._fn())
-            if now > self._copied:
-                self.metric.inc(now - self._copied)
-                self._copied = now
-
-
-class Gauge(_Family):
-    """A value that goes up and down; optionally computed by a function (None: hidden)."""
-
-    def __init__(self, metric: Any, name: str, labelnames: Sequence[str]) -> None:
-        super().__init__(metric, name, labelnames)
-        self._fn: Callable[[], float | None] | None = None
-
-    def set_function(self, fn: Callable[[], float | None]) -> None:
-        """Compute the (unlabelled) value at scrape time; None hides the sample."""
-        self._fn = fn
-
-    def set(self, value: float, **labels: str) -> None:
-        self._child(labels).set(float(value))
-
-    def inc(self, amount: float = 1.0, **labels: str) -> None:
-        self._child(labels).inc(amount)
-
-    def dec(self, amount: float = 1.0, **labels: str) -> None:
-        self._child(labels).dec(amount)
-
-    def value(self, **labels: str) -> float:
-        if self._fn is not None:
-            v = self._fn()
-            return math.nan if v is None else float(v)
-        return float(self._child(labels)._value.get())
-
-    def refresh(self) -> bool:
-        """Copy the function's value in; False when it hides the sample."""
-        if self._fn is None:
-            return True
-        v = self._fn()
-        if v is None:
-            return False
-        self.metric.set(float(v))
-        return True
-
-
-class Histogram(_Family):
-    """Cumulative buckets, ``_sum`` and ``_count`` per label set."""
-
-    def observe(self, value: float, **labels: str) -> None:
-        self._child(labels).observe(value)
-
-    def count(self, **labels: str) -> int:
-        """Observations so far in this process (for tests)."""
-        child = self._child(labels)
-        return int(sum(b.get() for b in child._buckets))
-
-
-class _Visible(Collector):
-    """The collected families minus those hidden at this scrape (a function gauge whose
-    function answered None, e.g. the inventory age before any inventory)."""
-
-    def __init__(self, source: Collector, hidden: Callable[[], set[str]]) -> None:
-        self._source = source
-        self._hidden = hidden
-
-    def collect(self) -> Iterable[Metric]:
-        hidden = self._hidden()
-        return [m for m in self._source.collect() if m.name not in hidden]
-
-
-class _Families:
-    """Creates metrics in one registry; gauges carry their multiprocess merge mode."""
-
-    def __init__(self, registry: CollectorRegistry) -> None:
-        self.registry = registry
-        self.all: list[_Family] = []
-
-    def counter(self, name: str, help_: str, labelnames: Sequence[str] = ()) -> Counter:
-        c = Counter(_PromCounter(name, help_, labelnames, registry=self.registry), name, labelnames)
-        self.all.append(c)
-        return c
-
-    def gauge(self, name: str, help_: str, labelnames: Sequence[str] = (), *, mode: str) -> Gauge:
-        metric = _PromGauge(name, help_, labelnames, registry=self.registry, multiprocess_mode=mode)
-        g = Gauge(metric, name, labelnames)
-        self.all.append(g)
-        return g
-
-    def histogram(
-        self,
-        name: str,
-        help_: str,
-        labelnames: Sequence[str] = (),
-        *,
-        buckets: Sequence[float] = LATENCY_BUCKETS,
-    ) -> Histogram:
-        metric = _PromHistogram(name, help_, labelnames, registry=self.registry, buckets=buckets)
-        h = Histogram(metric, name, labelnames)
-        self.all.append(h)
-        return h
 
 
 def build_labels() -> dict[str, str]:
@@ -239,8 +55,10 @@ class WebhookMetrics:
             multiprocess = bool(os.environ.get(MULTIPROC_ENV))
         self.multiprocess = multiprocess
         self._own = CollectorRegistry(auto_describe=True)
-        f = self._families = _Families(self._own)
-        self._define(f)
+        f = self._families = Families(self._own)
+        self._define_admission(f)
+        self._define_state(f)
+        self.inventory_updates = InventoryUpdateMetrics(f)
         self.build_info = f.gauge(
             "numagate_build_info",
             "numagate's version, Python version and feasibility kernel (cython or python); 1.",
@@ -250,11 +68,12 @@ class WebhookMetrics:
         self.build_info.set(1, **build_labels())
         self.exposed = CollectorRegistry(auto_describe=False)
         source: Collector = MultiProcessCollector(None) if multiprocess else self._own
-        self.exposed.register(_Visible(source, self.refresh))
+        self.exposed.register(Visible(source, self.refresh))
         # process_*: this process (with several workers, the one answering the scrape).
         ProcessCollector(registry=self.exposed)
 
-    def _define(self, f: _Families) -> None:
+    def _define_admission(self, f: Families) -> None:
+        """What the admission reviews do."""
         self.requests = f.counter(
             "numagate_admission_requests_total",
             "Admission requests answered, by webhook, operation, allowed and code.",
@@ -296,6 +115,9 @@ class WebhookMetrics:
             "numagate_feasibility_duration_seconds",
             "Time spent evaluating feasibility per request.",
         )
+
+    def _define_state(self, f: Families) -> None:
+        """The state a review reads: inventory, configuration, serving certificate."""
         # Several workers: the fewest nodes, the oldest inventory, the most errors and the
         # earliest certificate expiry, so an alert fires when any worker lags.
         self.inventory_nodes = f.gauge(
@@ -330,9 +152,8 @@ class WebhookMetrics:
             "numagate_certwatcher_read_certificate_errors_total",
             "Serving certificate reloads that failed (the previous certificate stays).",
         )
-        self.inventory_updates = InventoryUpdateMetrics(f)
 
-    def families(self) -> Iterator[_Family]:
+    def families(self) -> Iterator[Family]:
         return iter(self._families.all)
 
     def refresh(self) -> set[str]:
@@ -359,7 +180,7 @@ UPDATE_BUCKETS: tuple[float, ...] = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5
 class InventoryUpdateMetrics:
     """How the live inventory keeps up (webhook/inventory/updates.py)."""
 
-    def __init__(self, f: _Families) -> None:
+    def __init__(self, f: Families) -> None:
         self.events = f.counter(
             "numagate_inventory_events_total",
             "Watch events applied to the inventory, by resource and type (a relist counts"

@@ -22,6 +22,7 @@ import pickle
 import shutil
 import signal
 import socket
+import ssl
 import sys
 import tempfile
 from collections.abc import Callable
@@ -33,7 +34,7 @@ from aiohttp import web
 
 from certs.watcher import CertWatcher, build_server_context
 from webhook.app import Health, make_app
-from webhook.config import ConfigHolder
+from webhook.config import ConfigHolder, Shutdown
 from webhook.inventory.state import (
     ISOLATE_ABOVE_BYTES,
     FileBuild,
@@ -164,6 +165,60 @@ def _install_signal_handlers(stop: asyncio.Event) -> None:
         loop.add_signal_handler(sig, stop.set)
 
 
+def _tls(
+    opts: ServeOptions, holder: ConfigHolder, metrics: WebhookMetrics
+) -> tuple[ssl.SSLContext, CertWatcher]:
+    """The server's TLS context and the watcher that reloads its certificate in place."""
+    ctx = build_server_context(
+        Path(opts.cert), Path(opts.key), client_ca=Path(opts.client_ca) if opts.client_ca else None
+    )
+    watcher = CertWatcher(
+        Path(opts.cert),
+        Path(opts.key),
+        ctx,
+        interval=holder.current.certificates.reload_interval_seconds,
+    )
+    _wire_cert_metrics(metrics, watcher)
+    return ctx, watcher
+
+
+async def _listen(
+    runner: web.AppRunner,
+    opts: ServeOptions,
+    ctx: ssl.SSLContext,
+    watcher: CertWatcher,
+    health: Health,
+    on_ready: Callable[[int], None] | None,
+) -> web.TCPSite:
+    """Open the listener, start the certificate watcher, report the port: ready."""
+    site = web.TCPSite(runner, opts.host, opts.port, ssl_context=ctx, reuse_port=True)
+    await site.start()
+    await watcher.start()
+    health.serving = True
+    log.info("serving", extra={"url": f"https://{opts.host}:{site.port}", "pid": os.getpid()})
+    # One write(2) per line: workers share stdout, and a pipe write below PIPE_BUF
+    # is atomic, so their lines never interleave.
+    sys.stdout.flush()
+    os.write(
+        1, f"numagate: worker {os.getpid()} serving https://{opts.host}:{site.port}\n".encode()
+    )
+    if on_ready is not None:
+        on_ready(site.port)
+    return site
+
+
+async def _shut_down(
+    site: web.TCPSite, health: Health, holder: ConfigHolder, shutdown: Shutdown
+) -> None:
+    """Readiness false and "Connection: close" for the delay, then close the listener and
+    let the requests in flight finish (the module docstring's order)."""
+    health.shutting_down = True
+    log.info("shutting down: readiness false", extra={"delaySeconds": shutdown.delay_seconds})
+    await asyncio.sleep(holder.current.shutdown.delay_seconds)
+    await site.stop()  # no new connections from here on
+    await _drain(health, shutdown.grace_period_seconds)
+
+
 async def serve_worker(
     opts: ServeOptions,
     *,
@@ -179,16 +234,7 @@ async def serve_worker(
     state = InventoryState(metrics=metrics, freeze_gc=True)
     runtime = Runtime(config=lambda: holder.current, inventory=state, metrics=metrics)
     health = Health()
-    ctx = build_server_context(
-        Path(opts.cert), Path(opts.key), client_ca=Path(opts.client_ca) if opts.client_ca else None
-    )
-    watcher = CertWatcher(
-        Path(opts.cert),
-        Path(opts.key),
-        ctx,
-        interval=holder.current.certificates.reload_interval_seconds,
-    )
-    _wire_cert_metrics(metrics, watcher)
+    ctx, watcher = _tls(opts, holder, metrics)
     if stop is None:
         stop = asyncio.Event()
         _install_signal_handlers(stop)
@@ -205,25 +251,9 @@ async def serve_worker(
     )
     await runner.setup()
     try:
-        site = web.TCPSite(runner, opts.host, opts.port, ssl_context=ctx, reuse_port=True)
-        await site.start()
-        await watcher.start()
-        health.serving = True
-        log.info("serving", extra={"url": f"https://{opts.host}:{site.port}", "pid": os.getpid()})
-        # One write(2) per line: workers share stdout, and a pipe write below PIPE_BUF
-        # is atomic, so their lines never interleave.
-        sys.stdout.flush()
-        os.write(
-            1, f"numagate: worker {os.getpid()} serving https://{opts.host}:{site.port}\n".encode()
-        )
-        if on_ready is not None:
-            on_ready(site.port)
+        site = await _listen(runner, opts, ctx, watcher, health, on_ready)
         await stop.wait()
-        health.shutting_down = True
-        log.info("shutting down: readiness false", extra={"delaySeconds": shutdown.delay_seconds})
-        await asyncio.sleep(holder.current.shutdown.delay_seconds)
-        await site.stop()  # no new connections from here on
-        await _drain(health, shutdown.grace_period_seconds)
+        await _shut_down(site, health, holder, shutdown)
     finally:
         health.serving = False
         await runner.cleanup()  # stops listening, then waits for requests in flight
@@ -273,10 +303,10 @@ def reserve_port(host: str, port: int) -> socket.socket:
 
 def prebuild_inventory(opts: ServeOptions) -> bytes | None:
     """A large static inventory, parsed and built once for all workers in a helper
-    process: the pickled FileBuild (None: the workers load it themselves). Each worker
-    used to parse the YAML itself (2 x 15 s of CPU for 10,000 nodes) and kept the parse's
-    fragmented heap (~370 MiB RSS); unpickling the built view costs ~0.5 s and leaves
-    only the view. A bad file raises here, before any worker starts."""
+    process: the pickled FileBuild (None: the workers load it themselves). A worker that
+    parsed the YAML itself would pay the parse once per worker and keep its fragmented
+    heap; unpickling the built view is far cheaper and leaves only the view (figures:
+    docs/benchmarks.md, R6). A bad file raises here, before any worker starts."""
     if not opts.inventory:
         return None
     sig = file_signature(opts.inventory)

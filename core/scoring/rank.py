@@ -8,11 +8,12 @@
   plus NodeResourcesFitPlus (the node's requested amount from its bound pods, as
   kube-scheduler's NodeInfo counts them) and ScarceResourceAvoidance times their plugin
   weights when :class:`ScoringArgs` enables them.
-- HAMi (HAMi's code at 4707fb0 where seed 003 simplifies, :mod:`core.scoring.hami`): the node
-  score from what bound pods hold, in hundredths (750 = 7.5); binpack ranks the highest first,
-  spread the lowest first; a GPU pod's node that HAMi would filter (unregistered, no card
-  fits) goes last. GPU pods also get the cards HAMi would choose, with their scores, in the
-  verdict's reason (:func:`choose_gpus_for` returns them as data).
+- HAMi (HAMi's code at 4707fb0 where seed 003 simplifies, :mod:`core.scoring.hami_scores`,
+  cards :mod:`core.scoring.hami`): the node score from what bound pods hold, in hundredths
+  (750 = 7.5); binpack ranks the highest first, spread the lowest first; a GPU pod's node
+  that HAMi would filter (unregistered, no card fits) goes last. GPU pods also get the
+  cards HAMi would choose, with their scores, in the verdict's reason (:func:`choose_gpus_for`
+  returns them as data).
 - Default scheduler: a LeastNUMANodes-like order, ``score = max(0, 100 - 10*n) + 5 if the hint
   is preferred``: fewer NUMA nodes first, then preferred hints.
 

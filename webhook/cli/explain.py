@@ -3,7 +3,8 @@ per-node verdicts, NUMA placement, ranking and the decision for the first pod sp
 MANIFEST (DESIGN 4.1, 4.4). The ranking uses the configuration's ``scoring`` section;
 the decision is what the webhooks would answer with that configuration and inventory.
 Exit 0 with a report (whatever the decision), 2 on unreadable input or a manifest without
-a pod spec."""
+a pod spec. The command line runs it through webhook.cli.output, which adds the cluster
+inputs (no ``--inventory``, ``pod/NAME``), ``-o yaml`` and exit 1 on a denial."""
 
 from __future__ import annotations
 

@@ -1,13 +1,14 @@
 """`numagate explain`: the report (DESIGN 4.4 JSON shape) and its table rendering.
 
 The ``decision`` is what the webhooks would answer: the handlers the endpoints use
-(webhook.review.pipeline.HANDLERS) decide on the request the apiserver would send for the
-object (a dry-run CREATE), offline, with the warnings shortened as on the wire. For a Pod: ``patch`` is the mutating webhook's JSONPatch and
-``allowed`` / ``message`` the validating webhook's answer for the patched pod (the
-apiserver calls the validating webhooks after the mutating ones). For a workload the
-mutating webhook changes only the Pods its controller creates: ``patch`` is the mutation
-of a pod made from the template, re-rooted under the template's path, and ``allowed`` /
-``message`` the validating webhook's answer for the workload as written.
+(webhook.review.handlers.HANDLERS) decide on the request the apiserver would send for the
+object (a dry-run CREATE), offline, with the warnings shortened as on the wire. For a Pod:
+``patch`` is the mutating webhook's JSONPatch and ``allowed`` / ``message`` the validating
+webhook's answer for the patched pod (the apiserver calls the validating webhooks after
+the mutating ones). For a workload the mutating webhook changes only the Pods its
+controller creates: ``patch`` is the mutation of a pod made from the template, re-rooted
+under the template's path, and ``allowed`` / ``message`` the validating webhook's answer
+for the workload as written.
 """
 
 from __future__ import annotations

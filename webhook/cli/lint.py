@@ -1,11 +1,11 @@
-"""`numagate lint [--inventory FILE] [--config FILE] [-o text|json|yaml|sarif|junit] FILE...`
-(DESIGN 4.1).
+"""`numagate lint [--inventory FILE] [--config FILE] [--kubeconfig FILE] [--context NAME]
+[-n NS] [-o text|json|yaml|sarif|junit] FILE...` (DESIGN 4.1).
 
 Exit status: 0 no errors, 1 errors found, 2 usage error or unreadable input (the reason on
 stderr, never a traceback; with ``-o json|yaml|sarif|junit`` also a ``parse-error``
 finding on stdout). Readable files are still checked and reported when another file
 cannot be read. Objects the webhook would not look at (its ignore label, an excluded
-namespace: ``webhook.review.pipeline.exclusion_reason``) get one info ``ignored`` finding
+namespace: ``webhook.review.handlers.exclusion_reason``) get one info ``ignored`` finding
 instead of checks. Findings carry the line of the field in the file.
 """
 
