@@ -79,7 +79,7 @@ def to_core_units(resource: str, value: object) -> int:
     """Convert a quantity of ``resource`` into the core's integer unit (ceiling)."""
     if type(value) is str and type(resource) is str:
         # The same few strings ("2", "500m", "8Gi") recur in every review; exact Fraction
-        # arithmetic costs ~10 us per quantity. Only exact str keys are cached (True == 1
+        # arithmetic is slow next to a dict hit. Only exact str keys are cached (True == 1
         # would share a cache entry with 1); errors are not cached and raise every time.
         return _str_to_core_units(resource, value)
     return _to_core_units(resource, value)

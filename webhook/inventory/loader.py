@@ -13,7 +13,7 @@ from typing import Any
 import orjson
 import yaml
 
-# libyaml's loader is ~10x faster than the pure one; same safe subset.
+# libyaml's loader is much faster than the pure one (docs/inventory.md); same safe subset.
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
@@ -50,8 +50,8 @@ def _flatten(doc: Any) -> Iterator[Any]:
 
 
 def _json_document(text: str) -> list[Any] | None:
-    """One JSON document through orjson (~50x faster than the YAML loader on a 14 MB
-    ``kubectl get -o json``); None when ``text`` is not exactly one JSON document, which
+    """One JSON document through orjson (far faster than the YAML loader on a large
+    ``kubectl get -o json``: docs/inventory.md); None when ``text`` is not exactly one JSON document, which
     the YAML loader then reads (a JSON stream, YAML, or an error to report with its place)."""
     start = text.lstrip()[:1]
     if start not in ("{", "["):

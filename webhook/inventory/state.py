@@ -6,7 +6,7 @@ immutable :class:`InventoryView`. Sources build a new view (parse, ``build_inven
 assignment, which is atomic under the GIL. A source that fails keeps the last good view.
 
 Large static files are parsed in a short-lived helper process (:func:`build_file_isolated`):
-the YAML parse of a 10,000-node file allocates ~250 MiB of short-lived dicts, and a process
+the YAML parse of a large file allocates many short-lived dicts, and a process
 that did it keeps most of those pages after freeing them (glibc heap fragmentation). The
 helper sends back the pickled view, which holds only what the request path needs.
 """
@@ -39,7 +39,7 @@ from webhook.metrics import WebhookMetrics
 log = get_logger("inventory")
 DEMO_RESOURCE = "data/demo-inventory.yaml"
 # Files above this size are parsed in a helper process (see the module docstring); small
-# ones in-process, where a process start (~0.5 s of imports) would cost more than it saves.
+# ones in-process, where a process start (its imports) would cost more than it saves.
 ISOLATE_ABOVE_BYTES = 1 << 20
 # A file modified this recently may be modified again within the same timestamp tick
 # (Linux file times come from a coarse clock), so its stat signature is not trusted yet
@@ -47,7 +47,7 @@ ISOLATE_ABOVE_BYTES = 1 << 20
 RACY_SECONDS = 2.0
 Signature = tuple[int, int, int]  # (st_mtime_ns, st_size, st_ino)
 # InventoryView.memo key of the slowest recent feasibility evaluation (seconds of CPU),
-# kept by webhook.review.pipeline to decide whether the kernel may run on the event loop.
+# kept by webhook.review.feasibility to decide whether the kernel may run on the event loop.
 EVALUATION_COST = "evaluation-cost"
 # How often records installed by incremental updates are moved out of the collected
 # generations (see InventoryState.install).
@@ -131,7 +131,7 @@ class InventoryState:
         if self.freeze_gc and (not quiet or now - self._frozen_at >= REFREEZE_SECONDS):
             # The view is long-lived and acyclic (reference counting frees it when it is
             # replaced): moving it out of the collected generations keeps full collections,
-            # which would otherwise traverse ~10^5 objects per 10,000 nodes, off the
+            # which would otherwise traverse every object of the view, off the
             # request path's p99. Only the server sets this: it owns its process.
             # Incremental updates (many per second) replace records bit by bit: they are
             # frozen every REFREEZE_SECONDS, after a young-generation collection so that

@@ -21,12 +21,12 @@ from webhook.inventory.state import EVALUATION_COST, InventoryView
 from webhook.review.response import Outcome, allowed, denied
 from webhook.review.runtime import Runtime
 
-# The kernel runs on the event loop (no thread hop: ~0.15 ms of CPU per review and a
+# The kernel runs on the event loop (no thread hop, which costs CPU per review and a
 # malloc arena per pool thread) when the slowest evaluation seen on this inventory, times
 # INLINE_SAFETY, fits both the time left before the deadline and INLINE_BUDGET_SECONDS
 # (an inline evaluation holds up every other request of the worker). Otherwise it runs in
 # a thread under the deadline, as for the first evaluation of a new inventory (which
-# calibrates the estimate). A full 10,000-node scan takes ~1 ms in the compiled kernel.
+# calibrates the estimate). docs/benchmarks.md has the measured costs.
 INLINE_SAFETY = 4.0
 INLINE_BUDGET_SECONDS = 0.02
 # The estimate decays towards recent costs, so one slow outlier (preemption on a loaded

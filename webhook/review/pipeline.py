@@ -61,7 +61,7 @@ def _log_answer(
     # Denials, error answers and answers with warnings at info, keyed by uid; routine
     # admissions (allowed, possibly patched, nothing to say) at debug: they are counted
     # in numagate_admission_requests_total, and at thousands of reviews per second a JSON
-    # line each (~13-19 us) is a noticeable share of a review's CPU. An allowed answer
+    # line each is a noticeable share of a review's CPU. An allowed answer
     # reused from the decision cache repeats warnings logged at info, with the first
     # review's uid, when the answer was decided: at debug too (a denial always at info).
     warned = bool(outcome.warnings) and not cached

@@ -44,8 +44,8 @@ class UnsupportedMediaType(RequestError):
     reason = "UnsupportedMediaType"
 
 
-# Decoding costs up to ~0.8 us of CPU per JSON value (a 3 MiB body of small objects: 100+
-# ms, of empty arrays 400 ms), so a body is decoded only if it holds at most this many
+# Decoding costs CPU per JSON value, and a 3 MiB body of tiny values holds hundreds of
+# thousands (docs/benchmarks.md, worst cases), so a body is decoded only if it holds at most this many
 # commas (one per value after the first of each object or array; commas inside strings
 # count too). A pod review holds a few hundred; an UPDATE of a large workload with its
 # managedFields and last-applied annotation a few thousand (issue 17).
@@ -53,8 +53,8 @@ MAX_JSON_COMMAS = 40_000
 
 
 # ---- what the pipeline reads ----------------------------------------------------------
-# NamedTuples: immutable, and built in ~0.1 us where a frozen dataclass takes ~0.1 us per
-# field (20 fields a review). parse_review always passes a fresh ``groups`` list.
+# NamedTuples: immutable, and cheaper to build than a frozen dataclass, whose every field
+# goes through object.__setattr__ (20 fields a review). parse_review always passes a fresh ``groups`` list.
 
 
 class GroupVersionKind(NamedTuple):
@@ -278,7 +278,7 @@ def _fast_request(data: dict[str, Any]) -> AdmissionRequest | None:
 def parse_review(raw: bytes) -> AdmissionRequest:
     """Parse a request body into the AdmissionRequest, or raise BadRequest naming the field.
 
-    A well-formed review is checked by hand (:func:`_fast_request`, ~1 us); anything else
+    A well-formed review is checked by hand (:func:`_fast_request`); anything else
     goes through the pydantic schema, which gives the same result or the error message.
     """
     if not raw or raw.isspace():  # strip() would copy the whole body
