@@ -80,8 +80,8 @@ def _key(obj: dict[str, Any]) -> ObjectKey:
 events = st.lists(st.tuples(st.booleans(), objects()), min_size=1, max_size=40)
 
 
-def _cpu_pod(cpus: int) -> PodIntent:
-    demand = {"cpu": cpus * 1000, "memory": 2**30}
+def _cpu_pod(cpus: int, **devices: int) -> PodIntent:
+    demand = {"cpu": cpus * 1000, "memory": 2**30, **devices}
     return PodIntent(
         scheduler="default",
         scheduler_name="",
@@ -192,17 +192,7 @@ def test_a_resource_no_node_reports_any_more_is_not_checked_after_updates() -> N
     editor.apply(inventory.flush())
     inventory.set(parse_object(node("b", allocatable={"cpu": "64"}), inventory.units))
     snap = editor.apply(inventory.flush())
-    demand = {"cpu": 2000, "memory": 2**30, "nvidia.com/gpu": 1}
-    pod_gpu = PodIntent(
-        scheduler="default",
-        scheduler_name="",
-        policy=None,
-        exclusive=None,
-        scope=None,
-        qos="Guaranteed",
-        containers=(ContainerDemand("c", "app", demand, demand, exclusive_cpus=2),),
-        pod_requests=demand,
-    )
+    pod_gpu = _cpu_pod(2, **{"nvidia.com/gpu": 1})
     expected = Snapshot.build(build_inventory([*plain, node("b", allocatable={"cpu": "64"})]).nodes)
     assert _verdicts(snap, pod_gpu) == _verdicts(expected, pod_gpu)
     assert _verdicts(snap, pod_gpu)["a"][0] == "fits"
