@@ -137,7 +137,7 @@ def recovery(fake: FakeApiServer, prober: parts.Prober, outage: float) -> dict[s
         if fake.open_watches() >= WATCHED:
             resumed = round(time.monotonic() - back, 2)
         time.sleep(0.02)
-    visible = round(prober.wait_for(not room, 300, back), 2)
+    visible = prober.wait_for(not room, 300, back)
     return {"outage_s": outage, "watches_resumed_s": resumed, "change_visible_s": visible}
 
 
@@ -158,6 +158,7 @@ def api_run(args: argparse.Namespace, work: Path, load: parts.Load, nodes: int,
                                    "rss_mib_ready": ng.rss_mib()}  # fmt: skip
             prober = parts.Prober(ng)
             timeout = max(120.0, args.timeout / 4)
+            out["probe_timeout_s"] = timeout
             if not prober.room():
                 raise bench.BenchError("the probe pod does not fit its probe node at the start")
             print("NRT change to decision, no churn...", file=sys.stderr)

@@ -176,27 +176,31 @@ class Prober:
         response = orjson.loads(raw)["response"]
         return not any(NO_ROOM in w for w in response.get("warnings") or [])
 
-    def wait_for(self, room: bool, timeout: float, since: float) -> float:
-        """Seconds from ``since`` until the answer says ``room``."""
+    def wait_for(self, room: bool, timeout: float, since: float) -> float | None:
+        """Seconds from ``since`` until the answer says ``room``; None after ``timeout``."""
         while time.monotonic() - since < timeout:
             if self.room() == room:
-                return time.monotonic() - since
+                return round(time.monotonic() - since, 3)
             time.sleep(0.01)
-        raise bench.BenchError(f"the probe's verdict did not change within {timeout:.0f} s")
+        print(f"the probe's verdict did not change within {timeout:.0f} s", file=sys.stderr)
+        return None
 
 
 def change_visible(
     fake: FakeApiServer, prober: Prober, samples: int, timeout: float
-) -> list[float]:
+) -> list[float | None]:
     """Flip the probe node's NRT ``samples`` times; each time, seconds from the write in
-    the API to the first decision that reflects it."""
+    the API to the first decision that reflects it (None: not within ``timeout``, and
+    the sampling stops there)."""
     room = prober.room()
-    out = []
+    out: list[float | None] = []
     rng = random.Random(3)
     for _ in range(samples):
         room = not room
         fake.apply(probe_nrt(room))
-        out.append(round(prober.wait_for(room, timeout, time.monotonic()), 3))
+        out.append(prober.wait_for(room, timeout, time.monotonic()))
+        if out[-1] is None:
+            break
         time.sleep(rng.uniform(0.05, 0.3))  # not in step with any timer of the server
     return out
 

@@ -35,20 +35,27 @@ def _ratios(points: list[dict[str, Any]]) -> tuple[float, float, float]:
     return round(rps, 3), round(p99, 2), round(health, 2)
 
 
-def figures(result: dict[str, Any]) -> dict[str, float | None]:
+def _p99(samples: list[float | None], timeout: float) -> float | str:
+    """p99 of the flips; "> T" when one was not visible within the probe's timeout."""
+    if None in samples or not samples:
+        return f"> {timeout:g}"
+    return bench.percentile(samples, 99)
+
+
+def figures(result: dict[str, Any]) -> dict[str, float | str | None]:
     api, large = result["api"], result.get("large")
     nodes = str(result["args"]["nodes"])
     rps, p99, health = _ratios(api["points"])
-    out: dict[str, float | None] = {
+    out: dict[str, float | str | None] = {
         "rps_ratio": rps,
         "p99_ratio": p99,
         "healthz_p99_ratio": health,
-        "visible_idle_p99_s": bench.percentile(api["visible_idle_s"], 99),
-        "visible_churn_p99_s": bench.percentile(api["visible_churn_s"], 99),
+        "visible_idle_p99_s": _p99(api["visible_idle_s"], api["probe_timeout_s"]),
+        "visible_churn_p99_s": _p99(api["visible_churn_s"], api["probe_timeout_s"]),
         "ready_api_s": api["ready_s"],
         "ready_file_s": result["file"][nodes]["ready_s"],
         "rss_mib": max(api["rss_mib_peak"], result["file"][nodes]["rss_mib"]),
-        "recovery_s": api["recovery"]["change_visible_s"],
+        "recovery_s": api["recovery"]["change_visible_s"] or "> 300",
         "large_rps_ratio": None,
         "large_p99_ratio": None,
         "large_ready_file_s": None,
@@ -89,8 +96,10 @@ def _rate_table(run: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _samples(values: list[float]) -> str:
-    ordered = sorted(values)
+def _samples(values: list[float | None]) -> str:
+    if None in values:
+        return f"not visible within the probe's timeout (after {len(values) - 1} flips)"
+    ordered = sorted(v for v in values if v is not None)
     return (
         f"p50 {bench.percentile(ordered, 50):.2f}, p99 {bench.percentile(ordered, 99):.2f}, "
         f"max {ordered[-1]:.2f} ({len(ordered)} flips)"
@@ -131,6 +140,8 @@ def markdown(result: dict[str, Any]) -> str:
         value = result["figures"].get(key)
         if value is None:
             lines.append(f"| {label} | not run | {target} | |")
+        elif isinstance(value, str):
+            lines.append(f"| {label} | {value} | {target} | NO |")
         else:
             met = "" if test is None else ("yes" if test(value) else "NO")
             lines.append(f"| {label} | {value:g} | {target} | {met} |")
