@@ -63,11 +63,12 @@ from typing import Any, Final
 
 from core.inventory.merge import Parts, merge
 from core.inventory.node import NodeInfo, parse_node
-from core.inventory.nrt import NrtData, Reporter, Units, is_map, parse_nrt
+from core.inventory.nrt import NrtData, parse_nrt
+from core.inventory.records import Reporter, Units
 from core.inventory.share import Sharer
 from core.inventory.usage import PodUsage, parse_pod
 from core.inventory.volcano import VolcanoData, parse_numatopology
-from core.model import NodeTopology
+from core.model import NodeTopology, is_map
 
 API_VERSIONS: Final[Mapping[str, tuple[str, ...]]] = {
     "Node": ("v1",),

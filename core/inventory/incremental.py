@@ -24,7 +24,8 @@ from typing import Any
 from core.inventory.build import Identified, Parsed, identify, parse
 from core.inventory.merge import Parts, merge
 from core.inventory.node import NodeInfo
-from core.inventory.nrt import NrtData, Units
+from core.inventory.nrt import NrtData
+from core.inventory.records import Units
 from core.inventory.share import Sharer
 from core.inventory.usage import PodUsage
 from core.inventory.volcano import VolcanoData

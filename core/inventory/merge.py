@@ -7,7 +7,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from core.inventory.node import NodeInfo
-from core.inventory.nrt import NrtData, Settings, ZoneRecord
+from core.inventory.nrt import NrtData
+from core.inventory.records import Settings, ZoneRecord
 from core.inventory.share import Sharer
 from core.inventory.usage import NodeUsage, PodUsage
 from core.inventory.volcano import VolcanoData

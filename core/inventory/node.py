@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from core.errors import InvalidInput
-from core.inventory.nrt import Reporter, Units, is_map
+from core.inventory.records import Reporter, Units
+from core.model import is_map
 
 KOORD_NODE_LABEL: Final = "node.koordinator.sh/numa-topology-policy"
 KOORD_LABEL_POLICIES: Final[Mapping[str, str | None]] = {

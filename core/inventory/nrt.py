@@ -1,6 +1,6 @@
 """NodeResourceTopology (``topology.node.k8s.io`` v1alpha2 and v1alpha1) -> per-node NUMA
-zones and kubelet settings. Also the pieces the other inventory readers share: the error
-reporter, the caching quantity converter, the zone record and the settings record.
+zones and kubelet settings (read by core/inventory/kubelet_settings.py; the records and the
+error reporter every reader shares are in core/inventory/records.py).
 
 Rules (research/upstream-schedulers.md §4):
 - NUMA zones are ``type: Node`` zones named ``node-<id>`` (noderesourcetopology-api
@@ -18,130 +18,37 @@ Rules (research/upstream-schedulers.md §4):
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
 from core.errors import InvalidInput
-from core.model import POLICIES, is_map
-from core.quantity import to_core_units
+from core.inventory.kubelet_settings import (
+    CPU_MANAGER_POLICIES,
+    KOORD_NRT_POLICIES,
+    read_attributes,
+    read_choice,
+    read_topology_policies,
+)
+from core.inventory.records import (
+    Reporter,
+    Settings,
+    Units,
+    ZoneRecord,
+    json_object,
+    parse_bool,
+)
+from core.model import is_map
 
 GROUP: Final = "topology.node.k8s.io"
 VERSIONS: Final = ("v1alpha2", "v1alpha1")
 MAX_NUMA_ID: Final = 63  # bit width of the kernel's NUMA masks
-MAX_NUMA_NODES_CAP: Final = 1024  # scheduler-plugins caps topologyManagerMaxNUMANodes here
 _ZONE_NAME: Final = re.compile(r"^node-(0|[1-9][0-9]*)$")
 
-# Deprecated v1alpha1 topologyPolicies -> (kubelet policy, scope or None for the default).
-# The API defines the *Level spellings and the plain ones; its own example manifest uses
-# the plain "SingleNUMANode", which is not a constant but means the same.
-TOPOLOGY_POLICIES: Final[Mapping[str, tuple[str, str | None]]] = {
-    "None": ("none", None),
-    "BestEffort": ("best-effort", None),
-    "BestEffortContainerLevel": ("best-effort", "container"),
-    "BestEffortPodLevel": ("best-effort", "pod"),
-    "Restricted": ("restricted", None),
-    "RestrictedContainerLevel": ("restricted", "container"),
-    "RestrictedPodLevel": ("restricted", "pod"),
-    "SingleNUMANode": ("single-numa-node", None),
-    "SingleNUMANodeContainerLevel": ("single-numa-node", "container"),
-    "SingleNUMANodePodLevel": ("single-numa-node", "pod"),
-}
-# What koord-scheduler itself maps from topologyPolicies when the node has no label
-# (topology_options.go convertToNUMATopologyPolicy): only these three.
-KOORD_NRT_POLICIES: Final[Mapping[str, str]] = {
-    "BestEffort": "best-effort",
-    "Restricted": "restricted",
-    "SingleNUMANodePodLevel": "single-numa-node",
-}
-SCOPES: Final = ("container", "pod")
-CPU_MANAGER_POLICIES: Final = ("static", "none")
-MEMORY_MANAGER_POLICIES: Final = ("Static", "None")  # kubelet spelling, case-sensitive
-TM_OPTIONS: Final = ("prefer-closest-numa-nodes", "max-allowable-numa-nodes")
-# cpuManagerPolicyOptions the kubelet knows; only full-pcpus-only changes admission
-# (policy_options.go), the others change which CPUs are picked.
-CPU_OPTIONS: Final = (
-    "full-pcpus-only",
-    "distribute-cpus-across-numa",
-    "align-by-socket",
-    "distribute-cpus-across-cores",
-    "strict-cpu-reservation",
-    "prefer-align-cpus-by-uncorecache",
-)
-_TRUE: Final = ("1", "t", "T", "TRUE", "true", "True")  # Go strconv.ParseBool
-_FALSE: Final = ("0", "f", "F", "FALSE", "false", "False")
 # koordlet writes these on the NRT it reports (apis/extension).
 KOORD_CPU_MANAGER_ANNOTATION: Final = "kubelet.koordinator.sh/cpu-manager-policy"
 KOORD_CPU_TOPOLOGY_ANNOTATION: Final = "node.koordinator.sh/cpu-topology"
-
-
-class Reporter:
-    """Collects error strings that name the object and the field."""
-
-    __slots__ = ("kind", "name", "sink")
-
-    def __init__(self, kind: str, name: str, sink: list[str]) -> None:
-        self.kind = kind
-        self.name = name
-        self.sink = sink
-
-    def error(self, path: str, message: str) -> None:
-        self.sink.append(f"{self.kind} {self.name}: {path}: {message}")
-
-
-class Units:
-    """to_core_units with a cache: clusters repeat the same few quantity strings, and
-    exact Fraction parsing is the cost that dominates building 100,000 nodes."""
-
-    __slots__ = ("_cpu", "_other")
-
-    def __init__(self) -> None:
-        # cpu has its own unit (millicores); every other resource rounds the same way
-        self._cpu: dict[str | int, int] = {}
-        self._other: dict[str | int, int] = {}
-
-    def convert(self, resource: str, value: Any) -> int:
-        """Raises InvalidInput for a value that does not parse."""
-        kind = type(value)
-        if kind is not str and kind is not int:
-            return to_core_units(resource, value)
-        cache = self._cpu if resource == "cpu" else self._other
-        hit = cache.get(value)
-        if hit is None:
-            hit = cache[value] = to_core_units(resource, value)
-        return hit
-
-
-@dataclass(slots=True)
-class ZoneRecord:
-    """One NUMA zone while the inventory is being built (mutable; frozen later)."""
-
-    capacity: dict[str, int] = field(default_factory=dict)
-    allocatable: dict[str, int] = field(default_factory=dict)
-    available: dict[str, int] = field(default_factory=dict)  # only what the source gave
-    costs: dict[int, int] = field(default_factory=dict)
-
-
-@dataclass(slots=True)
-class Settings:
-    """Kubelet settings one source reports; None means the source does not say."""
-
-    tm_policy: str | None = None
-    tm_scope: str | None = None
-    max_numa_nodes: int | None = None
-    prefer_closest: bool | None = None
-    cpu_manager_policy: str | None = None
-    full_pcpus_only: bool | None = None
-    threads_per_core: int | None = None
-    memory_manager_policy: str | None = None
-
-    def fill_from(self, other: Settings) -> None:
-        """Take every value this record lacks from ``other`` (lower precedence)."""
-        for name in self.__slots__:
-            if getattr(self, name) is None:
-                setattr(self, name, getattr(other, name))
 
 
 @dataclass(slots=True)
@@ -166,141 +73,6 @@ def zone_id(name: object) -> int | None:
         return common
     m = _ZONE_NAME.match(name)  # type: ignore[arg-type]
     return int(m.group(1)) if m else None
-
-
-def parse_bool(text: object) -> bool | None:
-    if text in _TRUE:
-        return True
-    if text in _FALSE:
-        return False
-    return None
-
-
-def _allowed(values: tuple[str, ...]) -> str:
-    return ", ".join(values)
-
-
-def parse_options(
-    text: object, known: tuple[str, ...], path: str, report: Reporter
-) -> dict[str, str]:
-    """``k=v,k=v`` option lists (kubelet --topology-manager-policy-options style)."""
-    if not isinstance(text, str):
-        report.error(path, f"{text!r} is not a string of key=value pairs")
-        return {}
-    out: dict[str, str] = {}
-    for item in filter(None, (part.strip() for part in text.split(","))):
-        key, eq, value = item.partition("=")
-        key = key.strip()
-        if not eq:
-            report.error(path, f"option {item!r} is not key=value")
-        elif key not in known:
-            report.error(path, f"unknown option {key!r} (allowed: {_allowed(known)})")
-        else:
-            out[key] = value.strip()
-    return out
-
-
-def _int_attr(value: object, path: str, report: Reporter, low: int, high: int) -> int | None:
-    text = value if isinstance(value, str) else str(value)
-    if not text.strip().isdigit() or not low <= int(text) <= high:
-        report.error(path, f"{value!r} is not an integer between {low} and {high}")
-        return None
-    return int(text)
-
-
-def _choice(value: object, allowed: tuple[str, ...], path: str, report: Reporter) -> str | None:
-    if value in allowed:
-        return str(value)
-    report.error(path, f"unknown value {value!r} (allowed: {_allowed(allowed)})")
-    return None
-
-
-def _tm_options(value: object, path: str, report: Reporter, settings: Settings) -> None:
-    opts = parse_options(value, TM_OPTIONS, path, report)
-    if "prefer-closest-numa-nodes" in opts:
-        flag = parse_bool(opts["prefer-closest-numa-nodes"])
-        if flag is None:
-            report.error(path, "prefer-closest-numa-nodes must be true or false")
-        settings.prefer_closest = flag
-    if "max-allowable-numa-nodes" in opts:
-        limit = _int_attr(opts["max-allowable-numa-nodes"], path, report, 1, MAX_NUMA_NODES_CAP)
-        if limit is not None and settings.max_numa_nodes not in (None, limit):
-            report.error(
-                path,
-                f"max-allowable-numa-nodes={limit} disagrees with topologyManagerMaxNUMANodes="
-                f"{settings.max_numa_nodes}; using {settings.max_numa_nodes}",
-            )
-        elif limit is not None:
-            settings.max_numa_nodes = limit
-
-
-def _cpu_options(value: object, path: str, report: Reporter, settings: Settings) -> None:
-    opts = parse_options(value, CPU_OPTIONS, path, report)
-    if "full-pcpus-only" in opts:
-        flag = parse_bool(opts["full-pcpus-only"])
-        if flag is None:
-            report.error(path, "full-pcpus-only must be true or false")
-        settings.full_pcpus_only = flag
-
-
-def read_attributes(attrs: object, path: str, report: Reporter) -> Settings:
-    """NRT v1alpha2 ``attributes`` (and ours, where an exporter knows them: DESIGN 4.2)."""
-    settings = Settings()
-    if attrs is None:
-        return settings
-    if not isinstance(attrs, list):
-        report.error(path, "must be a list of {name, value}")
-        return settings
-    values: dict[str, tuple[str, object]] = {}
-    for i, attr in enumerate(attrs):
-        if not is_map(attr) or not isinstance(attr.get("name"), str):
-            report.error(f"{path}[{i}]", "must be {name, value}")
-            continue
-        values[attr["name"]] = (f"{path}[{i}].value", attr.get("value"))
-    if "topologyManagerPolicy" in values:
-        p, v = values["topologyManagerPolicy"]
-        settings.tm_policy = _choice(v, POLICIES, p, report)
-    if "topologyManagerScope" in values:
-        p, v = values["topologyManagerScope"]
-        settings.tm_scope = _choice(v, SCOPES, p, report)
-    if "topologyManagerMaxNUMANodes" in values:
-        p, v = values["topologyManagerMaxNUMANodes"]
-        settings.max_numa_nodes = _int_attr(v, p, report, 1, MAX_NUMA_NODES_CAP)
-    if "topologyManagerPolicyOptions" in values:
-        p, v = values["topologyManagerPolicyOptions"]
-        _tm_options(v, p, report, settings)
-    if "cpuManagerPolicy" in values:
-        p, v = values["cpuManagerPolicy"]
-        settings.cpu_manager_policy = _choice(v, CPU_MANAGER_POLICIES, p, report)
-    if "cpuManagerPolicyOptions" in values:
-        p, v = values["cpuManagerPolicyOptions"]
-        _cpu_options(v, p, report, settings)
-    if "memoryManagerPolicy" in values:
-        p, v = values["memoryManagerPolicy"]
-        settings.memory_manager_policy = _choice(v, MEMORY_MANAGER_POLICIES, p, report)
-    if "cpuThreadsPerCore" in values:
-        p, v = values["cpuThreadsPerCore"]
-        settings.threads_per_core = _int_attr(v, p, report, 1, 64)
-    return settings
-
-
-def read_topology_policies(policies: object, path: str, report: Reporter) -> Settings:
-    """The deprecated v1alpha1 list: the first entry decides (scheduler-plugins)."""
-    settings = Settings()
-    if policies is None or policies == []:
-        return settings
-    if not isinstance(policies, list):
-        report.error(path, "must be a list of policy names")
-        return settings
-    first = policies[0]
-    if not isinstance(first, str) or first not in TOPOLOGY_POLICIES:
-        report.error(
-            f"{path}[0]",
-            f"unknown policy {first!r} (allowed: {_allowed(tuple(TOPOLOGY_POLICIES))})",
-        )
-        return settings
-    settings.tm_policy, settings.tm_scope = TOPOLOGY_POLICIES[first]
-    return settings
 
 
 def _quantities(
@@ -439,7 +211,9 @@ def _koordlet_annotations(
         if data is not None:
             policy = data.get("policy")
             if policy is not None:
-                settings.cpu_manager_policy = _choice(policy, CPU_MANAGER_POLICIES, path, report)
+                settings.cpu_manager_policy = read_choice(
+                    policy, CPU_MANAGER_POLICIES, path, report
+                )
             options = data.get("options")
             if is_map(options) and "full-pcpus-only" in options:
                 settings.full_pcpus_only = parse_bool(options["full-pcpus-only"])
@@ -460,19 +234,6 @@ def _koordlet_annotations(
             if cores:
                 settings.threads_per_core = max(cores.values())
     return settings
-
-
-def json_object(text: object, path: str, report: Reporter) -> dict[str, Any] | None:
-    """Parse an annotation holding a JSON object; report and return None otherwise."""
-    try:
-        data = json.loads(text) if isinstance(text, str) else None
-    except ValueError as exc:
-        report.error(path, f"not valid JSON: {exc}")
-        return None
-    if not isinstance(data, dict):
-        report.error(path, f"{text!r} is not a JSON object")
-        return None
-    return data
 
 
 def parse_nrt(obj: Mapping[str, Any], name: str, report: Reporter, units: Units) -> NrtData:

@@ -11,8 +11,8 @@ from typing import Any, Final
 from core.errors import InvalidInput
 from core.inventory.cpuset import parse_cpuset
 from core.inventory.node import resource_list
-from core.inventory.nrt import Reporter, Units, is_map, json_object
-from core.model import ContainerDemand
+from core.inventory.records import Reporter, Units, json_object
+from core.model import ContainerDemand, is_map
 from core.scoring.hami_devices import Usage, add_usage, pod_gpu_usage
 from core.scoring.koordinator import pod_nonzero_requests
 

@@ -29,17 +29,11 @@ from typing import Any, Final
 
 from core.errors import InvalidInput
 from core.inventory.cpuset import format_cpuset, parse_cpuset
-from core.inventory.nrt import (
-    CPU_MANAGER_POLICIES,
-    MAX_NUMA_ID,
-    Reporter,
-    Settings,
-    Units,
-    ZoneRecord,
-    is_map,
-)
+from core.inventory.kubelet_settings import CPU_MANAGER_POLICIES
+from core.inventory.nrt import MAX_NUMA_ID
+from core.inventory.records import Reporter, Settings, Units, ZoneRecord
 from core.inventory.volcano_cpus import reserved_cpus
-from core.model import POLICIES
+from core.model import POLICIES, is_map
 
 GROUP: Final = "nodeinfo.volcano.sh"
 VERSION: Final = "v1alpha1"
