@@ -136,10 +136,20 @@ def add_explain(sub: Subparsers) -> None:
     explain.add_argument(
         "--all", action="store_true", help="list every node, even on large clusters"
     )
-    explain.add_argument(
+    what = explain.add_mutually_exclusive_group(required=True)
+    what.add_argument(
         "manifest",
         metavar="MANIFEST",
+        nargs="?",
+        default=argparse.SUPPRESS,  # else an absent MANIFEST would overwrite -f's value
         help="file with the Pod or workload ('-' for stdin), or pod/NAME: a pod in the cluster",
+    )
+    what.add_argument(
+        "-f",
+        "--filename",
+        dest="manifest",
+        metavar="FILE",
+        help="the same as MANIFEST, as kubectl spells it",
     )
 
 
