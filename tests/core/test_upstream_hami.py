@@ -19,8 +19,8 @@ from core.model import NodeVerdict
 from core.scoring import hami, hami_devices
 from core.scoring.hami_devices import Card, parse_register
 from core.scoring.rank import rank
+from tests.builders.model import fits
 from tests.core.upstream_cases import ctr, js, k8s_node, k8s_pod, run
-from tests.fixtures.scoring.builders import fits
 
 REQ = hami.GpuRequest(nums=1, mem=1000, cores=30)
 HALF = (5, 4000, 50)  # Used, Usedmem, Usedcores of the "having use 50%" fixtures

@@ -22,8 +22,8 @@ from core.model import ContainerDemand
 from core.scoring import koordinator as koord
 from core.scoring.args import ScoringArgs
 from core.scoring.rank import rank
+from tests.builders.model import fits
 from tests.core.upstream_cases import Outcome, ctr, js, k8s_node, k8s_pod, run
-from tests.fixtures.scoring.builders import fits
 
 STATUS = "scheduling.koordinator.sh/resource-status"
 SPEC = "scheduling.koordinator.sh/numa-topology-spec"

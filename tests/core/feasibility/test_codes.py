@@ -14,7 +14,7 @@ import pytest
 from core.feasibility import _kernel_py as ref
 from core.feasibility import codes
 from core.feasibility.snapshot import Demand, Snapshot
-from tests.core.feasibility.test_kernel import container, cpu_node, pod
+from tests.builders.model import container, cpu_node, pod
 from tests.paths import ROOT
 
 PURE = bool(os.environ.get("NUMAGATE_NO_EXTENSIONS"))

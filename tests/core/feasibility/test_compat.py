@@ -7,7 +7,7 @@ import pytest
 
 from core.feasibility.compat import affinity_requirement, compatible, simulation
 from core.model import NodeSelectorRequirement
-from tests.core.feasibility.test_kernel import container, cpu_node, pod
+from tests.builders.model import container, cpu_node, pod
 
 POLICIES = ["single-numa-node", "restricted", "best-effort", "none"]
 

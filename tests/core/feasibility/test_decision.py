@@ -12,7 +12,7 @@ from core.feasibility.decision import decide, unchecked
 from core.feasibility.snapshot import Snapshot
 from core.feasibility.verdicts import evaluate
 from core.model import Decision
-from tests.core.feasibility.test_kernel import container, cpu_node, node, pod
+from tests.builders.model import container, cpu_node, node, pod
 
 
 def _decide(nodes: list, cpus: int, *, stale: bool = False, impl: ModuleType) -> Decision:

@@ -18,7 +18,7 @@ from core.feasibility import _kernel_py as ref
 from core.feasibility.snapshot import Demand, Snapshot
 from core.feasibility.verdicts import evaluate
 from core.model import ContainerDemand, NodeTopology, NumaZone, PodIntent
-from tests.core.feasibility.test_kernel import GI
+from tests.builders.model import GI
 from tests.paths import ROOT
 
 PURE = bool(os.environ.get("NUMAGATE_NO_EXTENSIONS"))

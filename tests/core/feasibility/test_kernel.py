@@ -1,138 +1,15 @@
-"""The packed kernel: builders shared by the core tests, and the kernel's own contract
-(input checks, exceptions, flags) against both implementations."""
+"""The packed kernel's own contract (input checks, exceptions, flags) against both
+implementations."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 from types import ModuleType
-from typing import Any
 
 import pytest
 
 from core.errors import InvalidInput
-from core.feasibility.snapshot import POLICY_CODES, Demand, Snapshot
-from core.model import ContainerDemand, NodeTopology, NumaZone, PodIntent
-
-GI = 2**30
-MI = 2**20
-
-
-def zone(
-    i: int,
-    cap: Mapping[str, int],
-    free: Mapping[str, int] | None = None,
-    alloc: Mapping[str, int] | None = None,
-    costs: Mapping[int, int] | None = None,
-) -> NumaZone:
-    """A NUMA zone; cpu given in whole CPUs (converted to millicores)."""
-
-    def units(m: Mapping[str, int]) -> dict[str, int]:
-        return {k: v * 1000 if k == "cpu" else v for k, v in m.items()}
-
-    return NumaZone(
-        id=i,
-        capacity=units(cap),
-        allocatable=units(alloc if alloc is not None else cap),
-        available=units(free if free is not None else (alloc if alloc is not None else cap)),
-        costs=dict(costs or {}),
-    )
-
-
-def node(
-    name: str = "n",
-    zones: Sequence[NumaZone] = (),
-    *,
-    policy: str = "best-effort",
-    labels: Mapping[str, str] | None = None,
-    allocatable: Mapping[str, int] | None = None,
-    **kw: Any,
-) -> NodeTopology:
-    return NodeTopology(
-        name=name,
-        labels=dict(labels or {}),
-        allocatable=dict(allocatable or {}),
-        capacity={},
-        zones=tuple(zones),
-        tm_policy=policy,
-        **kw,
-    )
-
-
-def cpu_node(
-    caps: Sequence[int], free: Sequence[int], *, name: str = "n", **kw: Any
-) -> NodeTopology:
-    return node(
-        name,
-        [zone(i, {"cpu": c}, {"cpu": f}) for i, (c, f) in enumerate(zip(caps, free, strict=False))],
-        **kw,
-    )
-
-
-def container(
-    name: str = "c",
-    *,
-    kind: str = "app",
-    cpu: int = 0,
-    exclusive: bool = True,
-    **res: int,
-) -> ContainerDemand:
-    """cpu in whole CPUs; other resources as keyword arguments (hugepages_1Gi style names
-    are mapped: '_' -> '-', 'nvidia_com__gpu' -> 'nvidia.com/gpu')."""
-    req: dict[str, int] = {}
-    if cpu:
-        req["cpu"] = cpu * 1000
-    for k, v in res.items():
-        req[k.replace("__", "/").replace("_com", ".com").replace("_", "-")] = v
-    return ContainerDemand(
-        name=name,
-        kind=kind,  # type: ignore[arg-type]
-        requests=req,
-        limits=dict(req),
-        exclusive_cpus=cpu if exclusive else 0,
-    )
-
-
-def pod(
-    *containers: ContainerDemand,
-    scheduler: str = "default",
-    policy: str | None = None,
-    qos: str = "Guaranteed",
-    scope: str | None = None,
-    exclusive: str | None = None,
-    **kw: Any,
-) -> PodIntent:
-    return PodIntent(
-        scheduler=scheduler,  # type: ignore[arg-type]
-        scheduler_name="",
-        policy=policy,
-        exclusive=exclusive,  # type: ignore[arg-type]
-        scope=scope,  # type: ignore[arg-type]
-        qos=qos,  # type: ignore[arg-type]
-        containers=tuple(containers),
-        pod_requests={},
-        **kw,
-    )
-
-
-def run(
-    impl: ModuleType,
-    n: NodeTopology,
-    intent: PodIntent,
-    policy: str | None = None,
-    flags: int = 0,
-) -> tuple[int, ...]:
-    """Check one pod on one node with ``impl``; returns the kernel result with the mask
-    translated to NUMA ids (a frozenset, or None for nil)."""
-    snap = Snapshot.build([n])
-    demand = Demand.build(intent, snap)
-    code = POLICY_CODES[policy or n.tm_policy]
-    if n.tm_scope == "pod":
-        flags |= impl.F_POD_SCOPE
-    return snap.kernel(impl).check(demand, 0, code, flags)
-
-
-def ids(mask: int) -> set[int]:
-    return {i for i in range(64) if (mask >> i) & 1}
+from core.feasibility.snapshot import Demand, Snapshot
+from tests.builders.model import GI, container, cpu_node, ids, node, pod, run, zone
 
 
 def test_kernel_rejects_bad_shape_and_policy(impl: ModuleType) -> None:
@@ -198,7 +75,7 @@ def test_too_many_numa_nodes_for_policy(impl: ModuleType) -> None:
 def test_node_allocatable_bound(impl: ModuleType) -> None:
     n = node(
         "n",
-        [zone(0, {"cpu": 4})],
+        [zone(0, {"cpu": 4000})],
         allocatable={"cpu": 4000, "memory": GI},
     )
     res = run(impl, n, pod(container(cpu=1, memory=2 * GI)))

@@ -15,7 +15,7 @@ from types import ModuleType
 import pytest
 
 from core.feasibility.snapshot import Demand, Snapshot
-from tests.core.feasibility.test_kernel import (
+from tests.builders.model import (
     GI,
     MI,
     container,
@@ -253,8 +253,8 @@ def gpu_node(
     policy: str = "restricted",
 ) -> object:
     zones = [
-        zone(0, {"cpu": 8, GPU: per0}, {"cpu": 8, GPU: per0 if free0 is None else free0}),
-        zone(1, {"cpu": 8, GPU: per1}, {"cpu": 8, GPU: per1 if free1 is None else free1}),
+        zone(0, {"cpu": 8000, GPU: per0}, {"cpu": 8000, GPU: per0 if free0 is None else free0}),
+        zone(1, {"cpu": 8000, GPU: per1}, {"cpu": 8000, GPU: per1 if free1 is None else free1}),
     ]
     return node("g", zones, policy=policy, unaligned_devices={GPU: unaligned} if unaligned else {})
 
@@ -266,7 +266,7 @@ def gpus(k: int, name: str = "c") -> object:
 def test_item29_devices_without_topology_do_not_care(impl: ModuleType) -> None:
     n = node(
         "g",
-        [zone(0, {"cpu": 8}), zone(1, {"cpu": 8})],
+        [zone(0, {"cpu": 8000}), zone(1, {"cpu": 8000})],
         policy="single-numa-node",
         allocatable={"cpu": 16000, GPU: 2},
     )
@@ -297,8 +297,8 @@ def test_item32_forced_cross_numa(impl: ModuleType) -> None:
 
 def test_item33_two_device_resources(impl: ModuleType) -> None:
     zones = [
-        zone(0, {"cpu": 8, "vendor.com/dev1": 2, "vendor.com/dev2": 1}),
-        zone(1, {"cpu": 8, "vendor.com/dev1": 2}),
+        zone(0, {"cpu": 8000, "vendor.com/dev1": 2, "vendor.com/dev2": 1}),
+        zone(1, {"cpu": 8000, "vendor.com/dev1": 2}),
     ]
     c = container("c", vendor_com__dev1=2, vendor_com__dev2=1)
     res = run(impl, node("g", zones, policy="restricted"), pod(c))
@@ -334,8 +334,8 @@ def mem_node(
 ) -> object:
     zones = []
     for i, (a, f) in enumerate(zip(allocs, frees, strict=False)):
-        cap = {"cpu": 8, "memory": a}
-        free = {"cpu": 8, "memory": f}
+        cap = {"cpu": 8000, "memory": a}
+        free = {"cpu": 8000, "memory": f}
         if hp is not None:
             cap[hp_name] = hp[i]
             free[hp_name] = (hp_free or hp)[i]
@@ -398,7 +398,7 @@ def test_item41_pod_requested_memory(containers: list, want: int) -> None:
 
 
 def test_issue_128669_memory_over_one_numa_with_one_cpu(impl: ModuleType) -> None:
-    zones = [zone(i, {"cpu": 8, "memory": 8 * GI}) for i in range(2)]
+    zones = [zone(i, {"cpu": 8000, "memory": 8 * GI}) for i in range(2)]
     c = container(cpu=1, memory=9 * GI)
     r = node("m", zones, policy="restricted", memory_manager_policy="Static")
     assert run(impl, r, pod(c))[0] == 0  # CPU {0}T and memory {0,1}T are not identical
@@ -453,7 +453,7 @@ def test_regular_init_cpus_are_reusable_sidecars_are_not(impl: ModuleType) -> No
 
 def test_pod_scope_merges_the_whole_pod(impl: ModuleType) -> None:
     # NRT filter_test node3 (upstream-schedulers 4.3): pod scope, cpu 2/4 free per NUMA
-    zones = [zone(0, {"cpu": 4}, {"cpu": 2}), zone(1, {"cpu": 4}, {"cpu": 4})]
+    zones = [zone(0, {"cpu": 4000}, {"cpu": 2000}), zone(1, {"cpu": 4000}, {"cpu": 4000})]
     n = node("node3", zones, policy="single-numa-node", tm_scope="pod")
     three = pod(*(container(f"c{i}", cpu=3) for i in range(3)))
     assert run(impl, n, three)[0] == 0  # cannot align pod
@@ -471,10 +471,10 @@ def test_nrt_filter_table_node1(impl: ModuleType) -> None:
     zones = [
         zone(
             0,
-            {"cpu": 8, "memory": 8 * GI, "example.com/nic": 10},
-            {"cpu": 4, "memory": 8 * GI, "example.com/nic": 10},
+            {"cpu": 8000, "memory": 8 * GI, "example.com/nic": 10},
+            {"cpu": 4000, "memory": 8 * GI, "example.com/nic": 10},
         ),
-        zone(1, {"cpu": 8, "memory": 8 * GI, "example.com/nic": 10}),
+        zone(1, {"cpu": 8000, "memory": 8 * GI, "example.com/nic": 10}),
     ]
     n = node("node1", zones, policy="single-numa-node", memory_manager_policy="Static")
     assert run(impl, n, pod(container(cpu=2, memory=2 * GI)))[0] == 1
@@ -506,7 +506,7 @@ def test_check_exclusive_required(impl: ModuleType, mask: set, states: list, wan
 
 
 def test_exclusive_keeps_multi_numa_pod_off_single_numa_nodes(impl: ModuleType) -> None:
-    zones = [zone(0, {"cpu": 4}), zone(1, {"cpu": 4})]
+    zones = [zone(0, {"cpu": 4000}), zone(1, {"cpu": 4000})]
     busy = node("k", zones, policy="restricted", numa_states=("single", "idle"))
     big = pod(container(cpu=6))
     assert run(impl, busy, big, flags=impl.F_EXCLUSIVE)[3] == 9

@@ -13,7 +13,7 @@ from core.feasibility.snapshot import Snapshot
 from core.feasibility.verdicts import evaluate
 from core.model import NodeSelectorRequirement as Req
 from core.model import NodeSelectorTerm as Term
-from tests.core.feasibility.test_kernel import GI, container, cpu_node, node, pod, zone
+from tests.builders.model import GI, container, cpu_node, node, pod, zone
 
 
 def volcano_node(name: str, policy: str, caps: list[int], free: list[int]) -> object:
@@ -225,7 +225,7 @@ def test_numa_limit_belongs_to_the_kubelet_policy(impl: ModuleType) -> None:
 
 
 def test_zones_without_cpu_or_memory_leave_those_providers_unknown(impl: ModuleType) -> None:
-    from tests.core.feasibility.test_kernel import zone
+    from tests.builders.model import zone
 
     zones = [zone(0, {"nvidia.com/gpu": 2}), zone(1, {"nvidia.com/gpu": 2})]
     n = node("gpu-only", zones, policy="single-numa-node", memory_manager_policy="Static")
@@ -288,7 +288,7 @@ def test_koordinator_restricted_with_memory_hints_is_not_denied(impl: ModuleType
     # restricted rejects the pod on every such node; koord-scheduler marks every fitting
     # CPU and memory hint preferred, so {0,1} is preferred for both and admitted
     def mem_cpu_node(kubelet: str) -> object:
-        zones = [zone(i, {"cpu": 4, "memory": 4 * GI}) for i in range(2)]
+        zones = [zone(i, {"cpu": 4000, "memory": 4 * GI}) for i in range(2)]
         return node(
             "n", zones, policy=kubelet, koord_policy="restricted", memory_manager_policy="Static"
         )
@@ -306,7 +306,7 @@ def test_koordinator_device_hints_keep_the_narrowest_fitting_preferred(impl: Mod
     # narrowest fitting width), with no Restricted clause. One GPU on NUMA 0 and 6 CPUs
     # that fit only on {0,1}: device {0} preferred, CPU {0,1} preferred, no preferred
     # permutation; koord-scheduler's restricted policy rejects the node even when idle.
-    zones = [zone(0, {"cpu": 4, "nvidia.com/gpu": 1}), zone(1, {"cpu": 4})]
+    zones = [zone(0, {"cpu": 4000, "nvidia.com/gpu": 1}), zone(1, {"cpu": 4000})]
     n = node("n", zones, policy="none", koord_policy="restricted", allocatable={"cpu": 8000})
     intent = koord_pod(container(cpu=6, nvidia_com__gpu=1))
     assert evaluate(intent, Snapshot.build([n]), impl=impl).verdicts[0].verdict == "never-fits"

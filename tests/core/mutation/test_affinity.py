@@ -25,7 +25,7 @@ from core.mutation.affinity import (
     spec_ops,
     without_policy_affinity,
 )
-from tests.fixtures.scoring.builders import container, intent, node
+from tests.builders.model import container, intent, plain_node
 
 KEY = "node.koordinator.sh/numa-topology-policy"
 REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
@@ -45,7 +45,7 @@ class Inventory:
 
 def _node(name: str, policy: str, *, labelled: bool) -> NodeTopology:
     labels = {KEY: KOORDINATOR_SPELLING.get(policy, "")} if labelled else {}
-    return dataclasses.replace(node(name, {"cpu": 8000}, labels=labels), koord_policy=policy)
+    return dataclasses.replace(plain_node(name, {"cpu": 8000}, labels=labels), koord_policy=policy)
 
 
 def inventory(*, labelled: bool) -> Inventory:
@@ -146,7 +146,7 @@ def test_a_label_affinity_that_also_excludes_compatible_nodes_stays() -> None:
     or not: that restriction is the pod's now, and validation must judge it."""
     volcano = dataclasses.replace(POD, scheduler="volcano")
     labelled = dataclasses.replace(
-        node("a", {"cpu": 8000}, labels={"x/y": "single-numa-node"}),
+        plain_node("a", {"cpu": 8000}, labels={"x/y": "single-numa-node"}),
         volcano_policy="single-numa-node",
         volcano_cpu_manager_policy="static",
     )

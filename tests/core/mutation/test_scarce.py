@@ -18,7 +18,7 @@ from core.errors import InvalidInput
 from core.model import NodeSelectorRequirement, NodeSelectorTerm, PodIntent
 from core.mutation.affinity import ScarceSettings, scarce_ops
 from core.mutation.scarce import avoidance, presence_label
-from tests.fixtures.scoring.builders import container, intent
+from tests.builders.model import container, intent
 
 GPU = ["nvidia.com/gpu"]
 CPU_ONLY = intent(containers=[container(requests={"cpu": 1000, "memory": 2**30})])

@@ -13,7 +13,7 @@ from core.errors import InvalidInput
 from core.scoring import hami, hami_devices
 from core.scoring.args import ScoringArgs
 from core.scoring.rank import choose_gpus_for, rank
-from tests.fixtures.scoring.builders import container, fits, intent, node
+from tests.builders.model import container, fits, intent, plain_node
 from tests.paths import FIXTURES as _FIXTURES
 
 FIXTURES = _FIXTURES / "scoring"
@@ -57,7 +57,7 @@ def _whole_cards(node_name: str, used: int, total: int = 4) -> object:
     ]
     usage = {f"{node_name}-g{i}": (1, 8000, 100) for i in range(used)}
     return replace(
-        node(
+        plain_node(
             node_name,
             {"nvidia.com/gpu": total},
             annotations={hami.REGISTER_ANNOTATION: json.dumps(register)},
@@ -273,7 +273,7 @@ def test_topology_aware_only_considers_cards_that_fit() -> None:
 
 def test_rank_reports_chosen_cards_in_reason() -> None:
     annotations = {hami.REGISTER_ANNOTATION: REGISTER_TEXT, hami.PAIR_SCORE_ANNOTATION: PAIRS_TEXT}
-    gpu_node = node("g1", {"nvidia.com/gpu": 40}, annotations=annotations)
+    gpu_node = plain_node("g1", {"nvidia.com/gpu": 40}, annotations=annotations)
     pod = intent(
         "hami",
         containers=[container(requests={"nvidia.com/gpu": 3})],
@@ -294,10 +294,10 @@ def test_rank_puts_nodes_hami_would_filter_last() -> None:
     sick = json.loads(REGISTER_TEXT)
     for entry in sick:
         entry["health"] = False
-    bad = node(
+    bad = plain_node(
         "a-sick", {"nvidia.com/gpu": 40}, annotations={hami.REGISTER_ANNOTATION: json.dumps(sick)}
     )
-    good = node(
+    good = plain_node(
         "b-good", {"nvidia.com/gpu": 40}, annotations={hami.REGISTER_ANNOTATION: REGISTER_TEXT}
     )
     pod = intent("hami", containers=[container(requests={"nvidia.com/gpu": 1})])
@@ -427,10 +427,10 @@ def test_container_requests_follow_hami_defaults() -> None:
 
 
 def test_malformed_annotations_are_named_and_only_filter_gpu_pods() -> None:
-    broken = node(
+    broken = plain_node(
         "a-broken", {"nvidia.com/gpu": 4}, annotations={hami.REGISTER_ANNOTATION: "[oops"}
     )
-    good = node(
+    good = plain_node(
         "b-good", {"nvidia.com/gpu": 40}, annotations={hami.REGISTER_ANNOTATION: REGISTER_TEXT}
     )
     verdicts = [fits("a-broken"), fits("b-good")]
@@ -444,7 +444,7 @@ def test_malformed_annotations_are_named_and_only_filter_gpu_pods() -> None:
     ranked = rank(gpu_pod, [broken, good], verdicts)
     assert [v.name for v in ranked] == ["b-good", "a-broken"]
     assert "HAMi would filter the node out" in ranked[1].reason
-    bad_pairs = node(
+    bad_pairs = plain_node(
         "c",
         {"nvidia.com/gpu": 40},
         annotations={hami.REGISTER_ANNOTATION: REGISTER_TEXT, hami.PAIR_SCORE_ANNOTATION: "{}"},

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from core.scoring import koordinator as koord
 from core.scoring.args import ScoringArgs
 from core.scoring.rank import rank
-from tests.fixtures.scoring.builders import GI, container, fits, intent, node, zone
+from tests.builders.model import GI, container, fits, intent, plain_node, zone
 
 SEED_FIT_PLUS = (
     koord.FitPlusResource("nvidia.com/gpu", "MostAllocated", 2),
@@ -44,7 +44,7 @@ def test_more_numa_nodes_never_score_higher(n: int, used_a: int, used_b: int, al
 
 
 def test_cpu_utilisation_sums_zones_and_adds_the_pod() -> None:
-    n = node(
+    n = plain_node(
         "n",
         {"cpu": 32000},
         [zone(0, {"cpu": 16000}, {"cpu": 8000}), zone(1, {"cpu": 16000}, {"cpu": 12000})],
@@ -59,12 +59,12 @@ def test_fit_plus_upstream_plugin_score_case() -> None:
     """node_resources_fit_plus_test.go TestPlugin_Score: a node already running a 16 CPU /
     32Gi / 4 GPU pod scores above an empty one for a 16 CPU / 32Gi / 2 GPU pod."""
     alloc = {"cpu": 96000, "memory": 512 * GI, "nvidia.com/gpu": 8, "ephemeral-storage": 100 * GI}
-    busy = node(
+    busy = plain_node(
         "testNode1",
         alloc,
         [zone(0, alloc, {**alloc, "cpu": 80000, "memory": 480 * GI, "nvidia.com/gpu": 4})],
     )
-    empty = node("testNode2", {**alloc, "xx.xx/xx": 8}, [zone(0, alloc)])
+    empty = plain_node("testNode2", {**alloc, "xx.xx/xx": 8}, [zone(0, alloc)])
     requests = {
         "cpu": 16000,
         "memory": 32 * GI,
@@ -140,7 +140,7 @@ def test_fit_plus_weights_and_unknown_type_quirk() -> None:
 # ------------------------------------------------------------------ ScarceResourceAvoidance
 
 
-GPU_NODE = node(
+GPU_NODE = plain_node(
     "gpu-node",
     {
         "cpu": 96000,
@@ -150,7 +150,7 @@ GPU_NODE = node(
         "pods": 110,
     },
 )
-CPU_NODE = node(
+CPU_NODE = plain_node(
     "cpu-node", {"cpu": 96000, "memory": 512 * GI, "ephemeral-storage": 100 * GI, "pods": 110}
 )
 
@@ -177,8 +177,8 @@ def test_rank_koordinator_combines_plugins_with_weights() -> None:
         zone(0, {"cpu": 48000, "memory": 256 * GI}),
         zone(1, {"cpu": 48000, "memory": 256 * GI}),
     ]
-    gpu_node = node("a-gpu", GPU_NODE.allocatable, zones_gpu)
-    cpu_node = node("b-cpu", CPU_NODE.allocatable, zones_gpu)
+    gpu_node = plain_node("a-gpu", GPU_NODE.allocatable, zones_gpu)
+    cpu_node = plain_node("b-cpu", CPU_NODE.allocatable, zones_gpu)
     pod = intent(
         "koordinator",
         policy="single-numa-node",

@@ -15,7 +15,7 @@ from core.model import NodeVerdict
 from core.scoring import koordinator as koord
 from core.scoring.args import ScoringArgs, parse_scoring_args
 from core.scoring.rank import rank
-from tests.fixtures.scoring.builders import container, fits, intent, node, zone
+from tests.builders.model import container, fits, intent, plain_node, zone
 from tests.paths import ROOT
 
 FIXTURES = ROOT / "tests" / "fixtures" / "scoring"
@@ -29,7 +29,7 @@ def load(name: str) -> dict[str, Any]:
 
 GUARANTEED = [container(requests={"cpu": 4000, "memory": 2**30})]
 ABC = [fits("node-a", (0,)), fits("node-b", (0, 1), False), fits("node-c", (0, 1, 2, 3), False)]
-ABC_NODES = [node(n, {"cpu": 64000}) for n in ("node-a", "node-b", "node-c")]
+ABC_NODES = [plain_node(n, {"cpu": 64000}) for n in ("node-a", "node-b", "node-c")]
 
 
 # ------------------------------------------------------------------ Volcano
@@ -91,7 +91,7 @@ def test_default_scheduler_least_numa_nodes_then_preferred_then_name() -> None:
 
 def test_verdict_without_numa_counts_every_zone_and_keeps_reason() -> None:
     zones = [zone(i, {"cpu": 8000}) for i in range(4)]
-    n4 = node("four", {"cpu": 32000}, zones)
+    n4 = plain_node("four", {"cpu": 32000}, zones)
     verdicts = [fits("four", (), False, reason="policy none"), fits("one", (0,), False)]
     ranked = rank(intent(), [n4], verdicts)
     assert [(v.name, v.score) for v in ranked] == [("one", 90), ("four", 60)]
@@ -105,7 +105,7 @@ def test_rank_returns_only_fits_and_empty_for_none() -> None:
 
 def test_koordinator_numa_score_ranks_single_numa_first() -> None:
     zones = [zone(0, {"cpu": 16000}, {"cpu": 4000}), zone(1, {"cpu": 16000}, {"cpu": 16000})]
-    nodes = [node("busy", {"cpu": 32000}, zones), node("wide", {"cpu": 32000}, zones)]
+    nodes = [plain_node("busy", {"cpu": 32000}, zones), plain_node("wide", {"cpu": 32000}, zones)]
     pod = intent("koordinator", policy="single-numa-node", containers=GUARANTEED)
     ranked = rank(pod, nodes, [fits("wide", (0, 1)), fits("busy", (1,))])
     # busy: (100-10) + 10*(12000+4000)/32000 = 95; wide: (100-20) + 5 = 85

@@ -1,0 +1,201 @@
+"""Builders of core.model values (zones, nodes, containers, pod intents, verdicts) for the
+core tests: real model values, nothing mocked.
+
+Unit convention: every resource mapping is in the model's own units (cpu in millicores,
+memory and hugepages in bytes, devices as counts). The two CPU shortcuts take a count of
+whole CPUs, like the model's ``exclusive_cpus``: ``container(cpu=N)`` (N CPUs requested, and
+exclusive unless ``exclusive=False``) and ``cpu_node(caps, free)`` (CPUs per zone).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from types import ModuleType
+from typing import Any
+
+from core.feasibility.snapshot import POLICY_CODES, Demand, Snapshot
+from core.model import ContainerDemand, NodeTopology, NodeVerdict, NumaZone, PodIntent
+
+GI = 2**30
+MI = 2**20
+
+
+def zone(
+    i: int,
+    cap: Mapping[str, int],
+    free: Mapping[str, int] | None = None,
+    alloc: Mapping[str, int] | None = None,
+    costs: Mapping[int, int] | None = None,
+) -> NumaZone:
+    """A NUMA zone; allocatable defaults to the capacity and available to allocatable."""
+    allocatable = alloc if alloc is not None else cap
+    return NumaZone(
+        id=i,
+        capacity=dict(cap),
+        allocatable=dict(allocatable),
+        available=dict(free if free is not None else allocatable),
+        costs=dict(costs or {}),
+    )
+
+
+def node(
+    name: str = "n",
+    zones: Sequence[NumaZone] = (),
+    *,
+    policy: str = "best-effort",
+    labels: Mapping[str, str] | None = None,
+    allocatable: Mapping[str, int] | None = None,
+    capacity: Mapping[str, int] | None = None,
+    annotations: Mapping[str, str] | None = None,
+    **kw: Any,
+) -> NodeTopology:
+    return NodeTopology(
+        name=name,
+        labels=dict(labels or {}),
+        allocatable=dict(allocatable or {}),
+        capacity=dict(capacity or {}),
+        zones=tuple(zones),
+        tm_policy=policy,
+        annotations=dict(annotations or {}),
+        **kw,
+    )
+
+
+def plain_node(
+    name: str,
+    allocatable: Mapping[str, int],
+    zones: Sequence[NumaZone] = (),
+    *,
+    labels: Mapping[str, str] | None = None,
+    annotations: Mapping[str, str] | None = None,
+) -> NodeTopology:
+    """A node whose capacity equals its allocatable, under the model's default topology
+    manager policy (none): the shape the scoring and mutation tests rank."""
+    return NodeTopology(
+        name=name,
+        labels=dict(labels or {}),
+        allocatable=dict(allocatable),
+        capacity=dict(allocatable),
+        zones=tuple(zones),
+        annotations=dict(annotations or {}),
+    )
+
+
+def cpu_node(
+    caps: Sequence[int], free: Sequence[int], *, name: str = "n", **kw: Any
+) -> NodeTopology:
+    """A node of CPU-only zones; caps and free are counts of whole CPUs per zone."""
+    pairs = zip(caps, free, strict=False)
+    return node(
+        name,
+        [zone(i, {"cpu": c * 1000}, {"cpu": f * 1000}) for i, (c, f) in enumerate(pairs)],
+        **kw,
+    )
+
+
+def container(
+    name: str = "c",
+    kind: str = "app",
+    requests: Mapping[str, int] | None = None,
+    limits: Mapping[str, int] | None = None,
+    *,
+    cpu: int = 0,
+    exclusive: bool = True,
+    **res: int,
+) -> ContainerDemand:
+    """``requests``/``limits`` in model units (limits default to the requests); ``cpu`` is a
+    count of whole CPUs; other resources as keyword arguments (hugepages_1Gi style names are
+    mapped: '_' -> '-', 'nvidia_com__gpu' -> 'nvidia.com/gpu')."""
+    req: dict[str, int] = dict(requests or {})
+    if cpu:
+        req["cpu"] = cpu * 1000
+    for k, v in res.items():
+        req[k.replace("__", "/").replace("_com", ".com").replace("_", "-")] = v
+    return ContainerDemand(
+        name=name,
+        kind=kind,  # type: ignore[arg-type]
+        requests=req,
+        limits=dict(limits if limits is not None else req),
+        exclusive_cpus=cpu if exclusive else 0,
+    )
+
+
+def pod(
+    *containers: ContainerDemand,
+    scheduler: str = "default",
+    policy: str | None = None,
+    qos: str = "Guaranteed",
+    scope: str | None = None,
+    exclusive: str | None = None,
+    **kw: Any,
+) -> PodIntent:
+    """The intent the kernel tests check: containers only, no pod-level totals."""
+    return PodIntent(
+        scheduler=scheduler,  # type: ignore[arg-type]
+        scheduler_name="",
+        policy=policy,
+        exclusive=exclusive,  # type: ignore[arg-type]
+        scope=scope,  # type: ignore[arg-type]
+        qos=qos,  # type: ignore[arg-type]
+        containers=tuple(containers),
+        pod_requests={},
+        **kw,
+    )
+
+
+def intent(
+    scheduler: str = "default",
+    *,
+    policy: str | None = None,
+    containers: Sequence[ContainerDemand] = (),
+    qos: str = "Guaranteed",
+    pod_requests: Mapping[str, int] | None = None,
+    **extra: Any,
+) -> PodIntent:
+    """The intent the scoring tests rank: pod totals summed from the app containers unless
+    given, scheduler name default-scheduler."""
+    if pod_requests is None:
+        totals: dict[str, int] = {}
+        for c in containers:
+            if c.kind != "init":
+                for k, v in c.requests.items():
+                    totals[k] = totals.get(k, 0) + v
+        pod_requests = totals
+    return PodIntent(
+        scheduler=scheduler,  # type: ignore[arg-type]
+        scheduler_name=extra.pop("scheduler_name", "default-scheduler"),
+        policy=policy,
+        exclusive=None,
+        scope=None,
+        qos=qos,  # type: ignore[arg-type]
+        containers=tuple(containers),
+        pod_requests=dict(pod_requests),
+        **extra,
+    )
+
+
+def fits(
+    name: str, numa: Sequence[int] = (0,), preferred: bool = True, reason: str = ""
+) -> NodeVerdict:
+    return NodeVerdict(name, "fits", tuple(numa), preferred, None, reason)
+
+
+def run(
+    impl: ModuleType,
+    n: NodeTopology,
+    intent: PodIntent,
+    policy: str | None = None,
+    flags: int = 0,
+) -> tuple[int, ...]:
+    """Check one pod on one node with the kernel ``impl``; returns the kernel result."""
+    snap = Snapshot.build([n])
+    demand = Demand.build(intent, snap)
+    code = POLICY_CODES[policy or n.tm_policy]
+    if n.tm_scope == "pod":
+        flags |= impl.F_POD_SCOPE
+    return snap.kernel(impl).check(demand, 0, code, flags)
+
+
+def ids(mask: int) -> set[int]:
+    """The NUMA ids set in a kernel mask."""
+    return {i for i in range(64) if (mask >> i) & 1}
