@@ -26,6 +26,7 @@ from certs.authority import (
     write_file,
 )
 from certs.watcher import build_server_context
+from tests.certs.tls import client_context, handshake, load_leaf, served_serial
 
 SERVICE_NAMES = [
     "numagate.numagate-system.svc",
@@ -33,50 +34,6 @@ SERVICE_NAMES = [
     "numagate.numagate-system",
     "numagate",
 ]
-
-
-def handshake(
-    server_ctx: ssl.SSLContext, client_ctx: ssl.SSLContext, server_hostname: str | None
-) -> ssl.SSLObject:
-    """Run a complete TLS handshake in memory; raise ssl.SSLError from whichever side fails."""
-    c_in, c_out, s_in, s_out = (ssl.MemoryBIO() for _ in range(4))
-    client = client_ctx.wrap_bio(c_in, c_out, server_hostname=server_hostname)
-    server = server_ctx.wrap_bio(s_in, s_out, server_side=True)
-    done = {"client": False, "server": False}
-    for _ in range(20):
-        for side, obj, out, peer_in in (
-            ("client", client, c_out, s_in),
-            ("server", server, s_out, c_in),
-        ):
-            if not done[side]:
-                try:
-                    obj.do_handshake()
-                    done[side] = True
-                except ssl.SSLWantReadError:
-                    pass
-            peer_in.write(out.read())
-        if all(done.values()):
-            # TLS 1.3: the server checks a client certificate after the client finished;
-            # exchange application data so a rejection surfaces on the client too.
-            client.write(b"ping")
-            s_in.write(c_out.read())
-            assert server.read(4) == b"ping"
-            return client
-    raise AssertionError("handshake did not finish")
-
-
-def client_context(ca: Path) -> ssl.SSLContext:
-    return ssl.create_default_context(cafile=str(ca))
-
-
-def load_leaf(path: Path) -> x509.Certificate:
-    return x509.load_pem_x509_certificates(path.read_bytes())[0]
-
-
-def served_serial(tls: ssl.SSLObject) -> int:
-    der = tls.getpeercert(binary_form=True)
-    assert der is not None
-    return x509.load_der_x509_certificate(der).serial_number
 
 
 @pytest.fixture

@@ -13,24 +13,26 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 from cryptography import x509
-from cryptography.hazmat.primitives import hashes
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from certs.authority import (
-    Authority,
     CertError,
     cert_pem,
     create_ca,
     ensure_serving_certs,
     generate,
     key_pem,
-    new_key,
     utcnow,
     write_file,
     write_serving_certs,
 )
 from certs.watcher import CertWatcher, build_server_context
-from tests.certs.test_authority import client_context, handshake, load_leaf, served_serial
+from tests.certs.tls import (
+    client_certificate,
+    client_context,
+    handshake,
+    load_leaf,
+    served_serial,
+)
 
 HOST = "localhost"
 
@@ -102,26 +104,6 @@ def test_tls12_and_tls13_clients_are_served(certs) -> None:
         tls = handshake(ours, client, HOST)
         assert tls.version() == {"TLSv1_2": "TLSv1.2", "TLSv1_3": "TLSv1.3"}[version.name]
         assert tls.selected_alpn_protocol() in (None, "http/1.1")
-
-
-def client_certificate(ca: Authority, tmp: Path, name: str) -> tuple[Path, Path]:
-    """A clientAuth certificate for "kube-apiserver" signed by ``ca``: (cert, key) files."""
-    key = new_key()
-    now = utcnow()
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kube-apiserver")]))
-        .issuer_name(ca.cert.subject)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(minutes=1))
-        .not_valid_after(now + dt.timedelta(days=1))
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
-        .sign(ca.key, hashes.SHA256())
-    )
-    write_file(tmp / f"{name}.crt", cert_pem(cert), mode=0o644)
-    write_file(tmp / f"{name}.key", key_pem(key), mode=0o600)
-    return tmp / f"{name}.crt", tmp / f"{name}.key"
 
 
 @pytest.fixture

@@ -19,8 +19,9 @@ from core.model import NodeVerdict
 from core.scoring import hami, hami_devices
 from core.scoring.hami_devices import Card, parse_register
 from core.scoring.rank import rank
+from tests.builders import objects as k8s
 from tests.builders.model import fits
-from tests.core.upstream_cases import ctr, js, k8s_node, k8s_pod, run
+from tests.core.upstream_cases import run
 
 REQ = hami.GpuRequest(nums=1, mem=1000, cores=30)
 HALF = (5, 4000, 50)  # Used, Usedmem, Usedcores of the "having use 50%" fixtures
@@ -225,7 +226,7 @@ def test_model_named_cards_score_from_usage_only() -> None:
 
 
 def _register(*uuids: str, card_type: str = "NVIDIA") -> str:
-    return js(
+    return k8s.js(
         [
             {
                 "id": u,
@@ -246,14 +247,14 @@ def _holder(name: str, node: str, entries: list[str], **kw: object) -> dict:
         hami_devices.VGPU_NODE_ANNOTATION: node,
         hami_devices.ALLOCATED_ANNOTATION: "".join(f"{e}:;" for e in entries),
     }
-    containers = [ctr(f"c{i}") for i in range(len(entries))]
-    return k8s_pod(name, containers, node=node, annotations=annotations, **kw)  # type: ignore[arg-type]
+    containers = [k8s.container(f"c{i}") for i in range(len(entries))]
+    return k8s.pod(name, containers, node=node, annotations=annotations, **kw)  # type: ignore[arg-type]
 
 
-GPU_POD = k8s_pod(
+GPU_POD = k8s.pod(
     "test1",
     [
-        ctr(
+        k8s.container(
             "gpu-burn",
             limits={
                 "nvidia.com/gpu": "1",
@@ -276,12 +277,12 @@ def test_usage_from_bound_pods_end_to_end() -> None:
     # Test_calcScore L196 and L1015 built from objects: five bound containers of 800 MiB and
     # 10% each on uuid1 are its Used 5, Usedmem 4000, Usedcores 50.
     objects = [
-        k8s_node(
+        k8s.node(
             "node1",
             {"nvidia.com/gpu": "10"},
             annotations={hami_devices.REGISTER_ANNOTATION: _register("uuid1")},
         ),
-        k8s_node(
+        k8s.node(
             "node2",
             {"nvidia.com/gpu": "10"},
             annotations={hami_devices.REGISTER_ANNOTATION: _register("uuid2")},
@@ -299,11 +300,11 @@ def test_usage_picks_the_emptier_card_end_to_end() -> None:
     # Test_calcScore L524: uuid2 at 50% -> node score 7.5, spread takes uuid1; L293: both idle
     # -> uuid2 (the last registered).
     register = {hami_devices.REGISTER_ANNOTATION: _register("uuid1", "uuid2")}
-    idle = _ranked([k8s_node("node1", {"nvidia.com/gpu": "20"}, annotations=register)])
+    idle = _ranked([k8s.node("node1", {"nvidia.com/gpu": "20"}, annotations=register)])
     assert "cards uuid2 " in idle["node1"].reason
     busy = _ranked(
         [
-            k8s_node("node1", {"nvidia.com/gpu": "20"}, annotations=register),
+            k8s.node("node1", {"nvidia.com/gpu": "20"}, annotations=register),
             _holder(
                 "busy",
                 "node1",
@@ -316,7 +317,7 @@ def test_usage_picks_the_emptier_card_end_to_end() -> None:
 
 
 def test_unregistered_node_is_filtered_for_gpu_pods() -> None:
-    got = _ranked([k8s_node("plain", {"nvidia.com/gpu": "8"})])
+    got = _ranked([k8s.node("plain", {"nvidia.com/gpu": "8"})])
     assert "HAMi would filter the node out: node unregistered" in got["plain"].reason
 
 
@@ -515,14 +516,14 @@ def test_init_container_filters_the_node_end_to_end() -> None:
     # wants 4000 MiB -> HAMi filters the node (its app container alone would fit).
     register = {hami_devices.REGISTER_ANNOTATION: _register("uuid1", "uuid2")}
     gpu = {"nvidia.com/gpu": "1", "nvidia.com/gpucores": "30"}
-    pod = k8s_pod(
+    pod = k8s.pod(
         "p",
-        [ctr("app", limits={**gpu, "nvidia.com/gpumem": "100"})],
-        init=[ctr("init", limits={**gpu, "nvidia.com/gpumem": "4000"})],
+        [k8s.container("app", limits={**gpu, "nvidia.com/gpumem": "100"})],
+        init=[k8s.container("init", limits={**gpu, "nvidia.com/gpumem": "4000"})],
         scheduler="hami-scheduler",
     )
     objects = [
-        k8s_node("node1", {"nvidia.com/gpu": "20"}, annotations=register),
+        k8s.node("node1", {"nvidia.com/gpu": "20"}, annotations=register),
         _holder("busy", "node1", ["uuid1,NVIDIA,7500,0", "uuid2,NVIDIA,7500,0"]),
     ]
     outcome = run(pod, objects)

@@ -22,8 +22,9 @@ from core.model import ContainerDemand
 from core.scoring import koordinator as koord
 from core.scoring.args import ScoringArgs
 from core.scoring.rank import rank
+from tests.builders import objects as k8s
 from tests.builders.model import fits
-from tests.core.upstream_cases import Outcome, ctr, js, k8s_node, k8s_pod, run
+from tests.core.upstream_cases import Outcome, run
 
 STATUS = "scheduling.koordinator.sh/resource-status"
 SPEC = "scheduling.koordinator.sh/numa-topology-spec"
@@ -34,24 +35,13 @@ def nrt(
     name: str, zones: list[dict[str, str]], policy: str = "restricted", memory: str = "None"
 ) -> dict[str, Any]:
     """An NRT whose zones give allocatable only (usage comes from the bound pods)."""
-    return {
-        "apiVersion": "topology.node.k8s.io/v1alpha2",
-        "kind": "NodeResourceTopology",
-        "metadata": {"name": name},
-        "attributes": [
-            {"name": "topologyManagerPolicy", "value": policy},
-            {"name": "cpuManagerPolicy", "value": "static"},
-            {"name": "memoryManagerPolicy", "value": memory},
-        ],
-        "zones": [
-            {
-                "name": f"node-{i}",
-                "type": "Node",
-                "resources": [{"name": r, "capacity": v, "allocatable": v} for r, v in z.items()],
-            }
-            for i, z in enumerate(zones)
-        ],
+    attributes = {
+        "topologyManagerPolicy": policy,
+        "cpuManagerPolicy": "static",
+        "memoryManagerPolicy": memory,
     }
+    zone_objects = [k8s.nrt_zone(i, z) for i, z in enumerate(zones)]
+    return k8s.nrt(name, zone_objects, attributes=attributes)
 
 
 def koord_node(
@@ -63,7 +53,7 @@ def koord_node(
             total[r] = total.get(r, 0) + int(v.removesuffix("Gi"))
     alloc = {r: f"{v}Gi" if r == "memory" else str(v) for r, v in total.items()}
     labels = {LABEL: label} if label is not None else {}
-    return [k8s_node(name, {**alloc, "pods": "110"}, labels=labels), nrt(name, zones)]
+    return [k8s.node(name, {**alloc, "pods": "110"}, labels=labels), nrt(name, zones)]
 
 
 def bound(
@@ -78,13 +68,13 @@ def bound(
     }
     if cpuset is not None:
         status["cpuset"] = cpuset
-    annotations = {STATUS: js(status)}
+    annotations = {STATUS: k8s.js(status)}
     if spec is not None:
-        annotations[SPEC] = js(spec)
+        annotations[SPEC] = k8s.js(spec)
     cpu = sum(int(r.get("cpu", "0")) for r in numa.values())
-    return k8s_pod(
+    return k8s.pod(
         name,
-        [ctr("c", {"cpu": str(cpu), "memory": "1Gi"})],
+        [k8s.container("c", {"cpu": str(cpu), "memory": "1Gi"})],
         node=node,
         annotations=annotations,
         scheduler="koord-scheduler",
@@ -92,10 +82,10 @@ def bound(
 
 
 def koord_pod(cpu: str, memory: str = "1Gi", spec: dict | None = None) -> dict[str, Any]:
-    annotations = {SPEC: js(spec)} if spec is not None else {}
-    return k8s_pod(
+    annotations = {SPEC: k8s.js(spec)} if spec is not None else {}
+    return k8s.pod(
         "p",
-        [ctr("c", {"cpu": cpu, "memory": memory})],
+        [k8s.container("c", {"cpu": cpu, "memory": memory})],
         annotations=annotations,
         scheduler="koord-scheduler",
     )
@@ -242,14 +232,14 @@ def test_fit_plus_score_counts_bound_pods() -> None:
     alloc = {"cpu": "96", "memory": "512Gi", "nvidia.com/gpu": "8", "ephemeral-storage": "100Gi"}
     full = {"cpu": "16", "memory": "32Gi", "nvidia.com/gpu": "4"}
     objects = [
-        k8s_node("testNode1", alloc),
-        k8s_node("testNode2", {**alloc, "xx.xx/xx": "8"}),
-        k8s_pod("test-pod-0", [ctr("test-container", full)], node="testNode1"),
+        k8s.node("testNode1", alloc),
+        k8s.node("testNode2", {**alloc, "xx.xx/xx": "8"}),
+        k8s.pod("test-pod-0", [k8s.container("test-container", full)], node="testNode1"),
     ]
-    pod = k8s_pod(
+    pod = k8s.pod(
         "test-pod-1",
         [
-            ctr(
+            k8s.container(
                 "test-container",
                 {"cpu": "16", "memory": "32Gi", "nvidia.com/gpu": "2", "ephemeral-storage": "10Gi"},
             )
@@ -274,7 +264,10 @@ def test_fit_plus_score_counts_bound_pods() -> None:
 
 def test_bound_pods_count_default_requests() -> None:
     # NodeInfo.NonZeroRequested: a container without requests counts 100m cpu / 200Mi.
-    objects = [k8s_node("n", {"cpu": "4", "memory": "8Gi"}), k8s_pod("be", [ctr("c")], node="n")]
+    objects = [
+        k8s.node("n", {"cpu": "4", "memory": "8Gi"}),
+        k8s.pod("be", [k8s.container("c")], node="n"),
+    ]
     outcome = run(koord_pod("1"), objects)
     assert outcome.nodes["n"].bound_requests == {"cpu": 100, "memory": 200 * 1024 * 1024}
 
@@ -324,7 +317,7 @@ def test_restricted_on_a_none_kubelet_fits_what_fits_now() -> None:
     # resource_manager.go generateResourceHints: under Restricted every fitting hint is
     # preferred; NRT policy none, node label Restricted, 3 CPUs with n0 3/4 and n1 2/4 held.
     objects = [
-        k8s_node("n", {"cpu": "8", "memory": "32Gi", "pods": "110"}, labels={LABEL: "Restricted"}),
+        k8s.node("n", {"cpu": "8", "memory": "32Gi", "pods": "110"}, labels={LABEL: "Restricted"}),
         nrt("n", TWO, policy="none"),
         bound("a", "n", {0: {"cpu": "3"}}),
         bound("b", "n", {1: {"cpu": "2"}}),
@@ -341,14 +334,14 @@ def test_get_topology_hint_insufficient_memory_and_hugepages(label: str) -> None
     # the kubelet's memory manager is Static, as here.
     zones = [{"cpu": "52", "memory": "128Gi", "hugepages-1Gi": "4Gi"}] * 2
     held = {"cpu": "4", "memory": "120Gi", "hugepages-1Gi": "4Gi"}
-    node = k8s_node(
+    node = k8s.node(
         "n",
         {"cpu": "104", "memory": "256Gi", "hugepages-1Gi": "8Gi", "pods": "110"},
         labels={LABEL: label},
     )
-    pod = k8s_pod(
+    pod = k8s.pod(
         "p",
-        [ctr("c", {"cpu": "4", "memory": "4Gi", "hugepages-1Gi": "4Gi"})],
+        [k8s.container("c", {"cpu": "4", "memory": "4Gi", "hugepages-1Gi": "4Gi"})],
         scheduler="koord-scheduler",
     )
     topology = nrt("n", zones, memory="Static")
@@ -376,12 +369,15 @@ def test_states_follow_the_cpuset_through_koordlet_cpu_topology(
 ) -> None:
     topology = nrt("n", TWO)
     detail = [{"id": c, "core": c // 2, "socket": c // 4, "node": c // 4} for c in range(8)]
-    topology["metadata"]["annotations"] = {CPU_TOPOLOGY: js({"detail": detail})}
+    topology["metadata"]["annotations"] = {CPU_TOPOLOGY: k8s.js({"detail": detail})}
     status: dict[str, Any] = {"cpuset": cpuset}
     if numa is not None:
         status["numaNodeResources"] = [{"node": n, "resources": r} for n, r in numa.items()]
-    pod = k8s_pod(
-        "a", [ctr("c", {"cpu": "2", "memory": "1Gi"})], node="n", annotations={STATUS: js(status)}
+    pod = k8s.pod(
+        "a",
+        [k8s.container("c", {"cpu": "2", "memory": "1Gi"})],
+        node="n",
+        annotations={STATUS: k8s.js(status)},
     )
     outcome = run(koord_pod("1"), [*koord_node("n", TWO)[:1], topology, pod])
     assert outcome.nodes["n"].numa_states == states

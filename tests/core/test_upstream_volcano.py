@@ -15,7 +15,8 @@ import pytest
 
 from core.inventory.volcano import CpuInfo
 from core.inventory.volcano_cpus import reserved_cpus
-from tests.core.upstream_cases import Outcome, ctr, js, k8s_node, k8s_pod, run
+from tests.builders import objects as k8s
+from tests.core.upstream_cases import Outcome, run
 
 G8 = {str(cpu): {"numa": cpu // 4, "socket": cpu // 4, "core": cpu // 2} for cpu in range(8)}
 
@@ -35,7 +36,7 @@ def numatopology(name: str, free: str, policy: str, *, cpu_manager: str = "stati
 
 def g8_node(name: str, free: str, policy: str, **kw: str) -> list[dict]:
     return [
-        k8s_node(name, {"cpu": "8", "memory": "16Gi", "pods": "110"}),
+        k8s.node(name, {"cpu": "8", "memory": "16Gi", "pods": "110"}),
         numatopology(name, free, policy, **kw),
     ]
 
@@ -46,7 +47,9 @@ def volcano_pod(
     requests = {"cpu": cpu, "memory": memory}
     limits = requests if qos == "Guaranteed" else {"cpu": str(int(cpu) * 2), "memory": memory}
     annotations = {"volcano.sh/numa-topology-policy": policy} if policy else {}
-    return k8s_pod("p", [ctr("c", requests, limits)], annotations=annotations, scheduler="volcano")
+    return k8s.pod(
+        "p", [k8s.container("c", requests, limits)], annotations=annotations, scheduler="volcano"
+    )
 
 
 def verdict(outcome: Outcome, name: str = "n") -> tuple[str, tuple[int, ...]]:
@@ -183,11 +186,11 @@ def test_score_normalizes_numa_counts() -> None:
 def test_topology_decision_of_a_bound_pod_is_never_subtracted() -> None:
     # job_info.go SetPodResourceDecision writes it; nothing in the scheduler reads it for
     # capacity (the exporter's free set already excludes the pinned CPUs).
-    bound = k8s_pod(
+    bound = k8s.pod(
         "running",
-        [ctr("c", {"cpu": "4", "memory": "1Gi"})],
+        [k8s.container("c", {"cpu": "4", "memory": "1Gi"})],
         node="n",
-        annotations={"volcano.sh/topology-decision": js({"numa": {"0": {"cpu": "4"}}})},
+        annotations={"volcano.sh/topology-decision": k8s.js({"numa": {"0": {"cpu": "4"}}})},
         scheduler="volcano",
     )
     outcome = run(volcano_pod("4", "restricted"), [*g8_node("n", "0-7", "restricted"), bound])
@@ -277,7 +280,7 @@ def test_reserved_cpus_leave_both_numa_nodes() -> None:
     topo = numatopology("n", "0-7", "restricted")
     topo["spec"]["resReserved"] = {"cpu": "2"}
     outcome = run(
-        volcano_pod("4", "restricted"), [k8s_node("n", {"cpu": "8", "memory": "16Gi"}), topo]
+        volcano_pod("4", "restricted"), [k8s.node("n", {"cpu": "8", "memory": "16Gi"}), topo]
     )
     # G8: cores 0,0,1,1 | 2,2,3,3 (unique ids): core 0 is CPUs 0-1 of NUMA 0 only.
     assert [z.allocatable["cpu"] for z in outcome.nodes["n"].zones] == [2000, 4000]

@@ -1,10 +1,9 @@
-"""Builders for the cases translated from the upstream schedulers' tests: raw Kubernetes
-objects (Node, NodeResourceTopology, Numatopology, bound Pods) through the real path,
-read_intent -> build_inventory -> evaluate -> rank, nothing mocked."""
+"""The path the cases translated from the upstream schedulers' tests take: raw Kubernetes
+objects (tests.builders.objects) through read_intent -> build_inventory -> evaluate ->
+rank, nothing mocked."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -43,73 +42,3 @@ def run(
         tuple(ranked),
         inventory.errors,
     )
-
-
-def k8s_node(
-    name: str,
-    allocatable: Mapping[str, str] | None = None,
-    *,
-    labels: Mapping[str, str] | None = None,
-    annotations: Mapping[str, str] | None = None,
-) -> dict[str, Any]:
-    status = (
-        {"allocatable": dict(allocatable), "capacity": dict(allocatable)} if allocatable else {}
-    )
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {
-            "name": name,
-            "labels": dict(labels or {}),
-            "annotations": dict(annotations or {}),
-        },
-        "status": status,
-    }
-
-
-def k8s_pod(
-    name: str,
-    containers: Sequence[Mapping[str, Any]],
-    *,
-    node: str | None = None,
-    annotations: Mapping[str, str] | None = None,
-    scheduler: str | None = None,
-    init: Sequence[Mapping[str, Any]] = (),
-    phase: str | None = "Running",
-) -> dict[str, Any]:
-    spec: dict[str, Any] = {"containers": [dict(c) for c in containers]}
-    if init:
-        spec["initContainers"] = [dict(c) for c in init]
-    if node:
-        spec["nodeName"] = node
-    if scheduler:
-        spec["schedulerName"] = scheduler
-    pod: dict[str, Any] = {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": "default", "annotations": dict(annotations or {})},
-        "spec": spec,
-    }
-    if node and phase:
-        pod["status"] = {"phase": phase}
-    return pod
-
-
-def ctr(
-    name: str = "c",
-    requests: Mapping[str, str] | None = None,
-    limits: Mapping[str, str] | None = None,
-    **extra: Any,
-) -> dict[str, Any]:
-    """A container; ``limits`` default to ``requests`` (Guaranteed) unless given."""
-    resources: dict[str, Any] = {}
-    if requests:
-        resources["requests"] = dict(requests)
-    lim = requests if limits is None else limits
-    if lim:
-        resources["limits"] = dict(lim)
-    return {"name": name, "image": "busybox", "resources": resources, **extra}
-
-
-def js(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"))

@@ -22,7 +22,6 @@ import base64
 import contextlib
 import copy
 import ssl
-import uuid
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,21 +32,16 @@ import jsonpatch
 import kubernetes_validate
 import orjson
 
+from tests.builders.objects import SMALL, build_review, gvk
+from webhook.config import Config, parse_config
+from webhook.inventory.state import InventoryState, StaticFileSource
+from webhook.review.pipeline import Runtime, answer
 from webhook.server import ServeOptions, serve_worker
 
 SERVICE = "numagate"
 NAMESPACE = "numagate-system"
 SERVER_NAME = f"{SERVICE}.{NAMESPACE}.svc"
 K8S_VERSION = "1.37.0"
-RESOURCES = {
-    "Pod": "pods",
-    "Deployment": "deployments",
-    "StatefulSet": "statefulsets",
-    "DaemonSet": "daemonsets",
-    "ReplicaSet": "replicasets",
-    "Job": "jobs",
-    "CronJob": "cronjobs",
-}
 
 
 class ContractViolation(AssertionError):
@@ -61,56 +55,6 @@ class WebhookCallError(Exception):
         super().__init__(f"HTTP {status}: {text}")
         self.status = status
         self.text = text
-
-
-def gvk(obj: Mapping[str, Any]) -> tuple[str, str, str]:
-    api_version = str(obj.get("apiVersion", "v1"))
-    group, _, version = api_version.rpartition("/")
-    return group, version, str(obj.get("kind", ""))
-
-
-def build_review(
-    obj: Mapping[str, Any] | None,
-    *,
-    operation: str = "CREATE",
-    old: Mapping[str, Any] | None = None,
-    dry_run: bool = False,
-    namespace: str | None = None,
-    user: str = "kubernetes-admin",
-) -> dict[str, Any]:
-    """The AdmissionReview the apiserver would send for ``operation`` on ``obj``."""
-    source = obj if obj is not None else old
-    assert source is not None
-    group, version, kind = gvk(source)
-    meta = source.get("metadata") if isinstance(source.get("metadata"), dict) else {}
-    options_kind = {"CREATE": "CreateOptions", "UPDATE": "UpdateOptions", "DELETE": "DeleteOptions"}
-    request: dict[str, Any] = {
-        "uid": str(uuid.uuid4()),
-        "kind": {"group": group, "version": version, "kind": kind},
-        "resource": {
-            "group": group,
-            "version": version,
-            "resource": RESOURCES.get(kind, kind.lower() + "s"),
-        },
-        "requestKind": {"group": group, "version": version, "kind": kind},
-        "requestResource": {
-            "group": group,
-            "version": version,
-            "resource": RESOURCES.get(kind, kind.lower() + "s"),
-        },
-        "name": meta.get("name", ""),
-        "namespace": namespace if namespace is not None else meta.get("namespace", "default"),
-        "operation": operation,
-        "userInfo": {"username": user, "groups": ["system:masters", "system:authenticated"]},
-        "object": copy.deepcopy(dict(obj)) if obj is not None else None,
-        "oldObject": copy.deepcopy(dict(old)) if old is not None else None,
-        "dryRun": dry_run,
-        "options": {
-            "apiVersion": "meta.k8s.io/v1",
-            "kind": options_kind.get(operation, "CreateOptions"),
-        },
-    }
-    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}
 
 
 def verify_response(sent: Mapping[str, Any], body: Any, *, mutating: bool) -> dict[str, Any]:
@@ -155,6 +99,22 @@ def decode_patch(response: Mapping[str, Any]) -> list[dict[str, Any]] | None:
     ops = orjson.loads(base64.b64decode(response["patch"], validate=True))
     assert isinstance(ops, list) and ops, "an empty patch must be omitted"
     return ops
+
+
+def runtime(config: dict[str, Any] | None = None, *, inventory: Path | None = SMALL) -> Runtime:
+    """An in-process review runtime: the parsed config and a static file inventory."""
+    cfg: Config = parse_config(config or {}, env={})
+    state = InventoryState()
+    if inventory is not None:
+        StaticFileSource(inventory, state).load()
+    return Runtime(config=lambda: cfg, inventory=state)
+
+
+async def call(rt: Runtime, webhook: str, review: dict[str, Any], **kw: Any) -> dict[str, Any]:
+    """Answer ``review`` in process and verify the response as the apiserver would."""
+    result = await answer(orjson.dumps(review), webhook=webhook, runtime=rt, **kw)  # type: ignore[arg-type]
+    assert result.status == 200, result.body
+    return verify_response(review, orjson.loads(result.body), mutating=webhook == "mutate")
 
 
 @dataclass

@@ -10,9 +10,9 @@ import orjson
 import pytest
 from aiohttp.test_utils import TestClient
 
-from tests.webhook.harness import build_review
-from tests.webhook.review.test_pipeline import SMALL, koord_pod, runtime
-from tests.webhook.test_metrics import parse
+from tests.builders.objects import SMALL, build_review, koord_pod
+from tests.webhook.harness import runtime
+from tests.webhook.scrape import parse
 from webhook.app import MAX_BODY, Health, make_app, parse_timeout
 from webhook.review.pipeline import Runtime
 

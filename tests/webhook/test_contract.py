@@ -20,18 +20,17 @@ import yaml
 from cryptography import x509
 
 from certs.authority import CertPaths, cert_pem, create_ca, generate, utcnow
-from tests.certs.test_watcher import client_certificate
+from tests.builders.objects import MANIFESTS, SMALL, build_review, koord_pod
+from tests.certs.tls import client_certificate
 from tests.webhook.harness import (
     NAMESPACE,
     SERVER_NAME,
     SERVICE,
     ApiServer,
     WebhookCallError,
-    build_review,
     running_server,
 )
-from tests.webhook.review.test_pipeline import MANIFESTS, SMALL, koord_pod
-from tests.webhook.test_metrics import parse
+from tests.webhook.scrape import parse
 from webhook.server import ServeOptions
 
 REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"

@@ -18,9 +18,13 @@ import orjson
 import pytest
 
 from certs.authority import CertPaths, generate
+from tests.builders.objects import SMALL, build_review, koord_pod
 from tests.paths import ROOT
-from tests.webhook.harness import NAMESPACE, SERVER_NAME, SERVICE, build_review
-from tests.webhook.review.test_pipeline import SMALL, koord_pod
+from tests.webhook.harness import (
+    NAMESPACE,
+    SERVER_NAME,
+    SERVICE,
+)
 
 LISTEN = re.compile(r"listening on https://127\.0\.0\.1:(\d+)")
 

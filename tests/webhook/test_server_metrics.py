@@ -13,9 +13,12 @@ import pytest
 from prometheus_client.mmap_dict import MmapedDict
 
 from certs.authority import CertPaths, generate
-from tests.webhook.harness import NAMESPACE, SERVICE, build_review
-from tests.webhook.review.test_pipeline import koord_pod
-from tests.webhook.test_metrics import parse
+from tests.builders.objects import build_review, koord_pod
+from tests.webhook.harness import (
+    NAMESPACE,
+    SERVICE,
+)
+from tests.webhook.scrape import parse
 from tests.webhook.test_server import http, start, stop, write_config
 
 WORKER = re.compile(r"numagate: worker (\d+) serving")

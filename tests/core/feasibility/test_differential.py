@@ -242,7 +242,7 @@ def _kubelet_merge(lists: list, n: int, itertools: object) -> tuple[int, bool]:
 
 
 def test_explain_verdicts_identical_without_extensions(tmp_path: Path) -> None:
-    from tests.webhook.cli.test_explain import write_demo_files
+    from tests.webhook.cli.demo_files import write_demo_files
 
     inv, manifest = write_demo_files(tmp_path)
     outs = []

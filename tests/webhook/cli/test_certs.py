@@ -8,7 +8,6 @@ from pathlib import Path
 
 from cryptography import x509
 
-from tests.certs.test_inject import apiserver  # noqa: F401  (fixture)
 from webhook.cli.certs import run
 from webhook.cli.main import build_parser, main
 
@@ -56,7 +55,7 @@ def test_a_mismatched_ca_exits_1(tmp_path: Path, capsys) -> None:
     assert "does not match" in capsys.readouterr().err
 
 
-def _secret_args(apiserver, tmp_path: Path, out: str | None) -> argparse.Namespace:  # noqa: F811
+def _secret_args(apiserver, tmp_path: Path, out: str | None) -> argparse.Namespace:
     args = build_parser().parse_args(
         [
             "certs",
@@ -75,12 +74,12 @@ def _secret_args(apiserver, tmp_path: Path, out: str | None) -> argparse.Namespa
     return args
 
 
-def _secret_data(apiserver, name: str) -> dict[str, bytes]:  # noqa: F811
+def _secret_data(apiserver, name: str) -> dict[str, bytes]:
     obj = apiserver.objects[f"{SECRETS}/{name}"]
     return {k: base64.b64decode(v) for k, v in obj["data"].items()}
 
 
-def test_generate_into_secrets_reuses_the_ca_on_the_next_run(apiserver, tmp_path, capsys):  # noqa: F811
+def test_generate_into_secrets_reuses_the_ca_on_the_next_run(apiserver, tmp_path, capsys):
     assert run(_secret_args(apiserver, tmp_path, str(tmp_path / "run1"))) == 0
     assert "created a new CA" in capsys.readouterr().out
     tls = _secret_data(apiserver, "numagate-tls")
@@ -98,7 +97,7 @@ def test_generate_into_secrets_reuses_the_ca_on_the_next_run(apiserver, tmp_path
     assert (tmp_path / "run2" / "ca.crt").read_bytes() == ca["ca.crt"]
 
 
-def test_generate_into_a_malformed_secret_reference(apiserver, tmp_path, capsys):  # noqa: F811
+def test_generate_into_a_malformed_secret_reference(apiserver, tmp_path, capsys):
     args = _secret_args(apiserver, tmp_path, None)
     args.secret = "no-namespace"
     assert run(args) == 1

@@ -18,39 +18,20 @@ import pytest
 import yaml
 
 from core.intent.workloads import pod_templates
+from tests.builders.objects import build_review
 from tests.paths import ROOT
-from tests.webhook.harness import build_review, decode_patch
-from tests.webhook.review.test_pipeline import call, runtime
+from tests.webhook.cli.demo_files import DEMO, POD, write_demo_files
+from tests.webhook.harness import (
+    call,
+    decode_patch,
+    runtime,
+)
 from webhook.cli.explain_report import pod_for_template, template_pointer
 from webhook.cli.main import main
 
-DEMO = ROOT / "webhook" / "data" / "demo-inventory.yaml"
 MANIFESTS = ROOT / "tests" / "fixtures" / "manifests"
 K8S_VERSION = "1.37.0"
 REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
-
-POD = {
-    "apiVersion": "v1",
-    "kind": "Pod",
-    "metadata": {
-        "name": "p",
-        "namespace": "default",
-        "annotations": {"volcano.sh/numa-topology-policy": "restricted"},
-    },
-    "spec": {
-        "schedulerName": "volcano",
-        "containers": [{"name": "c", "resources": {"limits": {"cpu": "2", "memory": "2Gi"}}}],
-    },
-}
-
-
-def write_demo_files(tmp_path: Path, manifest: dict | None = None) -> tuple[Path, Path]:
-    """The demo inventory and a pod manifest, as explain reads them."""
-    inv = tmp_path / "inventory.yaml"
-    inv.write_text(DEMO.read_text())
-    pod_file = tmp_path / "pod.yaml"
-    pod_file.write_text(yaml.safe_dump(manifest or POD))
-    return inv, pod_file
 
 
 def explain(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:

@@ -10,8 +10,9 @@ import orjson
 import pytest
 from aiohttp.test_utils import TestClient
 
+from tests.builders.objects import SMALL
 from tests.paths import ROOT
-from tests.webhook.review.test_pipeline import SMALL, runtime
+from tests.webhook.harness import runtime
 from webhook.app import make_app
 from webhook.cli.main import main
 

@@ -8,7 +8,7 @@ import os
 import time
 from pathlib import Path
 
-from tests.webhook.review.test_pipeline import SMALL
+from tests.builders.objects import SMALL
 from webhook.inventory.state import InventoryState, StaticFileSource, build_file, load_demo
 from webhook.metrics import WebhookMetrics
 

@@ -23,8 +23,8 @@ from core.intent.read import read_intent
 from core.intent.workloads import pod_templates
 from core.model import POLICIES
 from core.mutation.affinity import MEMO_LIMIT, compatible_names
-from tests.webhook.harness import build_review
-from tests.webhook.review.test_pipeline import call, koord_pod, manifest, runtime
+from tests.builders.objects import build_review, koord_pod, manifest
+from tests.webhook.harness import call, runtime
 from webhook.config import parse_config
 from webhook.inventory.state import EVALUATION_COST, InventoryState, InventoryView, load_demo
 from webhook.logs import JsonFormatter, setup_logging

@@ -4,52 +4,22 @@ mutation, validation, enforcement modes, exclusions, dryRun, UPDATE, deadlines, 
 from __future__ import annotations
 
 import copy
-from pathlib import Path
 from typing import Any
 
 import jsonpatch
 import orjson
 import pytest
-import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.builders.objects import build_review, koord_pod, manifest
 from tests.paths import FIXTURES
-from tests.webhook.harness import build_review, decode_patch, verify_response
-from webhook.config import Config, parse_config
-from webhook.inventory.state import InventoryState, StaticFileSource, load_demo
+from tests.webhook.harness import call, decode_patch, runtime
+from webhook.config import Config
+from webhook.inventory.state import InventoryState, load_demo
 from webhook.review.pipeline import Runtime, answer
 
-MANIFESTS = FIXTURES / "manifests"
-SMALL = MANIFESTS / "inventory-small.yaml"
 REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
-
-
-def manifest(name: str) -> dict[str, Any]:
-    return yaml.safe_load((MANIFESTS / f"{name}.yaml").read_text())
-
-
-def koord_pod(cpu: str) -> dict[str, Any]:
-    pod = manifest("koord-pod")
-    pod["spec"]["containers"][0]["resources"] = {
-        "requests": {"cpu": cpu, "memory": "1Gi"},
-        "limits": {"cpu": cpu, "memory": "1Gi"},
-    }
-    return pod
-
-
-def runtime(config: dict[str, Any] | None = None, *, inventory: Path | None = SMALL) -> Runtime:
-    cfg: Config = parse_config(config or {}, env={})
-    state = InventoryState()
-    if inventory is not None:
-        StaticFileSource(inventory, state).load()
-    return Runtime(config=lambda: cfg, inventory=state)
-
-
-async def call(rt: Runtime, webhook: str, review: dict[str, Any], **kw: Any) -> dict[str, Any]:
-    result = await answer(orjson.dumps(review), webhook=webhook, runtime=rt, **kw)  # type: ignore[arg-type]
-    assert result.status == 200, result.body
-    return verify_response(review, orjson.loads(result.body), mutating=webhook == "mutate")
 
 
 # ----------------------------------------------------------------------------- mutate
