@@ -16,35 +16,30 @@ contract (DESIGN 4.6, research/webhook-anchors.md 1.2-1.3) says the webhook must
 Never a 500, never a traceback, never a hang. The tables are at the bottom of the file;
 :func:`build_corpus` expands them.
 
-The module also holds the server used by the reliability tests: the real
-``webhook.server.serve_worker`` (real aiohttp app, real TLS) in a background thread with
-its own event loop, so that the tests can use plain blocking clients with timeouts.
+The reliability tests start the real server with tests/launch.py (in a thread with its
+own event loop, so they can use the plain blocking ``Client`` here with timeouts).
 """
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import copy
 import http.client
 import json
-import re
 import ssl
-import subprocess
-import threading
-import time
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
 
+# Re-exported while tests/reliability/test_rollout.py (helper "deploy") imports them here.
+from tests.launch import ServeProcess as ServeProcess
+from tests.launch import start_serve as start_serve
+from tests.launch import write_config as write_config
 from tests.paths import ROOT
-from webhook.server import ServeOptions, serve_worker
 
-NUMAGATE = ROOT / ".venv" / "bin" / "numagate"
 MANIFESTS = ROOT / "tests" / "fixtures" / "manifests"
 JSON_TYPE = "application/json"
 # The cap of webhook/app.py (controller-runtime's 7 MiB, research 1.1).
@@ -856,79 +851,6 @@ def build_corpus() -> list[Case]:
 # ----------------------------------------------------------------------------- server
 
 
-def write_config(path: Path, **overrides: Any) -> Path:
-    """A config file with fast shutdown (tests must not wait 2 s for readiness to drain)."""
-    doc: dict[str, Any] = {"shutdown": {"delaySeconds": 0.0, "gracePeriodSeconds": 5.0}}
-    for key, value in overrides.items():
-        if isinstance(value, dict) and isinstance(doc.get(key), dict):
-            doc[key] = {**doc[key], **value}
-        else:
-            doc[key] = value
-    path.write_text(json.dumps(doc), encoding="utf-8")
-    return path
-
-
-class ThreadedServer:
-    """``serve_worker`` (the real server) on port 0 in a thread with its own event loop."""
-
-    def __init__(self, opts: ServeOptions) -> None:
-        self.opts = opts
-        self.port = 0
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._stop: asyncio.Event | None = None
-        self._ready = threading.Event()
-        self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._main, daemon=True, name="numagate-test")
-
-    def _main(self) -> None:
-        async def run() -> None:
-            self._loop = asyncio.get_running_loop()
-            self._stop = asyncio.Event()
-
-            def ready(port: int) -> None:
-                self.port = port
-                self._ready.set()
-
-            await serve_worker(self.opts, stop=self._stop, on_ready=ready)
-
-        try:
-            asyncio.run(run())
-        except BaseException as exc:  # surfaced by start()/stop()
-            self._error = exc
-        finally:
-            self._ready.set()
-
-    def start(self, timeout: float = 20.0) -> ThreadedServer:
-        self._thread.start()
-        if not self._ready.wait(timeout):
-            raise TimeoutError("server did not start")
-        if self._error is not None:
-            raise self._error
-        return self
-
-    def request_stop(self) -> None:
-        if self._loop is not None and self._stop is not None:
-            self._loop.call_soon_threadsafe(self._stop.set)
-
-    def stop(self, timeout: float = 20.0) -> None:
-        self.request_stop()
-        self._thread.join(timeout)
-        assert not self._thread.is_alive(), "server did not stop"
-
-    @property
-    def alive(self) -> bool:
-        return self._thread.is_alive()
-
-
-@contextmanager
-def threaded_server(opts: ServeOptions) -> Iterator[ThreadedServer]:
-    server = ThreadedServer(opts).start()
-    try:
-        yield server
-    finally:
-        server.stop()
-
-
 @dataclass(frozen=True)
 class Reply:
     status: int
@@ -1052,63 +974,3 @@ def check_good(
     reply = client.post(f"/{webhook}?timeout=10s", GOOD_BODY, conn=conn)
     response = check_review(reply, uid="uid-after", webhook=webhook)
     assert response["allowed"] is True, response
-
-
-# ----------------------------------------------------------------------------- process
-
-
-@dataclass
-class ServeProcess:
-    proc: subprocess.Popen[str]
-    port: int
-    ca: Path
-    log: list[str]
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-
-
-def start_serve(directory: Path, *extra: str, config: Path | None = None) -> ServeProcess:
-    """``numagate serve`` as a process at the default log level (certificates generated in
-    ``directory``/certs, ``config`` or a default one), stderr (the JSON log) collected."""
-    if config is None:
-        config = write_config(directory / "config.json")
-    proc = subprocess.Popen(
-        [
-            str(NUMAGATE),
-            "serve",
-            "--port",
-            "0",
-            "--cert-dir",
-            str(directory / "certs"),
-            "--config",
-            str(config),
-            *extra,
-        ],
-        cwd=directory,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    assert proc.stdout is not None and proc.stderr is not None
-    log: list[str] = []
-    threading.Thread(target=lambda: log.extend(proc.stderr), daemon=True).start()  # type: ignore[arg-type]
-    port = 0
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline and not port:
-        line = proc.stdout.readline()
-        if not line:
-            break
-        m = re.search(r"serving https://127\.0\.0\.1:(\d+)", line)
-        port = int(m.group(1)) if m else 0
-    if not port:
-        proc.kill()
-        raise AssertionError(f"numagate serve did not start: {''.join(log)[-2000:]}")
-    threading.Thread(target=proc.stdout.read, daemon=True).start()
-    return ServeProcess(proc, port, directory / "certs" / "ca.crt", log)

@@ -18,17 +18,16 @@ import jsonpatch
 import pytest
 
 from certs.authority import ensure_serving_certs
+from tests.launch import ThreadedServer, write_config
 from tests.reliability.corpus import (
     BODY_CAP,
     Case,
     Client,
-    ThreadedServer,
     build_corpus,
     check_good,
     check_reject,
     check_review,
     good_review,
-    write_config,
 )
 from webhook.server import ServeOptions
 

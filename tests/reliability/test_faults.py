@@ -17,7 +17,7 @@ import ssl
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +26,7 @@ import yaml
 from cryptography import x509
 
 from certs.authority import CertPaths, ensure_serving_certs, generate
+from tests.launch import start_serve, threaded_server, wait_for, write_config
 from tests.reliability.corpus import (
     Client,
     Reply,
@@ -35,9 +36,6 @@ from tests.reliability.corpus import (
     good_review,
     impossible_pod,
     review_of,
-    start_serve,
-    threaded_server,
-    write_config,
 )
 from tests.webhook.fake_apiserver import node, nrt, running_apiserver
 from webhook.review import feasibility as feasibility_module
@@ -69,15 +67,6 @@ def write_inventory(path: Path, *names: str) -> Path:
 
 
 # ----------------------------------------------------------------------------- helpers
-
-
-def wait_for(predicate: Callable[[], bool], timeout: float, what: str, step: float = 0.05) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(step)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
 def metric(client: Client, name: str) -> float:

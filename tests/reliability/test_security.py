@@ -26,18 +26,15 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from certs.authority import CertPaths, ensure_serving_certs
+from tests.launch import ServeProcess, start_serve, threaded_server, write_config
 from tests.reliability.corpus import (
     ROOT,
     Client,
-    ServeProcess,
     check_review,
     good_pod,
     good_review,
     impossible_pod,
     review_of,
-    start_serve,
-    threaded_server,
-    write_config,
 )
 from webhook.server import ServeOptions
 

@@ -17,12 +17,10 @@ It does what the kube-apiserver does with a webhook:
 
 from __future__ import annotations
 
-import asyncio
 import base64
-import contextlib
 import copy
 import ssl
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,14 +31,11 @@ import kubernetes_validate
 import orjson
 
 from tests.builders.objects import SMALL, build_review, gvk
+from tests.launch import SERVER_NAME
 from webhook.config import Config, parse_config
 from webhook.inventory.state import InventoryState, StaticFileSource
 from webhook.review.pipeline import Runtime, answer
-from webhook.server import ServeOptions, serve_worker
 
-SERVICE = "numagate"
-NAMESPACE = "numagate-system"
-SERVER_NAME = f"{SERVICE}.{NAMESPACE}.svc"
 K8S_VERSION = "1.37.0"
 
 
@@ -251,19 +246,3 @@ class ApiServer:
         return Admission(
             current, mutated, validated, reinvoked, mutated.warnings + validated.warnings
         )
-
-
-@contextlib.asynccontextmanager
-async def running_server(opts: ServeOptions) -> AsyncIterator[tuple[int, asyncio.Event]]:
-    """Run ``serve_worker`` (the real server) in this loop; yields (port, stop event)."""
-    stop = asyncio.Event()
-    ready: asyncio.Future[int] = asyncio.get_running_loop().create_future()
-    task = asyncio.create_task(serve_worker(opts, stop=stop, on_ready=ready.set_result))
-    done, _ = await asyncio.wait({task, ready}, return_when=asyncio.FIRST_COMPLETED)
-    if task in done:
-        task.result()  # raises the startup error
-    try:
-        yield ready.result(), stop
-    finally:
-        stop.set()
-        await task

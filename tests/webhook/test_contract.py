@@ -22,25 +22,12 @@ from cryptography import x509
 from certs.authority import CertPaths, cert_pem, create_ca, generate, utcnow
 from tests.builders.objects import MANIFESTS, SMALL, build_review, koord_pod
 from tests.certs.tls import client_certificate
-from tests.webhook.harness import (
-    NAMESPACE,
-    SERVER_NAME,
-    SERVICE,
-    ApiServer,
-    WebhookCallError,
-    running_server,
-)
+from tests.launch import NAMESPACE, SERVER_NAME, SERVICE, running_server
+from tests.webhook.harness import ApiServer, WebhookCallError
 from tests.webhook.scrape import parse
 from webhook.server import ServeOptions
 
 REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
-
-
-@pytest.fixture(scope="module")
-def certs(tmp_path_factory: pytest.TempPathFactory) -> CertPaths:
-    return generate(
-        tmp_path_factory.mktemp("certs"), service=SERVICE, namespace=NAMESPACE, ips=["127.0.0.1"]
-    )
 
 
 @pytest.fixture(scope="module")
@@ -65,7 +52,7 @@ def options(certs: CertPaths, config: Path, **kw: Any) -> ServeOptions:
 
 @pytest.fixture
 async def api(certs: CertPaths, config_file: Path) -> AsyncIterator[ApiServer]:
-    async with running_server(options(certs, config_file)) as (port, _stop):  # noqa: SIM117
+    async with running_server(options(certs, config_file)) as port:  # noqa: SIM117
         async with ApiServer(f"https://127.0.0.1:{port}", certs.ca) as client:
             yield client
 
@@ -121,7 +108,7 @@ async def test_update_and_delete_and_dry_run(api: ApiServer) -> None:
 
 async def test_wrong_service_name_is_refused_by_tls(certs: CertPaths, config_file: Path) -> None:
     async with (
-        running_server(options(certs, config_file)) as (port, _),
+        running_server(options(certs, config_file)) as port,
         ApiServer(
             f"https://127.0.0.1:{port}", certs.ca, server_name="other.numagate-system.svc"
         ) as client,
@@ -211,7 +198,7 @@ async def test_client_ca_requires_the_apiservers_certificate(
     certs: CertPaths, config_file: Path, tmp_path: Path
 ) -> None:
     client_ca, client_cert, client_key = _client_pair(tmp_path)
-    async with running_server(options(certs, config_file, client_ca=str(client_ca))) as (port, _):
+    async with running_server(options(certs, config_file, client_ca=str(client_ca))) as port:
         url = f"https://127.0.0.1:{port}"
         async with ApiServer(url, certs.ca, client_cert=(client_cert, client_key)) as good:
             assert (await good.call("validate", build_review(koord_pod("2")))).allowed
@@ -247,7 +234,7 @@ async def test_live_cluster_source_readiness_and_staleness(
         fake.hold_lists(NODES)
         kubeconfig = fake.write_kubeconfig(tmp_path / "kubeconfig")
         opts = options(certs, config, inventory=None, kubeconfig=str(kubeconfig))
-        async with running_server(opts) as (port, _):  # noqa: SIM117
+        async with running_server(opts) as port:  # noqa: SIM117
             async with ApiServer(f"https://127.0.0.1:{port}", certs.ca) as api:
                 status, text = await api.get("/readyz")
                 assert status == 503 and b"inventory" in text
@@ -279,7 +266,7 @@ async def test_running_server_reloads_config_and_keeps_last_good(
             await asyncio.sleep(0.05)
         return False
 
-    async with running_server(options(certs, config)) as (port, _):  # noqa: SIM117
+    async with running_server(options(certs, config)) as port:  # noqa: SIM117
         async with ApiServer(f"https://127.0.0.1:{port}", certs.ca) as api:
             assert await wait_for(api, False)
             config.write_text(
@@ -311,7 +298,7 @@ async def test_certificate_rotation_is_served_without_a_restart(tmp_path: Path) 
         assert der is not None
         return x509.load_der_x509_certificate(der).serial_number
 
-    async with running_server(options(first, config)) as (port, _):
+    async with running_server(options(first, config)) as port:
         before = await asyncio.to_thread(served_serial, port)
         generate(cert_dir, service=SERVICE, namespace=NAMESPACE, ips=["127.0.0.1"])  # same CA
         after = before

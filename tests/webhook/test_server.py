@@ -7,8 +7,6 @@ from __future__ import annotations
 import os
 import re
 import signal
-import socket
-import ssl
 import subprocess
 import sys
 import time
@@ -17,100 +15,17 @@ from pathlib import Path
 import orjson
 import pytest
 
-from certs.authority import CertPaths, generate
+from certs.authority import CertPaths
 from tests.builders.objects import SMALL, build_review, koord_pod
-from tests.paths import ROOT
-from tests.webhook.harness import (
-    NAMESPACE,
+from tests.launch import (
     SERVER_NAME,
-    SERVICE,
+    http,
+    read_response,
+    start_process,
+    tls_socket,
+    write_config,
 )
-
-LISTEN = re.compile(r"listening on https://127\.0\.0\.1:(\d+)")
-
-
-class Server:
-    def __init__(self, proc: subprocess.Popen[str], port: int, lines: list[str]) -> None:
-        self.proc, self.port, self.lines = proc, port, lines
-
-
-def start(args: list[str], *, workers: int = 1, timeout: float = 30.0) -> Server:
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "webhook",
-            "serve",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            "0",
-            "--workers",
-            str(workers),
-            *args,
-        ],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
-    assert proc.stdout is not None
-    lines: list[str] = []
-    port = 0
-    serving = 0
-    deadline = time.monotonic() + timeout
-    while serving < workers:
-        line = proc.stdout.readline()
-        if not line:
-            raise AssertionError(f"server exited early ({proc.wait()}): {lines}")
-        lines.append(line.rstrip())
-        if m := LISTEN.search(line):
-            port = int(m[1])
-        serving += line.count("serving https://")
-        assert time.monotonic() < deadline, lines
-    return Server(proc, port, lines)
-
-
-def stop(server: Server) -> int:
-    if server.proc.poll() is None:
-        server.proc.send_signal(signal.SIGTERM)
-    return server.proc.wait(timeout=30)
-
-
-@pytest.fixture(scope="module")
-def certs(tmp_path_factory: pytest.TempPathFactory) -> CertPaths:
-    return generate(
-        tmp_path_factory.mktemp("certs"), service=SERVICE, namespace=NAMESPACE, ips=["127.0.0.1"]
-    )
-
-
-def write_config(tmp_path: Path, delay: float) -> Path:
-    path = tmp_path / "config.yaml"
-    path.write_text(f"shutdown: {{delaySeconds: {delay}, gracePeriodSeconds: 10}}\n")
-    return path
-
-
-def tls_socket(port: int, ca: Path, name: str = SERVER_NAME) -> ssl.SSLSocket:
-    ctx = ssl.create_default_context(cafile=str(ca))
-    raw = socket.create_connection(("127.0.0.1", port), timeout=10)
-    return ctx.wrap_socket(raw, server_hostname=name)
-
-
-def http(
-    port: int, ca: Path, method: str, path: str, body: bytes = b"", *, name: str = SERVER_NAME
-) -> tuple[int, bytes]:
-    with tls_socket(port, ca, name) as s:
-        head = f"{method} {path} HTTP/1.1\r\nHost: {SERVER_NAME}\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n"
-        s.sendall(head.encode() + body)
-        return read_response(s)
-
-
-def read_response(s: ssl.SSLSocket) -> tuple[int, bytes]:
-    data = b""
-    while chunk := s.recv(65536):
-        data += chunk
-    head, _, body = data.partition(b"\r\n\r\n")
-    return int(head.split()[1]), body
+from tests.paths import ROOT
 
 
 def listening_sockets(pid: int, port: int) -> set[str]:
@@ -145,7 +60,18 @@ def children(pid: int) -> list[int]:
 
 def test_first_run_generates_certs_and_prints_a_working_curl_line(tmp_path: Path) -> None:
     cert_dir = tmp_path / "certs"
-    server = start(["--cert-dir", str(cert_dir), "--config", str(write_config(tmp_path, 0))])
+    server = start_process(
+        [
+            "--cert-dir",
+            str(cert_dir),
+            "--config",
+            str(
+                write_config(
+                    tmp_path / "config.json", shutdown={"delaySeconds": 0, "gracePeriodSeconds": 10}
+                )
+            ),
+        ]
+    )
     try:
         text = "\n".join(server.lines)
         assert f"CA certificate: {cert_dir / 'ca.crt'}" in text
@@ -165,12 +91,14 @@ def test_first_run_generates_certs_and_prints_a_working_curl_line(tmp_path: Path
         response = orjson.loads(body)["response"]
         assert status == 200 and response.get("patchType") == "JSONPatch", response
     finally:
-        assert stop(server) == 0
+        assert server.sigterm() == 0
 
 
 def test_two_workers_share_the_port_and_drain_on_sigterm(certs: CertPaths, tmp_path: Path) -> None:
-    config = write_config(tmp_path, 0.5)
-    server = start(
+    config = write_config(
+        tmp_path / "config.json", shutdown={"delaySeconds": 0.5, "gracePeriodSeconds": 10}
+    )
+    server = start_process(
         ["--cert-dir", str(certs.cert.parent), "--inventory", str(SMALL), "--config", str(config)],
         workers=2,
     )
@@ -213,7 +141,7 @@ def test_two_workers_share_the_port_and_drain_on_sigterm(certs: CertPaths, tmp_p
         with pytest.raises(OSError):
             http(server.port, certs.ca, "GET", "/healthz")
     finally:
-        stop(server)
+        server.sigterm()
 
 
 def test_bad_startup_inputs_are_usage_errors(tmp_path: Path) -> None:
@@ -278,7 +206,7 @@ def test_large_inventory_built_once_then_reloaded_in_every_worker(
     assert inventory.stat().st_size > 1 << 20
     config = tmp_path / "config.yaml"
     config.write_text("inventory: {reloadIntervalSeconds: 0.2}\nshutdown: {delaySeconds: 0}\n")
-    server = start(
+    server = start_process(
         ["--cert-dir", str(certs.cert.parent), "--inventory", str(inventory), "--config",
          str(config)],
         workers=2,
@@ -295,7 +223,7 @@ def test_large_inventory_built_once_then_reloaded_in_every_worker(
         gen.write_inventory(tmp_path / "larger.yaml", 520).replace(inventory)
         assert _all_workers_report(server.port, certs.ca, 520, 30)
     finally:
-        assert stop(server) == 0
+        assert server.sigterm() == 0
 
 
 async def test_workers_adopt_the_prebuilt_inventory(

@@ -12,25 +12,14 @@ import orjson
 import pytest
 from prometheus_client.mmap_dict import MmapedDict
 
-from certs.authority import CertPaths, generate
+from certs.authority import CertPaths
 from tests.builders.objects import build_review, koord_pod
-from tests.webhook.harness import (
-    NAMESPACE,
-    SERVICE,
-)
+from tests.launch import http, start_process, write_config
 from tests.webhook.scrape import parse
-from tests.webhook.test_server import http, start, stop, write_config
 
 WORKER = re.compile(r"numagate: worker (\d+) serving")
 REQUESTS = "numagate_admission_requests_total"
 OK = f'{REQUESTS}{{webhook="validate",operation="CREATE",allowed="true",code="200"}}'
-
-
-@pytest.fixture(scope="module")
-def certs(tmp_path_factory: pytest.TempPathFactory) -> CertPaths:
-    return generate(
-        tmp_path_factory.mktemp("certs"), service=SERVICE, namespace=NAMESPACE, ips=["127.0.0.1"]
-    )
 
 
 def metrics_dir(pid: int) -> Path:
@@ -54,8 +43,12 @@ def answered_by(directory: Path, pid: int) -> float:
 
 @pytest.mark.slow
 def test_one_scrape_counts_every_worker(certs: CertPaths, tmp_path: Path) -> None:
-    config = write_config(tmp_path, 0)
-    server = start(["--cert-dir", str(certs.cert.parent), "--config", str(config)], workers=2)
+    config = write_config(
+        tmp_path / "config.json", shutdown={"delaySeconds": 0, "gracePeriodSeconds": 10}
+    )
+    server = start_process(
+        ["--cert-dir", str(certs.cert.parent), "--config", str(config)], workers=2
+    )
     try:
         pids = [int(m[1]) for line in server.lines if (m := WORKER.search(line))]
         assert len(pids) == 2
@@ -81,5 +74,5 @@ def test_one_scrape_counts_every_worker(certs: CertPaths, tmp_path: Path) -> Non
             assert len([k for k in samples if k.startswith("numagate_build_info{")]) == 1
             assert samples["process_resident_memory_bytes{}"] > 0
     finally:
-        assert stop(server) == 0
+        assert server.sigterm() == 0
     assert not directory.exists()
