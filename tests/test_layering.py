@@ -166,3 +166,32 @@ def test_no_import_cycles() -> None:
 def test_cycle_finder_finds_cycles() -> None:
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": set()}
     assert sorted(c for c in strongly_connected(graph) if len(c) > 1) == [["a", "b", "c"]]
+
+
+# Test modules still importing another test module, each waiting for its owner's branch
+# (issue 13 item 4); remove an entry once that file imports tests/builders or a helper.
+TEST_IMPORTS_PENDING = {
+    "tests.test_helm": "deploy",
+    "tests.test_observability": "deploy",
+    "tests.reliability.test_rollout": "deploy",
+    "tests.core.inventory.test_incremental": "inv14",
+    "tests.core.inventory.test_sharing": "inv14",
+    "tests.webhook.review.test_decision_cache": "inv14",
+}
+
+
+def test_no_test_module_imports_another() -> None:
+    """Shared test code lives in tests/builders, tests/launch.py, conftest.py files and
+    helper modules, never in a test_*.py another test imports (function-local imports too)."""
+    found: dict[str, list[str]] = {}
+    for path in sorted((ROOT / "tests").rglob("test_*.py")):
+        module = _module_name(path)
+        names = set(imported_names(path.read_text(), module.rpartition(".")[0]))
+        tests = sorted(
+            n
+            for n in names
+            if n.startswith("tests.") and n.split(".")[-1].startswith("test_") and n != module
+        )
+        if tests and module not in TEST_IMPORTS_PENDING:
+            found[module] = tests
+    assert found == {}
