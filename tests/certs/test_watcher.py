@@ -304,6 +304,7 @@ async def _pong(_: web.Request) -> web.Response:
     return web.Response(text="pong")
 
 
+@pytest.mark.slow
 async def test_rotation_under_continuous_requests_has_zero_failures(certs) -> None:
     ctx = build_server_context(certs.cert, certs.key)
     watcher = CertWatcher(certs.cert, certs.key, ctx, interval=0.02)

@@ -123,6 +123,7 @@ def captured_logs() -> Iterator[Captured]:
 STALE_AFTER = 1.0
 
 
+@pytest.mark.slow
 def test_cluster_api_outage_never_denies_falsely_and_resyncs(
     tmp_path: Path, captured_logs: Captured
 ) -> None:
@@ -207,6 +208,7 @@ GARBAGE: tuple[tuple[str, bytes], ...] = (
 )
 
 
+@pytest.mark.slow
 def test_inventory_file_replaced_with_garbage_keeps_last_good(
     tmp_path: Path, captured_logs: Captured
 ) -> None:
@@ -288,6 +290,7 @@ def _rotate_with_generate(cert_dir: Path, staging: Path) -> None:
     generate(cert_dir, service="numagate", namespace="numagate-system", ips=["127.0.0.1"])
 
 
+@pytest.mark.slow
 def test_certificates_replaced_under_load_lose_nothing(tmp_path: Path) -> None:
     cert_dir = tmp_path / "certs"
     paths = generate(cert_dir, service="numagate", namespace="numagate-system", ips=["127.0.0.1"])
@@ -371,6 +374,7 @@ def _stop_process(proc: subprocess.Popen[str]) -> None:
         proc.wait()
 
 
+@pytest.mark.slow
 def test_sigterm_under_load_drains_and_refuses_new_connections(tmp_path: Path) -> None:
     """``numagate serve`` receives SIGTERM while under load: /readyz turns 503 at once
     while requests are still served, a request in flight completes, then the listener
@@ -404,6 +408,7 @@ def test_sigterm_under_load_drains_and_refuses_new_connections(tmp_path: Path) -
         _stop_process(proc)
 
 
+@pytest.mark.slow
 def test_sigterm_completes_a_request_whose_body_is_still_arriving(tmp_path: Path) -> None:
     """A request whose headers arrived before the listener closed but whose body is still
     in transit is in flight too: it must be answered within the grace period, not dropped
@@ -420,6 +425,7 @@ def test_sigterm_completes_a_request_whose_body_is_still_arriving(tmp_path: Path
         _stop_process(proc)
 
 
+@pytest.mark.slow
 def test_stop_under_load_completes_requests_being_evaluated(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -465,6 +471,7 @@ def _refused(client: Client) -> bool:
 # ----------------------------------------------------------------------------- slow feasibility
 
 
+@pytest.mark.slow
 def test_slow_feasibility_is_answered_within_the_timeout(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

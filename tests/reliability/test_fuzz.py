@@ -317,6 +317,7 @@ def test_lenient_json_rejects_non_standard_literals(literal: str) -> None:
 # ---- atheris: a short run of fuzz/annotations_fuzz.py
 
 
+@pytest.mark.slow
 def test_atheris_short_run(tmp_path: Path) -> None:
     """The atheris target runs 2,000 inputs without finding a crash (a crash exits
     non-zero and prints the input). The long run is in fuzz/README.md."""

@@ -151,6 +151,7 @@ def _tls12_ciphers() -> list[str]:
     return sorted({c["name"] for c in ctx.get_ciphers() if c["protocol"] != "TLSv1.3"})
 
 
+@pytest.mark.slow
 def test_only_strong_tls12_ciphers_are_accepted(
     tls_server: tuple[int, CertPaths], permissive: PermissiveServer
 ) -> None:
@@ -309,6 +310,7 @@ def _refused(client: Client) -> bool:
     return False
 
 
+@pytest.mark.slow
 def test_client_ca_admits_the_apiserver_certificate(
     mtls: tuple[ServeProcess, ClientPki, ClientPki],
 ) -> None:
@@ -317,6 +319,7 @@ def test_client_ca_admits_the_apiserver_certificate(
     assert check_review(reply, uid="mtls-ok", webhook="validate")["allowed"] is True
 
 
+@pytest.mark.slow
 def test_client_ca_refuses_no_certificate_and_a_foreign_one(
     mtls: tuple[ServeProcess, ClientPki, ClientPki],
 ) -> None:
@@ -351,6 +354,7 @@ def _secret_pod(base: dict[str, Any]) -> dict[str, Any]:
     return pod
 
 
+@pytest.mark.slow
 def test_no_secret_or_pod_spec_in_default_logs(tmp_path: Path) -> None:
     served = start_serve(tmp_path)
     try:

@@ -218,6 +218,7 @@ async def test_patch_applies_with_jsonpatch_on_the_wire_bytes(api: ApiServer) ->
     )
 
 
+@pytest.mark.slow
 async def test_live_cluster_source_readiness_and_staleness(
     certs: CertPaths, tmp_path: Path
 ) -> None:
@@ -253,6 +254,7 @@ async def test_live_cluster_source_readiness_and_staleness(
                 assert parse(body.decode())["numagate_inventory_age_seconds{}"] > 1.5
 
 
+@pytest.mark.slow
 async def test_running_server_reloads_config_and_keeps_last_good(
     certs: CertPaths, tmp_path: Path
 ) -> None:

@@ -58,6 +58,7 @@ def children(pid: int) -> list[int]:
     return out
 
 
+@pytest.mark.slow
 def test_first_run_generates_certs_and_prints_a_working_curl_line(tmp_path: Path) -> None:
     cert_dir = tmp_path / "certs"
     server = start_process(
@@ -94,6 +95,7 @@ def test_first_run_generates_certs_and_prints_a_working_curl_line(tmp_path: Path
         assert server.sigterm() == 0
 
 
+@pytest.mark.slow
 def test_two_workers_share_the_port_and_drain_on_sigterm(certs: CertPaths, tmp_path: Path) -> None:
     config = write_config(
         tmp_path / "config.json", shutdown={"delaySeconds": 0.5, "gracePeriodSeconds": 10}
@@ -144,6 +146,7 @@ def test_two_workers_share_the_port_and_drain_on_sigterm(certs: CertPaths, tmp_p
         server.sigterm()
 
 
+@pytest.mark.slow
 def test_bad_startup_inputs_are_usage_errors(tmp_path: Path) -> None:
     bad = tmp_path / "c.yaml"
     bad.write_text("modes: {feasibility: deny}\n")
@@ -192,6 +195,7 @@ def _all_workers_report(port: int, ca: Path, nodes: int, timeout: float) -> bool
     return False
 
 
+@pytest.mark.slow
 def test_large_inventory_built_once_then_reloaded_in_every_worker(
     certs: CertPaths, tmp_path: Path
 ) -> None:

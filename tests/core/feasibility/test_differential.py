@@ -241,6 +241,7 @@ def _kubelet_merge(lists: list, n: int, itertools: object) -> tuple[int, bool]:
     return best if best is not None else (full, False)
 
 
+@pytest.mark.slow
 def test_explain_verdicts_identical_without_extensions(tmp_path: Path) -> None:
     from tests.webhook.cli.demo_files import write_demo_files
 

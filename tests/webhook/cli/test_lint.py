@@ -140,6 +140,7 @@ def test_usage_error_exits_2(capsys):
     assert exc.value.code == 2
 
 
+@pytest.mark.slow
 def test_installed_command_end_to_end():
     bindir = Path(sys.executable).parent
     proc = subprocess.run(

@@ -43,6 +43,7 @@ async def _run_cli(argv: list[str]) -> int:
     return await asyncio.to_thread(main, argv)
 
 
+@pytest.mark.slow
 def test_review_reads_stdin_and_reports_bad_input(tmp_path: Path) -> None:
     sample = (REVIEWS / "koordinator-pod-impossible.json").read_bytes()
     out = subprocess.run(

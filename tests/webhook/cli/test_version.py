@@ -21,6 +21,7 @@ def test_version_flag(capsys: pytest.CaptureFixture[str]) -> None:
     assert capsys.readouterr().out == f"numagate {__version__}\n"
 
 
+@pytest.mark.slow
 def test_setup_py_and_makefile_read_the_one_source() -> None:
     out = subprocess.run(
         [sys.executable, "setup.py", "--version"], cwd=ROOT, capture_output=True, text=True
