@@ -32,15 +32,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
-
 # Re-exported while tests/reliability/test_rollout.py (helper "deploy") imports them here.
+from tests.builders.objects import manifest
 from tests.launch import ServeProcess as ServeProcess
 from tests.launch import start_serve as start_serve
 from tests.launch import write_config as write_config
-from tests.paths import ROOT
 
-MANIFESTS = ROOT / "tests" / "fixtures" / "manifests"
 JSON_TYPE = "application/json"
 # The cap of webhook/app.py (controller-runtime's 7 MiB, research 1.1).
 BODY_CAP = 7 * 1024 * 1024
@@ -59,9 +56,7 @@ HAMI_BIND = "nvidia.com/numa-bind"
 
 
 def load_manifest(name: str) -> dict[str, Any]:
-    doc = yaml.safe_load((MANIFESTS / name).read_text(encoding="utf-8"))
-    assert isinstance(doc, dict)
-    return doc
+    return manifest(name.removesuffix(".yaml"))
 
 
 def review_of(

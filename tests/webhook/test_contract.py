@@ -20,7 +20,7 @@ import yaml
 from cryptography import x509
 
 from certs.authority import CertPaths, cert_pem, create_ca, generate, utcnow
-from tests.builders.objects import MANIFESTS, SMALL, build_review, koord_pod
+from tests.builders.objects import SMALL, build_review, koord_pod, manifest
 from tests.certs.tls import client_certificate
 from tests.launch import NAMESPACE, SERVER_NAME, SERVICE, running_server
 from tests.webhook.harness import ApiServer, WebhookCallError
@@ -55,10 +55,6 @@ async def api(certs: CertPaths, config_file: Path) -> AsyncIterator[ApiServer]:
     async with running_server(options(certs, config_file)) as port:  # noqa: SIM117
         async with ApiServer(f"https://127.0.0.1:{port}", certs.ca) as client:
             yield client
-
-
-def manifest(name: str) -> dict[str, Any]:
-    return yaml.safe_load((MANIFESTS / f"{name}.yaml").read_text())
 
 
 @pytest.mark.parametrize(

@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from core.intent.workloads import pod_templates
-from tests.builders.objects import build_review
+from tests.builders.objects import MANIFESTS, build_review
 from tests.paths import ROOT
 from tests.webhook.cli.demo_files import DEMO, POD, write_demo_files
 from tests.webhook.harness import (
@@ -29,7 +29,6 @@ from tests.webhook.harness import (
 from webhook.cli.explain_report import pod_for_template, template_pointer
 from webhook.cli.main import main
 
-MANIFESTS = ROOT / "tests" / "fixtures" / "manifests"
 K8S_VERSION = "1.37.0"
 REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 
