@@ -32,7 +32,8 @@ from core.intent import dialects as d
 from core.intent.lenient_json import parse_lenient
 from core.intent.read import read_intent
 from core.intent.workloads import pod_templates
-from tests.reliability.corpus import ROOT, good_pod, review_of
+from tests.paths import ROOT
+from tests.reliability.corpus import good_pod, review_of
 from webhook.config import load_config
 from webhook.inventory.state import InventoryState, load_demo
 from webhook.review.pipeline import Runtime, answer

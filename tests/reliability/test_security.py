@@ -27,8 +27,8 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from certs.authority import CertPaths, ensure_serving_certs
 from tests.launch import ServeProcess, start_serve, threaded_server, write_config
+from tests.paths import ROOT
 from tests.reliability.corpus import (
-    ROOT,
     Client,
     check_review,
     good_pod,
