@@ -174,9 +174,6 @@ TEST_IMPORTS_PENDING = {
     "tests.test_helm": "deploy",
     "tests.test_observability": "deploy",
     "tests.reliability.test_rollout": "deploy",
-    "tests.core.inventory.test_incremental": "inv14",
-    "tests.core.inventory.test_sharing": "inv14",
-    "tests.webhook.review.test_decision_cache": "inv14",
 }
 
 

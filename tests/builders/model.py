@@ -13,6 +13,8 @@ from collections.abc import Mapping, Sequence
 from types import ModuleType
 from typing import Any
 
+from hypothesis import strategies as st
+
 from core.feasibility.snapshot import POLICY_CODES, Demand, Snapshot
 from core.model import ContainerDemand, NodeTopology, NodeVerdict, NumaZone, PodIntent
 
@@ -199,3 +201,42 @@ def run(
 def ids(mask: int) -> set[int]:
     """The NUMA ids set in a kernel mask."""
     return {i for i in range(64) if (mask >> i) & 1}
+
+
+GPU = "nvidia.com/gpu"
+HP = "hugepages-1Gi"
+
+
+@st.composite
+def intents(draw: st.DrawFn) -> PodIntent:
+    """Any pod intent the kernels must agree on (a hypothesis strategy)."""
+    guaranteed = draw(st.booleans())
+    cs = []
+    for i in range(draw(st.integers(1, 3))):
+        cpu = draw(st.integers(0, 10))
+        req = {"cpu": cpu * 1000, "memory": draw(st.integers(0, 8)) * GI // 2}
+        if draw(st.booleans()):
+            req[GPU] = draw(st.integers(0, 5))
+        if draw(st.booleans()):
+            req[HP] = draw(st.integers(0, 2)) * GI
+        cs.append(
+            ContainerDemand(
+                name=f"c{i}",
+                kind=draw(st.sampled_from(["init", "sidecar", "app", "app"])),
+                requests=req,
+                limits=req,
+                exclusive_cpus=cpu if guaranteed else 0,
+            )
+        )
+    return PodIntent(
+        scheduler=draw(st.sampled_from(["default", "koordinator", "volcano", "hami"])),
+        scheduler_name="",
+        policy=draw(
+            st.sampled_from([None, "none", "best-effort", "restricted", "single-numa-node"])
+        ),
+        exclusive=draw(st.sampled_from([None, "required", "preferred"])),
+        scope=draw(st.sampled_from([None, "container", "pod"])),
+        qos="Guaranteed" if guaranteed else "Burstable",
+        containers=tuple(cs),
+        pod_requests={},
+    )

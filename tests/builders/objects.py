@@ -35,55 +35,123 @@ def manifest(name: str) -> dict[str, Any]:
 
 def node(
     name: str,
-    allocatable: Mapping[str, str] | None = None,
+    allocatable: Mapping[str, Any] | None = None,
     *,
     labels: Mapping[str, str] | None = None,
+    capacity: Mapping[str, Any] | None = None,
     annotations: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
-    """A Node whose capacity equals its allocatable (no status without allocatable)."""
-    status = (
-        {"allocatable": dict(allocatable), "capacity": dict(allocatable)} if allocatable else {}
-    )
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {
-            "name": name,
-            "labels": dict(labels or {}),
-            "annotations": dict(annotations or {}),
-        },
-        "status": status,
-    }
+    """A Node; ``status`` carries only the quantities given (the inventory reads a missing
+    capacity as the allocatable and the other way round)."""
+    metadata: dict[str, Any] = {"name": name, "labels": dict(labels or {})}
+    if annotations:
+        metadata["annotations"] = dict(annotations)
+    status: dict[str, Any] = {}
+    if allocatable is not None:
+        status["allocatable"] = dict(allocatable)
+    if capacity is not None:
+        status["capacity"] = dict(capacity)
+    return {"apiVersion": "v1", "kind": "Node", "metadata": metadata, "status": status}
 
 
-def nrt_zone(i: int, resources: Mapping[str, str]) -> dict[str, Any]:
-    """An NRT zone ``node-i`` whose resources have capacity = allocatable (no available)."""
-    return {
-        "name": f"node-{i}",
-        "type": "Node",
-        "resources": [{"name": r, "capacity": v, "allocatable": v} for r, v in resources.items()],
+def zone(
+    name: str | int,
+    resources: Mapping[str, tuple[Any, ...]],
+    *,
+    type_: str = "Node",
+    costs: Mapping[str, int] | None = None,
+) -> dict[str, Any]:
+    """resources: name -> (capacity, allocatable[, available])."""
+    entries = []
+    for res, values in resources.items():
+        entry: dict[str, Any] = {"name": res, "capacity": values[0], "allocatable": values[1]}
+        if len(values) > 2:
+            entry["available"] = values[2]
+        entries.append(entry)
+    out: dict[str, Any] = {
+        "name": f"node-{name}" if isinstance(name, int) else name,
+        "type": type_,
+        "resources": entries,
     }
+    if costs is not None:
+        out["costs"] = [{"name": k, "value": v} for k, v in costs.items()]
+    return out
 
 
 def nrt(
     name: str,
-    zones: Sequence[Mapping[str, Any]],
+    zones: list[dict[str, Any]],
     *,
     attributes: Mapping[str, str] | None = None,
-    policies: Sequence[str] | None = None,
+    policies: list[str] | None = None,
+    version: str = "v1alpha2",
+    annotations: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
-    """A NodeResourceTopology v1alpha2 with the given zone objects."""
+    """A NodeResourceTopology with the given zone objects."""
     obj: dict[str, Any] = {
-        "apiVersion": "topology.node.k8s.io/v1alpha2",
+        "apiVersion": f"topology.node.k8s.io/{version}",
         "kind": "NodeResourceTopology",
         "metadata": {"name": name},
+        "zones": zones,
     }
+    if annotations:
+        obj["metadata"]["annotations"] = dict(annotations)
     if attributes is not None:
         obj["attributes"] = [{"name": k, "value": v} for k, v in attributes.items()]
     if policies is not None:
-        obj["topologyPolicies"] = list(policies)
-    obj["zones"] = [dict(z) for z in zones]
+        obj["topologyPolicies"] = policies
     return obj
+
+
+def two_zones(cpu: tuple[Any, ...] = ("32", "31"), memory: tuple[Any, ...] | None = None) -> list:
+    """Zones node-0 and node-1 with the same cpu (and memory) values."""
+    res: dict[str, tuple[Any, ...]] = {"cpu": cpu}
+    if memory is not None:
+        res["memory"] = memory
+    return [zone(0, res), zone(1, res)]
+
+
+def cpu_detail(per_numa: int, threads: int = 1, numas: int = 2) -> dict[str, dict[str, int]]:
+    """A Numatopology cpuDetail in Linux numbering: first thread of every core, then the siblings."""
+    detail: dict[str, dict[str, int]] = {}
+    cores = per_numa // threads
+    cpu = 0
+    for _thread in range(threads):
+        for numa in range(numas):
+            for core in range(cores):
+                entry = {"numa": numa, "socket": numa, "core": core}
+                detail[str(cpu)] = {k: v for k, v in entry.items() if v}  # omitempty
+                cpu += 1
+    return detail
+
+
+def numatopology(
+    name: str,
+    *,
+    allocatable: str,
+    detail: Mapping[str, Any] | None,
+    policies: Mapping[str, str] | None = None,
+    reserved: Mapping[str, str] | None = None,
+    extra_numares: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "policies": dict(
+            policies or {"CPUManagerPolicy": "static", "TopologyManagerPolicy": "restricted"}
+        ),
+        "numares": {"cpu": {"allocatable": allocatable, "capacity": len(detail or {})}},
+    }
+    if detail is not None:
+        spec["cpuDetail"] = dict(detail)
+    if reserved is not None:
+        spec["resReserved"] = dict(reserved)
+    if extra_numares:
+        spec["numares"].update(extra_numares)
+    return {
+        "apiVersion": "nodeinfo.volcano.sh/v1alpha1",
+        "kind": "Numatopology",
+        "metadata": {"name": name},
+        "spec": spec,
+    }
 
 
 def container(
@@ -104,16 +172,22 @@ def container(
 
 def pod(
     name: str,
-    containers: Sequence[Mapping[str, Any]],
+    containers: Sequence[Mapping[str, Any]] | None = None,
     *,
     node: str | None = None,
     annotations: Mapping[str, str] | None = None,
     scheduler: str | None = None,
     init: Sequence[Mapping[str, Any]] = (),
     phase: str | None = "Running",
+    namespace: str = "default",
 ) -> dict[str, Any]:
-    """A Pod in namespace default; a bound pod (``node``) gets ``status.phase``."""
-    spec: dict[str, Any] = {"containers": [dict(c) for c in containers]}
+    """A Pod (one plain busybox container unless given); a bound pod (``node``) gets
+    ``status.phase``."""
+    spec: dict[str, Any] = {
+        "containers": [dict(c) for c in containers]
+        if containers is not None
+        else [{"name": "c", "image": "busybox"}]
+    }
     if init:
         spec["initContainers"] = [dict(c) for c in init]
     if node:
@@ -123,12 +197,25 @@ def pod(
     obj: dict[str, Any] = {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {"name": name, "namespace": "default", "annotations": dict(annotations or {})},
+        "metadata": {"name": name, "namespace": namespace, "annotations": dict(annotations or {})},
         "spec": spec,
     }
     if node and phase:
         obj["status"] = {"phase": phase}
     return obj
+
+
+def koord_status(numa: Mapping[int, Mapping[str, str]], cpuset: str = "") -> dict[str, str]:
+    """The annotation koord-scheduler writes on a bound pod (NUMA resources, cpuset)."""
+    data: dict[str, Any] = {
+        "numaNodeResources": [{"node": k, "resources": dict(v)} for k, v in numa.items()]
+    }
+    if cpuset:
+        data["cpuset"] = cpuset
+    return {"scheduling.koordinator.sh/resource-status": json.dumps(data)}
+
+
+SINGLE_SPEC = {KOORD_SPEC: '{"numaTopologyPolicy":"SingleNUMANode"}'}
 
 
 def koord_pod(cpu: str) -> dict[str, Any]:
@@ -199,3 +286,29 @@ def build_review(
         },
     }
     return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}
+
+
+def replica(review: dict[str, Any], n: int) -> dict[str, Any]:
+    """The review the apiserver sends for another pod of the same ReplicaSet: new request
+    uid and name, and the object's own name, uid, creation time and managedFields time."""
+    out = copy.deepcopy(review)
+    req = out["request"]
+    req["uid"] = f"{req['uid'][:-4]}{n:04d}"
+    req["name"] = f"web-7d4b9c-{n:05d}"
+    meta = req["object"].setdefault("metadata", {})
+    meta.update(
+        name=f"web-7d4b9c-{n:05d}",
+        uid=f"0c0ffee0-0000-4000-8000-{n:012d}",
+        creationTimestamp=f"2026-11-21T10:{n % 60:02d}:00Z",
+        resourceVersion=str(1000 + n),
+        generation=1,
+        managedFields=[
+            {
+                "manager": "kube-controller-manager",
+                "operation": "Update",
+                "apiVersion": "v1",
+                "time": f"2026-11-21T10:{n % 60:02d}:00Z",
+            }
+        ],
+    )
+    return out

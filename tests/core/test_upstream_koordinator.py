@@ -40,7 +40,7 @@ def nrt(
         "cpuManagerPolicy": "static",
         "memoryManagerPolicy": memory,
     }
-    zone_objects = [k8s.nrt_zone(i, z) for i, z in enumerate(zones)]
+    zone_objects = [k8s.zone(i, {r: (v, v) for r, v in z.items()}) for i, z in enumerate(zones)]
     return k8s.nrt(name, zone_objects, attributes=attributes)
 
 

@@ -18,13 +18,11 @@ from core.feasibility import _kernel_py as ref
 from core.feasibility.snapshot import Demand, Snapshot
 from core.feasibility.verdicts import evaluate
 from core.model import ContainerDemand, NodeTopology, NumaZone, PodIntent
-from tests.builders.model import GI
+from tests.builders.model import GI, GPU, HP, intents
 from tests.paths import ROOT
 
 PURE = bool(os.environ.get("NUMAGATE_NO_EXTENSIONS"))
 EXAMPLES = int(os.environ.get("NUMAGATE_HYPOTHESIS_EXAMPLES", "100"))
-GPU = "nvidia.com/gpu"
-HP = "hugepages-1Gi"
 
 pytestmark = pytest.mark.skipif(PURE, reason="pure build: no compiled kernel to compare")
 
@@ -68,40 +66,6 @@ def nodes(draw: st.DrawFn, name: str) -> NodeTopology:
         memory_manager_policy=draw(st.sampled_from(["Static", "None"])),
         unaligned_devices={GPU: draw(st.integers(0, 2))},
         numa_states=tuple(draw(st.sampled_from(["idle", "shared", "single"])) for _ in range(n)),
-    )
-
-
-@st.composite
-def intents(draw: st.DrawFn) -> PodIntent:
-    guaranteed = draw(st.booleans())
-    cs = []
-    for i in range(draw(st.integers(1, 3))):
-        cpu = draw(st.integers(0, 10))
-        req = {"cpu": cpu * 1000, "memory": draw(st.integers(0, 8)) * GI // 2}
-        if draw(st.booleans()):
-            req[GPU] = draw(st.integers(0, 5))
-        if draw(st.booleans()):
-            req[HP] = draw(st.integers(0, 2)) * GI
-        cs.append(
-            ContainerDemand(
-                name=f"c{i}",
-                kind=draw(st.sampled_from(["init", "sidecar", "app", "app"])),
-                requests=req,
-                limits=req,
-                exclusive_cpus=cpu if guaranteed else 0,
-            )
-        )
-    return PodIntent(
-        scheduler=draw(st.sampled_from(["default", "koordinator", "volcano", "hami"])),
-        scheduler_name="",
-        policy=draw(
-            st.sampled_from([None, "none", "best-effort", "restricted", "single-numa-node"])
-        ),
-        exclusive=draw(st.sampled_from([None, "required", "preferred"])),
-        scope=draw(st.sampled_from([None, "container", "pod"])),
-        qos="Guaranteed" if guaranteed else "Burstable",
-        containers=tuple(cs),
-        pod_requests={},
     )
 
 

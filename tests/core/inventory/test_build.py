@@ -6,7 +6,6 @@ research/kubelet-topology-manager.md §7; file fixtures from seed 001 (CCE table
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -19,166 +18,23 @@ from hypothesis import strategies as st
 from core.inventory.build import build_inventory
 from core.model import NodeTopology
 from schemas import load as load_schema
+from tests.builders.objects import (
+    SINGLE_SPEC,
+    cpu_detail,
+    koord_status,
+    node,
+    nrt,
+    numatopology,
+    pod,
+    two_zones,
+    zone,
+)
 from tests.paths import ROOT
 from webhook.inventory.loader import load_objects
 
 DEMO = ROOT / "webhook" / "data" / "demo-inventory.yaml"
 FIXTURES = ROOT / "tests" / "fixtures" / "inventory"
 GI = 2**30
-
-
-# -- object builders ------------------------------------------------------------------------
-
-
-def node(
-    name: str,
-    *,
-    labels: Mapping[str, str] | None = None,
-    allocatable: Mapping[str, Any] | None = None,
-    capacity: Mapping[str, Any] | None = None,
-    annotations: Mapping[str, str] | None = None,
-) -> dict[str, Any]:
-    metadata: dict[str, Any] = {"name": name, "labels": dict(labels or {})}
-    if annotations:
-        metadata["annotations"] = dict(annotations)
-    status: dict[str, Any] = {}
-    if allocatable is not None:
-        status["allocatable"] = dict(allocatable)
-    if capacity is not None:
-        status["capacity"] = dict(capacity)
-    return {"apiVersion": "v1", "kind": "Node", "metadata": metadata, "status": status}
-
-
-def zone(
-    name: str | int,
-    resources: Mapping[str, tuple[Any, ...]],
-    *,
-    type_: str = "Node",
-    costs: Mapping[str, int] | None = None,
-) -> dict[str, Any]:
-    """resources: name -> (capacity, allocatable[, available])."""
-    entries = []
-    for res, values in resources.items():
-        entry: dict[str, Any] = {"name": res, "capacity": values[0], "allocatable": values[1]}
-        if len(values) > 2:
-            entry["available"] = values[2]
-        entries.append(entry)
-    out: dict[str, Any] = {
-        "name": f"node-{name}" if isinstance(name, int) else name,
-        "type": type_,
-        "resources": entries,
-    }
-    if costs is not None:
-        out["costs"] = [{"name": k, "value": v} for k, v in costs.items()]
-    return out
-
-
-def nrt(
-    name: str,
-    zones: list[dict[str, Any]],
-    *,
-    attributes: Mapping[str, str] | None = None,
-    policies: list[str] | None = None,
-    version: str = "v1alpha2",
-    annotations: Mapping[str, str] | None = None,
-) -> dict[str, Any]:
-    obj: dict[str, Any] = {
-        "apiVersion": f"topology.node.k8s.io/{version}",
-        "kind": "NodeResourceTopology",
-        "metadata": {"name": name},
-        "zones": zones,
-    }
-    if annotations:
-        obj["metadata"]["annotations"] = dict(annotations)
-    if attributes is not None:
-        obj["attributes"] = [{"name": k, "value": v} for k, v in attributes.items()]
-    if policies is not None:
-        obj["topologyPolicies"] = policies
-    return obj
-
-
-def two_zones(cpu: tuple[Any, ...] = ("32", "31"), memory: tuple[Any, ...] | None = None) -> list:
-    res: dict[str, tuple[Any, ...]] = {"cpu": cpu}
-    if memory is not None:
-        res["memory"] = memory
-    return [zone(0, res), zone(1, res)]
-
-
-def cpu_detail(per_numa: int, threads: int = 1, numas: int = 2) -> dict[str, dict[str, int]]:
-    """Linux numbering: first thread of every core, then the siblings."""
-    detail: dict[str, dict[str, int]] = {}
-    cores = per_numa // threads
-    cpu = 0
-    for _thread in range(threads):
-        for numa in range(numas):
-            for core in range(cores):
-                entry = {"numa": numa, "socket": numa, "core": core}
-                detail[str(cpu)] = {k: v for k, v in entry.items() if v}  # omitempty
-                cpu += 1
-    return detail
-
-
-def numatopo(
-    name: str,
-    *,
-    allocatable: str,
-    detail: Mapping[str, Any] | None,
-    policies: Mapping[str, str] | None = None,
-    reserved: Mapping[str, str] | None = None,
-    extra_numares: Mapping[str, Any] | None = None,
-) -> dict[str, Any]:
-    spec: dict[str, Any] = {
-        "policies": dict(
-            policies or {"CPUManagerPolicy": "static", "TopologyManagerPolicy": "restricted"}
-        ),
-        "numares": {"cpu": {"allocatable": allocatable, "capacity": len(detail or {})}},
-    }
-    if detail is not None:
-        spec["cpuDetail"] = dict(detail)
-    if reserved is not None:
-        spec["resReserved"] = dict(reserved)
-    if extra_numares:
-        spec["numares"].update(extra_numares)
-    return {
-        "apiVersion": "nodeinfo.volcano.sh/v1alpha1",
-        "kind": "Numatopology",
-        "metadata": {"name": name},
-        "spec": spec,
-    }
-
-
-def pod(
-    name: str,
-    node_name: str | None,
-    annotations: Mapping[str, str],
-    *,
-    phase: str = "Running",
-    namespace: str = "default",
-) -> dict[str, Any]:
-    spec: dict[str, Any] = {"containers": [{"name": "c", "image": "busybox"}]}
-    if node_name is not None:
-        spec["nodeName"] = node_name
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": namespace, "annotations": dict(annotations)},
-        "spec": spec,
-        "status": {"phase": phase},
-    }
-
-
-def koord_status(numa: Mapping[int, Mapping[str, str]], cpuset: str = "") -> dict[str, str]:
-    data: dict[str, Any] = {
-        "numaNodeResources": [{"node": k, "resources": dict(v)} for k, v in numa.items()]
-    }
-    if cpuset:
-        data["cpuset"] = cpuset
-    return {"scheduling.koordinator.sh/resource-status": json.dumps(data)}
-
-
-SINGLE_SPEC = {
-    "scheduling.koordinator.sh/numa-topology-spec": '{"numaTopologyPolicy":"SingleNUMANode"}'
-}
 
 
 def only(objects: list[dict[str, Any]]) -> tuple[NodeTopology, tuple[str, ...]]:
@@ -716,7 +572,7 @@ def test_no_unaligned_devices_when_zones_hold_all() -> None:
 
 def test_numatopology_cpuset_mapped_to_numa_nodes() -> None:
     detail = cpu_detail(16)  # NUMA 0: CPUs 0-15, NUMA 1: 16-31
-    got = one([numatopo("v", allocatable="2-15,18-31", detail=detail)])
+    got = one([numatopology("v", allocatable="2-15,18-31", detail=detail)])
     assert [z.id for z in got.zones] == [0, 1]
     for z in got.zones:
         assert z.capacity == {"cpu": 16000}  # every CPU of the NUMA node
@@ -732,7 +588,7 @@ def test_numatopology_cpuset_mapped_to_numa_nodes() -> None:
 
 def test_numatopology_threads_per_core_and_reserved_cpus() -> None:
     detail = cpu_detail(32, threads=2)  # 2 x 16 cores x 2 threads; siblings 32-63
-    got = one([numatopo("v", allocatable="0-63", detail=detail, reserved={"cpu": "1500m"})])
+    got = one([numatopology("v", allocatable="0-63", detail=detail, reserved={"cpu": "1500m"})])
     assert got.threads_per_core == 2
     # ceil(1.5) = 2 CPUs reserved: a whole core, and Volcano's takeByTopology selects a core
     # by its id alone, which repeats in each socket: CPUs 0, 32 and 16, 48 (volcano_cpus.py).
@@ -743,7 +599,7 @@ def test_numatopology_threads_per_core_and_reserved_cpus() -> None:
 def test_numatopology_policies_are_kept_verbatim() -> None:
     got, errors = only(
         [
-            numatopo(
+            numatopology(
                 "v",
                 allocatable="0-3",
                 detail=cpu_detail(2),
@@ -774,7 +630,7 @@ def test_bad_numatopology_fields(change: dict[str, Any], fragment: str) -> None:
     args: dict[str, Any] = {"allocatable": "0-3", "detail": cpu_detail(2)}
     args.update(change)
     result = build_inventory(
-        [numatopo("v", **args), numatopo("ok", allocatable="0-3", detail=cpu_detail(2))]
+        [numatopology("v", **args), numatopology("ok", allocatable="0-3", detail=cpu_detail(2))]
     )
     assert [n.name for n in result.nodes] == ["ok", "v"]
     assert any(e.startswith("Numatopology v: " + fragment) for e in result.errors), result.errors
@@ -783,7 +639,7 @@ def test_bad_numatopology_fields(change: dict[str, Any], fragment: str) -> None:
 
 
 def test_numatopology_without_cpu_detail_still_gives_its_policies() -> None:
-    got, errors = only([numatopo("v", allocatable="0-3", detail=None)])
+    got, errors = only([numatopology("v", allocatable="0-3", detail=None)])
     assert got.zones == ()
     assert got.volcano_policy == "restricted" and got.tm_policy == "restricted"
     assert "only the policies are used" in errors[-1]
@@ -792,7 +648,7 @@ def test_numatopology_without_cpu_detail_still_gives_its_policies() -> None:
 def test_numatopology_non_cpu_numares_is_reported() -> None:
     got, errors = only(
         [
-            numatopo(
+            numatopology(
                 "v",
                 allocatable="0-3",
                 detail=cpu_detail(2),
@@ -809,7 +665,11 @@ def test_numatopology_non_cpu_numares_is_reported() -> None:
 
 def test_numatopology_unknown_policy_key() -> None:
     _, errors = only(
-        [numatopo("v", allocatable="0-3", detail=cpu_detail(2), policies={"topologyPolicy": "x"})]
+        [
+            numatopology(
+                "v", allocatable="0-3", detail=cpu_detail(2), policies={"topologyPolicy": "x"}
+            )
+        ]
     )
     assert errors[0].startswith("Numatopology v: spec.policies[topologyPolicy]: unknown key")
 
@@ -819,7 +679,7 @@ def test_nrt_zones_win_over_numatopology_and_both_policies_are_kept() -> None:
         [
             node("m", allocatable={"cpu": "64"}),
             nrt("m", two_zones(("32", "32")), attributes={"topologyManagerPolicy": "best-effort"}),
-            numatopo(
+            numatopology(
                 "m",
                 allocatable="0-31",
                 detail=cpu_detail(16),
@@ -843,8 +703,16 @@ def test_available_from_koordinator_resource_status() -> None:
     got = one(
         [
             nrt("k", two_zones(("32", "31"), ("128Gi", "125Gi"))),
-            pod("a", "k", koord_status({0: {"cpu": "8", "memory": "32Gi"}}, cpuset="1-8")),
-            pod("b", "k", koord_status({0: {"cpu": "4"}, 1: {"cpu": "4", "memory": "1Gi"}})),
+            pod(
+                "a",
+                node="k",
+                annotations=koord_status({0: {"cpu": "8", "memory": "32Gi"}}, cpuset="1-8"),
+            ),
+            pod(
+                "b",
+                node="k",
+                annotations=koord_status({0: {"cpu": "4"}, 1: {"cpu": "4", "memory": "1Gi"}}),
+            ),
         ]
     )
     assert got.zones[0].available == {"cpu": 19000, "memory": 93 * GI}
@@ -858,8 +726,12 @@ def test_volcano_topology_decision_is_not_subtracted() -> None:
     # capacity: the exporter's free cpuset already excludes the pinned CPUs.
     got = one(
         [
-            numatopo("v", allocatable="0-15,28-31", detail=cpu_detail(16)),
-            pod("a", "v", {"volcano.sh/topology-decision": '{"numa":{"1":{"cpu":"12"}}}'}),
+            numatopology("v", allocatable="0-15,28-31", detail=cpu_detail(16)),
+            pod(
+                "a",
+                node="v",
+                annotations={"volcano.sh/topology-decision": '{"numa":{"1":{"cpu":"12"}}}'},
+            ),
         ]
     )
     assert [z.available["cpu"] for z in got.zones] == [16000, 4000]
@@ -871,7 +743,7 @@ def test_source_available_is_not_reduced_by_pods() -> None:
     got = one(
         [
             nrt("k", two_zones(("32", "31", "20"))),
-            pod("a", "k", koord_status({0: {"cpu": "8"}})),
+            pod("a", node="k", annotations=koord_status({0: {"cpu": "8"}})),
         ]
     )
     assert [z.available["cpu"] for z in got.zones] == [20000, 20000]
@@ -881,11 +753,11 @@ def test_available_never_negative_and_unbound_or_finished_pods_ignored() -> None
     got = one(
         [
             nrt("k", two_zones(("4", "4"))),
-            pod("big", "k", koord_status({0: {"cpu": "6"}})),
-            pod("pending", None, koord_status({1: {"cpu": "4"}})),
-            pod("done", "k", koord_status({1: {"cpu": "4"}}), phase="Succeeded"),
-            pod("failed", "k", koord_status({1: {"cpu": "4"}}), phase="Failed"),
-            pod("plain", "k", {}),
+            pod("big", node="k", annotations=koord_status({0: {"cpu": "6"}})),
+            pod("pending", node=None, annotations=koord_status({1: {"cpu": "4"}})),
+            pod("done", node="k", annotations=koord_status({1: {"cpu": "4"}}), phase="Succeeded"),
+            pod("failed", node="k", annotations=koord_status({1: {"cpu": "4"}}), phase="Failed"),
+            pod("plain", node="k", annotations={}),
         ]
     )
     assert [z.available["cpu"] for z in got.zones] == [0, 4000]
@@ -917,7 +789,7 @@ def test_available_never_negative_and_unbound_or_finished_pods_ignored() -> None
 def test_koordinator_numa_states(pods: list, states: tuple[str, ...]) -> None:
     objects = [nrt("k", two_zones(("16", "16")))]
     for i, (spec, numa, cpuset) in enumerate(pods):
-        objects.append(pod(f"p{i}", "k", {**spec, **koord_status(numa, cpuset)}))
+        objects.append(pod(f"p{i}", node="k", annotations={**spec, **koord_status(numa, cpuset)}))
     got = one(objects)
     assert got.numa_states == states
 
@@ -926,11 +798,20 @@ def test_pod_annotation_errors_name_the_pod_and_field() -> None:
     result = build_inventory(
         [
             nrt("k", two_zones(("16", "16"))),
-            pod("bad-json", "k", {"scheduling.koordinator.sh/resource-status": "{cpuset: 1}"}),
-            pod("bad-qty", "k", koord_status({0: {"cpu": "lots"}}), namespace="team"),
-            pod("bad-numa", "k", koord_status({99: {"cpu": "1"}})),
-            pod("far", "k", koord_status({5: {"cpu": "1"}})),
-            pod("good", "k", koord_status({0: {"cpu": "2"}})),
+            pod(
+                "bad-json",
+                node="k",
+                annotations={"scheduling.koordinator.sh/resource-status": "{cpuset: 1}"},
+            ),
+            pod(
+                "bad-qty",
+                node="k",
+                annotations=koord_status({0: {"cpu": "lots"}}),
+                namespace="team",
+            ),
+            pod("bad-numa", node="k", annotations=koord_status({99: {"cpu": "1"}})),
+            pod("far", node="k", annotations=koord_status({5: {"cpu": "1"}})),
+            pod("good", node="k", annotations=koord_status({0: {"cpu": "2"}})),
         ]
     )
     errors = "\n".join(result.errors)
@@ -996,7 +877,7 @@ def test_errors_collected_while_good_objects_load() -> None:
         node("a", allocatable={"cpu": "8"}),
         nrt("a", [zone("numa-node-0", {"cpu": ("4", "4")})]),
         nrt("b", two_zones(("16", "16")), attributes={"topologyManagerPolicy": "single-numa-node"}),
-        numatopo("c", allocatable="0-3,9", detail=cpu_detail(2)),
+        numatopology("c", allocatable="0-3,9", detail=cpu_detail(2)),
         node("d", allocatable={"cpu": "1.2.3"}),
         nrt("e", two_zones(("16", "16"))),
     ]
@@ -1129,11 +1010,16 @@ _annotation_json = st.builds(
 def test_never_raises_on_near_valid_objects(
     zones: list, annotations: dict, detail: dict, allocatable: object, reserved: object
 ) -> None:
-    volcano = numatopo("a", allocatable="0-1", detail=detail)
+    volcano = numatopology("a", allocatable="0-1", detail=detail)
     volcano["spec"]["numares"]["cpu"]["allocatable"] = allocatable
     volcano["spec"]["resReserved"] = reserved
     result = build_inventory(
-        [nrt("a", zones), volcano, pod("p", "a", annotations), pod("q", "b", annotations)]
+        [
+            nrt("a", zones),
+            volcano,
+            pod("p", node="a", annotations=annotations),
+            pod("q", node="b", annotations=annotations),
+        ]
     )
     assert all(isinstance(e, str) and e for e in result.errors)
     for n in result.nodes:
@@ -1212,7 +1098,7 @@ def test_schema_rejects_what_the_builder_rejects() -> None:
     assert not validator.is_valid(nrt("w", [zone("numa-node-0", {"cpu": ("4", "4")})]))
     assert not validator.is_valid(nrt("w", [zone(64, {"cpu": ("4", "4")})]))
     # third-party docs show `allocatable: "256Gi"`: not a cpuset list
-    assert not validator.is_valid(numatopo("v", allocatable="256Gi", detail=cpu_detail(2)))
+    assert not validator.is_valid(numatopology("v", allocatable="256Gi", detail=cpu_detail(2)))
     bad_qty = nrt("w", [zone(0, {"cpu": ("32 cores", "4")})])
     assert not validator.is_valid(bad_qty)
     assert not validator.is_valid(

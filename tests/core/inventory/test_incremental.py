@@ -15,14 +15,14 @@ from core.feasibility.snapshot import Snapshot
 from core.inventory.build import build_inventory
 from core.inventory.incremental import IncrementalInventory, ObjectKey, parse_object
 from core.model import ContainerDemand, PodIntent
-from tests.core.feasibility.test_differential import intents
-from tests.core.inventory.test_build import (
+from tests.builders.model import intents
+from tests.builders.objects import (
     SINGLE_SPEC,
     cpu_detail,
     koord_status,
     node,
     nrt,
-    numatopo,
+    numatopology,
     pod,
     two_zones,
     zone,
@@ -52,7 +52,7 @@ def objects(draw: st.DrawFn) -> dict[str, Any]:
         policy = draw(st.sampled_from(POLICIES))
         return nrt(name, zones, attributes={"topologyManagerPolicy": policy})
     if kind == "Numatopology":
-        return numatopo(
+        return numatopology(
             name, allocatable=draw(st.sampled_from(["0-15", "0-7"])), detail=cpu_detail(8)
         )
     numa = draw(

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from core.inventory.build import build_inventory
 from core.inventory.share import Sharer as _Sharer
-from tests.core.inventory.test_build import node, nrt, two_zones
+from tests.builders.objects import node, nrt, two_zones
 
 
 def objects(names: list[str], cpu: tuple[str, str] = ("32", "31")) -> list[dict]:

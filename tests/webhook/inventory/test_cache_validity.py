@@ -12,10 +12,8 @@ from typing import Any
 from core.feasibility.delta import SnapshotEditor
 from core.feasibility.snapshot import Snapshot
 from core.inventory.incremental import IncrementalInventory, parse_object
-from tests.core.inventory.test_build import node, nrt, zone
-from tests.webhook.harness import build_review
-from tests.webhook.review.test_decision_cache import replica
-from tests.webhook.review.test_pipeline import call, koord_pod
+from tests.builders.objects import build_review, koord_pod, node, nrt, replica, zone
+from tests.webhook.harness import call
 from webhook.config import parse_config
 from webhook.inventory.state import InventoryState, InventoryView
 from webhook.review.pipeline import Runtime

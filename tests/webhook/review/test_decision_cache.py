@@ -16,9 +16,9 @@ import orjson
 import pytest
 
 from core.feasibility.snapshot import Snapshot
+from tests.builders.objects import build_review, koord_pod, manifest, replica
 from tests.reliability.corpus import build_corpus
-from tests.webhook.harness import build_review
-from tests.webhook.review.test_pipeline import call, koord_pod, manifest, runtime
+from tests.webhook.harness import call, runtime
 from webhook.config import parse_config
 from webhook.inventory.state import load_demo
 from webhook.logs import JsonFormatter
@@ -42,32 +42,6 @@ def cache_results(rt: Runtime) -> dict[str, float]:
     counter = rt.metrics.decision_cache
     found = {r: counter.value(result=r) for r in ("hit", "miss", "resting", "uncacheable")}
     return {r: v for r, v in found.items() if v}
-
-
-def replica(review: dict[str, Any], n: int) -> dict[str, Any]:
-    """The review the apiserver sends for another pod of the same ReplicaSet: new request
-    uid and name, and the object's own name, uid, creation time and managedFields time."""
-    out = copy.deepcopy(review)
-    req = out["request"]
-    req["uid"] = f"{req['uid'][:-4]}{n:04d}"
-    req["name"] = f"web-7d4b9c-{n:05d}"
-    meta = req["object"].setdefault("metadata", {})
-    meta.update(
-        name=f"web-7d4b9c-{n:05d}",
-        uid=f"0c0ffee0-0000-4000-8000-{n:012d}",
-        creationTimestamp=f"2026-11-21T10:{n % 60:02d}:00Z",
-        resourceVersion=str(1000 + n),
-        generation=1,
-        managedFields=[
-            {
-                "manager": "kube-controller-manager",
-                "operation": "Update",
-                "apiVersion": "v1",
-                "time": f"2026-11-21T10:{n % 60:02d}:00Z",
-            }
-        ],
-    )
-    return out
 
 
 async def raw_answer(rt: Runtime, webhook: str, review: dict[str, Any], **kw: Any) -> Any:
