@@ -91,6 +91,7 @@ def test_expired_continue_token_is_410(server, api):
     assert info.value.status == 410
 
 
+@pytest.mark.slow
 def test_watch_streams_changes_after_version_then_times_out(server, api):
     server.apply(node("old"))
     since = server.resource_version
@@ -110,6 +111,7 @@ def test_watch_streams_changes_after_version_then_times_out(server, api):
     assert events[0]["object"]["kind"] == "Node"
 
 
+@pytest.mark.slow
 def test_watch_without_version_starts_with_current_objects(server, api):
     server.apply(node("a"))
     events = watch_lines(api, timeout_seconds=1)
@@ -127,6 +129,7 @@ def test_watch_from_compacted_version_gets_410_error_event(server, api):
     assert (status["kind"], status["code"], status["reason"]) == ("Status", 410, "Expired")
 
 
+@pytest.mark.slow
 def test_live_events_reach_an_open_watch_and_bookmarks_only_when_asked(server, api):
     since = server.resource_version
     core = kubernetes.client.CoreV1Api(api)
@@ -156,6 +159,7 @@ def test_live_events_reach_an_open_watch_and_bookmarks_only_when_asked(server, a
     assert [json.loads(line)["type"] for line in iter_resp_lines(plain) if line] == ["ADDED"]
 
 
+@pytest.mark.slow
 def test_periodic_bookmarks(tmp_path, server, api):
     server.bookmark_interval = 0.2
     events = watch_lines(
@@ -192,6 +196,7 @@ def test_custom_resource_list_and_unknown_group(server, api):
     assert info.value.status == 404
 
 
+@pytest.mark.slow
 def test_field_selector_on_pods_list_and_watch(server, api):
     core = kubernetes.client.CoreV1Api(api)
     selector = "spec.nodeName!=,status.phase!=Succeeded"
@@ -313,6 +318,7 @@ def test_expired_continue_offers_an_inconsistent_continuation(server):
     assert names(rest) == ["b", "bb", "c"]  # from the next key, at the latest version
 
 
+@pytest.mark.slow
 def test_list_resource_version_semantics(server):
     server.apply(node("a"))
     old = server.apply(node("b"))

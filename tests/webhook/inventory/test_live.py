@@ -123,6 +123,7 @@ def seed(server: FakeApiServer) -> None:
     server.apply(numatopology("n1"))
 
 
+@pytest.mark.slow
 def test_initial_sync_delivers_every_object_with_kind_and_api_version(server, make_source):
     seed(server)
     source, recorder = make_source()
@@ -143,6 +144,7 @@ def test_initial_sync_delivers_every_object_with_kind_and_api_version(server, ma
     assert source.errors == {}
 
 
+@pytest.mark.slow
 def test_no_notification_before_every_installed_type_listed(server, make_source):
     seed(server)
     server.hold_lists(NUMATOPOLOGIES)
@@ -184,6 +186,7 @@ def test_add_modify_delete_propagate(server, make_source):
     assert source.resource_versions()["noderesourcetopologies"] == server.resource_version
 
 
+@pytest.mark.slow
 def test_bookmarks_advance_resource_version_without_notifying(server, make_source):
     seed(server)
     source, recorder = make_source(watch_timeout=5)
@@ -230,6 +233,7 @@ def test_410_relists_and_converges_to_the_truth(server, make_source):
     wait_until(lambda: ("Node", "n8") in recorder.names())
 
 
+@pytest.mark.slow
 def test_api_away_then_back(server, make_source):
     seed(server)
     source, recorder = make_source()
@@ -254,6 +258,7 @@ def test_api_away_then_back(server, make_source):
     assert recorder.names() == truth(server)
 
 
+@pytest.mark.slow
 def test_missing_crd_reported_once_and_does_not_block_the_others(server, make_source, caplog):
     seed(server)
     server.set_installed(NUMATOPOLOGIES, False)
@@ -274,6 +279,7 @@ def test_missing_crd_reported_once_and_does_not_block_the_others(server, make_so
     assert "numatopologies" not in source.errors
 
 
+@pytest.mark.slow
 def test_forbidden_resource_names_rbac_and_does_not_block(server, make_source):
     seed(server)
     server.set_forbidden(NRTS, True)
@@ -331,6 +337,7 @@ def test_bound_pods_are_optional(server, make_source):
     assert without.synced
 
 
+@pytest.mark.slow
 def test_burst_of_changes_is_debounced(server, make_source):
     seed(server)
     source, recorder = make_source(debounce=0.3)

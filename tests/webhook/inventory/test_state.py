@@ -8,6 +8,8 @@ import os
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.builders.objects import SMALL
 from webhook.inventory.state import InventoryState, StaticFileSource, build_file, load_demo
 from webhook.metrics import WebhookMetrics
@@ -132,6 +134,7 @@ def test_recently_written_file_is_hashed_until_its_stat_can_be_trusted(tmp_path:
     assert "busy-9" in [n.name for n in state.view.nodes]
 
 
+@pytest.mark.slow
 def test_large_file_is_built_in_a_helper_process(tmp_path: Path) -> None:
     """isolate_above=0 makes the small file "large": load and reload go through the
     helper process and give the same inventory; a broken file keeps the last good."""
