@@ -6,6 +6,7 @@ import argparse
 import base64
 from pathlib import Path
 
+import pytest
 from cryptography import x509
 
 from webhook.cli.certs import run
@@ -79,6 +80,7 @@ def _secret_data(apiserver, name: str) -> dict[str, bytes]:
     return {k: base64.b64decode(v) for k, v in obj["data"].items()}
 
 
+@pytest.mark.slow
 def test_generate_into_secrets_reuses_the_ca_on_the_next_run(apiserver, tmp_path, capsys):
     assert run(_secret_args(apiserver, tmp_path, str(tmp_path / "run1"))) == 0
     assert "created a new CA" in capsys.readouterr().out

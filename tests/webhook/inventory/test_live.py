@@ -88,19 +88,6 @@ def truth(server: FakeApiServer, *resources: Any) -> set[tuple[str, str]]:
 
 
 @pytest.fixture
-def server(tmp_path: Path) -> Iterator[FakeApiServer]:
-    with running_apiserver(tmp_path, token="t0ken") as srv:
-        yield srv
-
-
-@pytest.fixture
-def api(server: FakeApiServer, tmp_path: Path) -> Iterator[kubernetes.client.ApiClient]:
-    client = build_api_client(kubeconfig=server.write_kubeconfig(tmp_path / "kubeconfig"))
-    yield client
-    client.close()
-
-
-@pytest.fixture
 def make_source(api) -> Iterator[Callable[..., tuple[LiveSource, Recorder]]]:
     sources: list[LiveSource] = []
 

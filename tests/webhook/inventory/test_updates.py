@@ -10,7 +10,6 @@ import random
 import threading
 import time
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import kubernetes.client
@@ -27,9 +26,7 @@ from tests.webhook.fake_apiserver import (
     FakeApiServer,
     node,
     nrt,
-    running_apiserver,
 )
-from webhook.inventory.kube import build_api_client
 from webhook.inventory.live import LiveSource
 from webhook.inventory.state import InventoryState
 from webhook.inventory.updates import InventoryUpdates
@@ -99,14 +96,8 @@ def wait_until(predicate: Callable[[], bool], timeout: float = 10.0) -> None:
 
 
 @pytest.fixture
-def server(tmp_path: Path) -> Iterator[FakeApiServer]:
-    with running_apiserver(tmp_path, token="t0ken") as srv:
-        yield srv
-
-
-@pytest.fixture
-def running(server: FakeApiServer, tmp_path: Path) -> Iterator[Callable[[], Running]]:
-    client = build_api_client(kubeconfig=server.write_kubeconfig(tmp_path / "kubeconfig"))
+def running(api: kubernetes.client.ApiClient) -> Iterator[Callable[[], Running]]:
+    client = api
     made: list[Running] = []
 
     def make() -> Running:
@@ -116,7 +107,6 @@ def running(server: FakeApiServer, tmp_path: Path) -> Iterator[Callable[[], Runn
     yield make
     for r in made:
         r.stop()
-    client.close()
 
 
 def truth_nodes(server: FakeApiServer) -> dict[str, Any]:
