@@ -180,25 +180,27 @@ def pod(
     init: Sequence[Mapping[str, Any]] = (),
     phase: str | None = "Running",
     namespace: str = "default",
+    spec: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """A Pod (one plain busybox container unless given); a bound pod (``node``) gets
-    ``status.phase``."""
-    spec: dict[str, Any] = {
+    """A Pod (one plain busybox container unless given, ``spec`` fields added); a bound pod
+    (``node``) gets ``status.phase``."""
+    pod_spec: dict[str, Any] = {
         "containers": [dict(c) for c in containers]
         if containers is not None
         else [{"name": "c", "image": "busybox"}]
     }
     if init:
-        spec["initContainers"] = [dict(c) for c in init]
+        pod_spec["initContainers"] = [dict(c) for c in init]
     if node:
-        spec["nodeName"] = node
+        pod_spec["nodeName"] = node
     if scheduler:
-        spec["schedulerName"] = scheduler
+        pod_spec["schedulerName"] = scheduler
+    pod_spec.update(spec or {})
     obj: dict[str, Any] = {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {"name": name, "namespace": namespace, "annotations": dict(annotations or {})},
-        "spec": spec,
+        "spec": pod_spec,
     }
     if node and phase:
         obj["status"] = {"phase": phase}

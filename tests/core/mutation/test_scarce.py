@@ -18,6 +18,7 @@ from core.errors import InvalidInput
 from core.model import NodeSelectorRequirement, NodeSelectorTerm, PodIntent
 from core.mutation.affinity import ScarceSettings, scarce_ops
 from core.mutation.scarce import avoidance, presence_label
+from tests.builders import objects as k8s
 from tests.builders.model import container, intent
 
 GPU = ["nvidia.com/gpu"]
@@ -26,16 +27,7 @@ K8S = kubernetes_validate.utils.latest_version()
 
 
 def pod(spec_extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    spec = {
-        "containers": [{"name": "c", "image": "busybox", "resources": {"requests": {"cpu": "1"}}}]
-    }
-    spec.update(spec_extra or {})
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": "p", "namespace": "default"},
-        "spec": spec,
-    }
+    return k8s.pod("p", [k8s.container("c", {"cpu": "1"}, limits={})], spec=spec_extra)
 
 
 def _matches(requirement: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
