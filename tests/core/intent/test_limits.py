@@ -11,7 +11,7 @@ from core.errors import InvalidInput
 from core.intent import limits
 from core.intent.lenient_json import parse_lenient
 from core.quantity import to_core_units
-from tests.core.intent.test_read import NUMA, VOL, ann, ctr, pod, run
+from tests.core.intent.reading import NUMA, VOL, ann, ctr, pod, run
 
 
 def test_suggestions_are_computed_for_a_bounded_number_of_fields() -> None:

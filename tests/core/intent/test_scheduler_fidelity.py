@@ -15,7 +15,7 @@ import pytest
 
 from core.intent.read import read_intent
 from core.intent.workloads import pod_templates
-from tests.core.intent.test_read import NUMA, RES, VOL, ann, codes, pod, run
+from tests.core.intent.reading import NUMA, RES, VOL, ann, codes, pod, run
 
 WARNING_CHARS = 120
 

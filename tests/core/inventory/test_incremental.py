@@ -69,7 +69,7 @@ def objects(draw: st.DrawFn) -> dict[str, Any]:
     if draw(st.booleans()):
         annotations.update(SINGLE_SPEC)
     phase = draw(st.sampled_from(["Running", "Running", "Succeeded"]))
-    return pod(f"p{draw(st.integers(0, 5))}", name, annotations, phase=phase)
+    return pod(f"p{draw(st.integers(0, 5))}", node=name, annotations=annotations, phase=phase)
 
 
 def _key(obj: dict[str, Any]) -> ObjectKey:
