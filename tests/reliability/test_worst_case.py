@@ -28,12 +28,11 @@ import pytest
 from certs.authority import ensure_serving_certs
 from tests.fixtures.slow.table import CASES, WorstCase
 from tests.fixtures.slow.worst_cases import review
+from tests.launch import ThreadedServer, write_config
 from tests.reliability.corpus import (
     Client,
-    ThreadedServer,
     check_reject,
     check_review,
-    write_config,
 )
 from webhook.config import load_config
 from webhook.inventory.state import InventoryState, load_demo
