@@ -32,7 +32,10 @@ LISTEN = re.compile(r"listening on https://127\.0\.0\.1:(\d+)")
 SERVING = re.compile(r"serving https://127\.0\.0\.1:(\d+)")
 
 
-def wait_for(predicate: Callable[[], bool], timeout: float, what: str, step: float = 0.05) -> None:
+def wait_for(
+    predicate: Callable[[], bool], timeout: float, what: str = "the condition", step: float = 0.05
+) -> None:
+    """Poll ``predicate`` every ``step`` seconds until it holds or ``timeout`` passes."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if predicate():

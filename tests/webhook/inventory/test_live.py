@@ -13,6 +13,7 @@ from typing import Any
 import kubernetes.client
 import pytest
 
+from tests.launch import wait_for
 from tests.webhook.fake_apiserver import (
     NODES,
     NRTS,
@@ -42,14 +43,6 @@ FAST = {
     "debounce": 0.05,
     "request_timeout": 5.0,
 }
-
-
-def wait_until(predicate: Callable[[], bool], timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not reached in time")
-        time.sleep(0.01)
 
 
 class Recorder:
@@ -114,7 +107,7 @@ def seed(server: FakeApiServer) -> None:
 def test_initial_sync_delivers_every_object_with_kind_and_api_version(server, make_source):
     seed(server)
     source, recorder = make_source()
-    wait_until(lambda: recorder.count >= 1)
+    wait_for(lambda: recorder.count >= 1, 5.0, step=0.01)
     assert source.synced and source.connected
     assert recorder.names() == truth(server)
     for obj in recorder.calls[-1]:
@@ -136,18 +129,20 @@ def test_no_notification_before_every_installed_type_listed(server, make_source)
     seed(server)
     server.hold_lists(NUMATOPOLOGIES)
     source, recorder = make_source()
-    wait_until(
+    wait_for(
         lambda: (
             source.status()["nodes"]["listed"]
             and source.status()["noderesourcetopologies"]["listed"]
-        )
+        ),
+        5.0,
+        step=0.01,
     )
     server.apply(node("n3"))  # a change while numatopologies is still listing
     time.sleep(0.3)
     assert not source.synced
     assert recorder.count == 0
     server.release_lists(NUMATOPOLOGIES)
-    wait_until(lambda: recorder.count >= 1)
+    wait_for(lambda: recorder.count >= 1, 5.0, step=0.01)
     assert ("Node", "n3") in recorder.names()
     assert ("Numatopology", "n1") in recorder.names()
 
@@ -155,18 +150,20 @@ def test_no_notification_before_every_installed_type_listed(server, make_source)
 def test_add_modify_delete_propagate(server, make_source):
     seed(server)
     source, recorder = make_source()
-    wait_until(lambda: recorder.count >= 1)
+    wait_for(lambda: recorder.count >= 1, 5.0, step=0.01)
     server.apply(node("n3"))
-    wait_until(lambda: ("Node", "n3") in recorder.names())
+    wait_for(lambda: ("Node", "n3") in recorder.names(), 5.0, step=0.01)
     server.apply(node("n1", labels={"node.koordinator.sh/numa-topology-policy": "SingleNUMANode"}))
-    wait_until(
+    wait_for(
         lambda: (
             recorder.latest("Node", "n1")["metadata"]["labels"]
             == {"node.koordinator.sh/numa-topology-policy": "SingleNUMANode"}
-        )
+        ),
+        5.0,
+        step=0.01,
     )
     server.delete(NRTS, "n2")
-    wait_until(lambda: ("NodeResourceTopology", "n2") not in recorder.names())
+    wait_for(lambda: ("NodeResourceTopology", "n2") not in recorder.names(), 5.0, step=0.01)
     assert recorder.names() == truth(server)
     assert source.events >= 3
     assert source.relists == 0
@@ -177,12 +174,12 @@ def test_add_modify_delete_propagate(server, make_source):
 def test_bookmarks_advance_resource_version_without_notifying(server, make_source):
     seed(server)
     source, recorder = make_source(watch_timeout=5)
-    wait_until(lambda: recorder.count >= 1 and server.open_watches() == 3)
+    wait_for(lambda: recorder.count >= 1 and server.open_watches() == 3, 5.0, step=0.01)
     time.sleep(0.2)  # let the initial notification settle
     before = recorder.count
     bumped = server.advance(10)  # writes elsewhere in the cluster
     server.send_bookmarks()
-    wait_until(lambda: set(source.resource_versions().values()) == {bumped})
+    wait_for(lambda: set(source.resource_versions().values()) == {bumped}, 5.0, step=0.01)
     assert source.bookmarks == 3
     time.sleep(0.2)
     assert recorder.count == before
@@ -192,16 +189,18 @@ def test_bookmarks_advance_resource_version_without_notifying(server, make_sourc
     watches = len(server.watch_requests(NODES))
     server.down()
     server.up()
-    wait_until(lambda: len(server.watch_requests(NODES)) > watches and source.connected)
+    wait_for(
+        lambda: len(server.watch_requests(NODES)) > watches and source.connected, 5.0, step=0.01
+    )
     server.apply(node("n9"))
-    wait_until(lambda: ("Node", "n9") in recorder.names())
+    wait_for(lambda: ("Node", "n9") in recorder.names(), 5.0, step=0.01)
     assert source.relists == 0
 
 
 def test_410_relists_and_converges_to_the_truth(server, make_source):
     seed(server)
     source, recorder = make_source()
-    wait_until(lambda: recorder.count >= 1)
+    wait_for(lambda: recorder.count >= 1, 5.0, step=0.01)
     lists_before = len(server.list_requests(NODES))
     server.down()
     # While we are away: changes, then history compacted past our resourceVersion.
@@ -211,22 +210,22 @@ def test_410_relists_and_converges_to_the_truth(server, make_source):
     server.delete(NUMATOPOLOGIES, "n1")
     server.compact()
     server.up()
-    wait_until(lambda: recorder.names() == truth(server))
+    wait_for(lambda: recorder.names() == truth(server), 5.0, step=0.01)
     assert source.relists >= 3  # every type got a 410 and listed again
     assert len(server.list_requests(NODES)) > lists_before
     assert source.synced and source.connected
     # And the watch goes on from the new list.
     server.apply(node("n8"))
-    wait_until(lambda: ("Node", "n8") in recorder.names())
+    wait_for(lambda: ("Node", "n8") in recorder.names(), 5.0, step=0.01)
 
 
 @pytest.mark.slow
 def test_api_away_then_back(server, make_source):
     seed(server)
     source, recorder = make_source()
-    wait_until(lambda: recorder.count >= 1 and source.connected)
+    wait_for(lambda: recorder.count >= 1 and source.connected, 5.0, step=0.01)
     server.down()
-    wait_until(lambda: not any(s["connected"] for s in source.status().values()))
+    wait_for(lambda: not any(s["connected"] for s in source.status().values()), 5.0, step=0.01)
     stalled = source.last_sync
     assert stalled is not None
     time.sleep(1.0)
@@ -239,7 +238,9 @@ def test_api_away_then_back(server, make_source):
     assert reconnects <= 3 * 3 * 12
     server.apply(node("while-away"))
     server.up()
-    wait_until(lambda: source.connected and ("Node", "while-away") in recorder.names())
+    wait_for(
+        lambda: source.connected and ("Node", "while-away") in recorder.names(), 5.0, step=0.01
+    )
     assert source.last_sync is not None and source.last_sync > stalled
     assert source.errors == {}
     assert recorder.names() == truth(server)
@@ -251,7 +252,7 @@ def test_missing_crd_reported_once_and_does_not_block_the_others(server, make_so
     server.set_installed(NUMATOPOLOGIES, False)
     caplog.set_level(logging.WARNING, logger="numagate.live")
     source, recorder = make_source(absent_retry=0.1)
-    wait_until(lambda: recorder.count >= 1)
+    wait_for(lambda: recorder.count >= 1, 5.0, step=0.01)
     assert source.synced
     assert recorder.names() == truth(server, NODES, NRTS)
     time.sleep(0.5)  # several slow retries
@@ -262,7 +263,7 @@ def test_missing_crd_reported_once_and_does_not_block_the_others(server, make_so
     assert "CRD" in source.errors["numatopologies"]
     # Installed later: picked up by the slow retry.
     server.set_installed(NUMATOPOLOGIES, True)
-    wait_until(lambda: ("Numatopology", "n1") in recorder.names())
+    wait_for(lambda: ("Numatopology", "n1") in recorder.names(), 5.0, step=0.01)
     assert "numatopologies" not in source.errors
 
 
@@ -271,20 +272,20 @@ def test_forbidden_resource_names_rbac_and_does_not_block(server, make_source):
     seed(server)
     server.set_forbidden(NRTS, True)
     source, recorder = make_source()
-    wait_until(lambda: recorder.count >= 1)
+    wait_for(lambda: recorder.count >= 1, 5.0, step=0.01)
     assert recorder.names() == truth(server, NODES, NUMATOPOLOGIES)
     assert "403" in source.errors["noderesourcetopologies"]
     assert "service account" in source.errors["noderesourcetopologies"]
     server.set_forbidden(NRTS, False)
-    wait_until(lambda: recorder.names() == truth(server))
+    wait_for(lambda: recorder.names() == truth(server), 5.0, step=0.01)
 
 
 def test_crd_removed_while_watched_drops_its_objects(server, make_source):
     seed(server)
     source, recorder = make_source()
-    wait_until(lambda: ("Numatopology", "n1") in recorder.names())
+    wait_for(lambda: ("Numatopology", "n1") in recorder.names(), 5.0, step=0.01)
     server.set_installed(NUMATOPOLOGIES, False)
-    wait_until(lambda: ("Numatopology", "n1") not in recorder.names())
+    wait_for(lambda: ("Numatopology", "n1") not in recorder.names(), 5.0, step=0.01)
     assert ("Node", "n1") in recorder.names()
     assert source.synced
 
@@ -298,7 +299,7 @@ def test_older_crd_version_is_read_when_newer_is_not_served(tmp_path):
         source = LiveSource(api, recorder, **FAST)
         source.start()
         try:
-            wait_until(lambda: recorder.count >= 1)
+            wait_for(lambda: recorder.count >= 1, 5.0, step=0.01)
             assert recorder.latest("NodeResourceTopology", "n1")["apiVersion"] == (
                 "topology.node.k8s.io/v1alpha1"
             )
@@ -314,11 +315,11 @@ def test_bound_pods_are_optional(server, make_source):
     server.apply(pod("done", node_name="n1", phase="Succeeded"))
     without, rec_without = make_source()
     _, rec_with = make_source(include_pods=True)
-    wait_until(lambda: rec_without.count >= 1 and rec_with.count >= 1)
+    wait_for(lambda: rec_without.count >= 1 and rec_with.count >= 1, 5.0, step=0.01)
     assert not any(kind == "Pod" for kind, _ in rec_without.names())
     assert {n for kind, n in rec_with.names() if kind == "Pod"} == {"bound"}
     server.apply(pod("bound", node_name="n1", phase="Failed"))
-    wait_until(lambda: ("Pod", "bound") not in rec_with.names())
+    wait_for(lambda: ("Pod", "bound") not in rec_with.names(), 5.0, step=0.01)
     assert len(server.list_requests(PODS)) == 1
     assert server.list_requests(PODS)[0].query["fieldSelector"].startswith("spec.nodeName!=")
     assert without.synced
@@ -328,12 +329,12 @@ def test_bound_pods_are_optional(server, make_source):
 def test_burst_of_changes_is_debounced(server, make_source):
     seed(server)
     source, recorder = make_source(debounce=0.3)
-    wait_until(lambda: recorder.count >= 1)
+    wait_for(lambda: recorder.count >= 1, 5.0, step=0.01)
     before = recorder.count
     started = time.monotonic()
     for i in range(40):
         server.apply(node(f"burst-{i}"))
-    wait_until(lambda: ("Node", "burst-39") in recorder.names())
+    wait_for(lambda: ("Node", "burst-39") in recorder.names(), 5.0, step=0.01)
     elapsed = time.monotonic() - started
     time.sleep(0.4)
     # At most one delivery per debounce interval (plus the leading and trailing ones).
@@ -355,12 +356,12 @@ def test_failing_callback_is_reported_and_does_not_stop_delivery(server, api):
     source = LiveSource(api, flaky, **FAST)
     source.start()
     try:
-        wait_until(lambda: len(calls) == 1)
-        wait_until(lambda: "on_change" in source.errors)
+        wait_for(lambda: len(calls) == 1, 5.0, step=0.01)
+        wait_for(lambda: "on_change" in source.errors, 5.0, step=0.01)
         assert "inventory rejected" in source.errors["on_change"]
         server.apply(node("n5"))
-        wait_until(lambda: len(calls) >= 2)
-        wait_until(lambda: "on_change" not in source.errors)
+        wait_for(lambda: len(calls) >= 2, 5.0, step=0.01)
+        wait_for(lambda: "on_change" not in source.errors, 5.0, step=0.01)
         assert calls[-1] == len(truth(server))
     finally:
         source.stop()
@@ -369,19 +370,19 @@ def test_failing_callback_is_reported_and_does_not_stop_delivery(server, api):
 def test_stop_is_prompt_with_long_watches_open(server, make_source):
     seed(server)
     source, recorder = make_source(watch_timeout=60)
-    wait_until(lambda: recorder.count >= 1 and server.open_watches() == 3)
+    wait_for(lambda: recorder.count >= 1 and server.open_watches() == 3, 5.0, step=0.01)
     started = time.monotonic()
     source.stop()
     # Far below the 60..120 s watch the threads were blocked in.
     assert time.monotonic() - started < 2.0
     assert not [t for t in threading.enumerate() if t.name.startswith("numagate-")]
-    wait_until(lambda: server.open_watches() == 0, timeout=2)
+    wait_for(lambda: server.open_watches() == 0, timeout=2, step=0.01)
 
 
 def test_stop_is_prompt_while_backing_off(server, make_source):
     server.down()
     source, _ = make_source(backoff_initial=5.0, backoff_max=30.0)
-    wait_until(lambda: source.reconnects >= 3)
+    wait_for(lambda: source.reconnects >= 3, 5.0, step=0.01)
     started = time.monotonic()
     source.stop()
     assert time.monotonic() - started < 2.0  # not the 5 s backoff

@@ -19,6 +19,7 @@ from core.feasibility.evaluate import evaluate
 from core.feasibility.snapshot import Snapshot
 from core.inventory.build import build_inventory
 from core.model import ContainerDemand, PodIntent
+from tests.launch import wait_for
 from tests.webhook.fake_apiserver import (
     NODES,
     NRTS,
@@ -87,14 +88,6 @@ class Running:
         return {} if view is None else {n.name: n for n in view.nodes}
 
 
-def wait_until(predicate: Callable[[], bool], timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not reached in time")
-        time.sleep(0.01)
-
-
 @pytest.fixture
 def running(api: kubernetes.client.ApiClient) -> Iterator[Callable[[], Running]]:
     client = api
@@ -124,11 +117,11 @@ def test_an_event_changes_exactly_its_node(server, running):
     names = [f"n{i}" for i in range(8)]
     seed(server, names)
     r = running()
-    wait_until(lambda: r.state.view is not None and len(r.state.view.nodes) == 8)
+    wait_for(lambda: r.state.view is not None and len(r.state.view.nodes) == 8, 10.0, step=0.01)
     before = r.state.view
     assert r.updates.full_builds == 1
     server.apply(busy_nrt("n3", 2))
-    wait_until(lambda: r.nodes()["n3"].zones[0].available["cpu"] == 2000)
+    wait_for(lambda: r.nodes()["n3"].zones[0].available["cpu"] == 2000, 10.0, step=0.01)
     after = r.state.view
     assert r.updates.full_builds == 1  # applied incrementally
     assert after.snapshot.structure is before.snapshot.structure
@@ -149,7 +142,7 @@ def test_relist_after_410_while_events_keep_coming(server, running):
     names = [f"n{i}" for i in range(20)]
     seed(server, names)
     r = running()
-    wait_until(lambda: r.state.view is not None and len(r.state.view.nodes) == 20)
+    wait_for(lambda: r.state.view is not None and len(r.state.view.nodes) == 20, 10.0, step=0.01)
     stop = threading.Event()
 
     def churn() -> None:
@@ -168,12 +161,12 @@ def test_relist_after_410_while_events_keep_coming(server, running):
         server.apply(nrt("n77"))
         server.compact()  # our resourceVersions are gone: 410, relist
         server.up()
-        wait_until(lambda: r.live.relists >= 2 and "n77" in r.nodes())
+        wait_for(lambda: r.live.relists >= 2 and "n77" in r.nodes(), 10.0, step=0.01)
         time.sleep(0.3)
     finally:
         stop.set()
         churner.join(5)
-    wait_until(lambda: r.nodes() == truth_nodes(server))
+    wait_for(lambda: r.nodes() == truth_nodes(server), 10.0, step=0.01)
     assert r.updates.full_builds == 1  # the relist was applied as a difference
     expected = Snapshot.build(tuple(truth_nodes(server)[k] for k in sorted(truth_nodes(server))))
     got = {v.name: v.verdict for v in evaluate(cpu_pod(20), r.state.view.snapshot).verdicts}
@@ -184,24 +177,24 @@ def test_relist_after_410_while_events_keep_coming(server, running):
 def test_staleness_is_per_resource_type(server, running):
     seed(server, ["n1"])
     r = running()
-    wait_until(lambda: r.state.view is not None)
+    wait_for(lambda: r.state.view is not None, 10.0, step=0.01)
     nodes = next(x for x in r.live.reflectors if x.resource.name == "nodes")
     server.hold_lists(NODES)  # the Node type cannot resync; NRT events keep coming
     try:
         server.advance(3)
         server.compact()
         nodes.cut()
-        wait_until(lambda: nodes.relists >= 1)
+        wait_for(lambda: nodes.relists >= 1, 10.0, step=0.01)
         stalled = nodes.synced_until()
         assert stalled is not None
         for i in range(12):
             server.apply(busy_nrt("n1", i))
             time.sleep(0.05)
-        wait_until(lambda: r.nodes()["n1"].zones[0].available["cpu"] == 11000)
+        wait_for(lambda: r.nodes()["n1"].zones[0].available["cpu"] == 11000, 10.0, step=0.01)
         assert nodes.synced_until() == stalled
         last = r.live.last_sync
         assert last is not None and last <= stalled  # the NRT events did not refresh it
         assert time.monotonic() - last >= 0.5
     finally:
         server.release_lists(NODES)
-    wait_until(lambda: (nodes.synced_until() or 0) > stalled)
+    wait_for(lambda: (nodes.synced_until() or 0) > stalled, 10.0, step=0.01)
