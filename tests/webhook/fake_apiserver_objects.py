@@ -1,67 +1,51 @@
-"""Small Kubernetes objects for tests of the test API server and the live inventory."""
+"""The small cluster the test API server, the live inventory and the fault tests use:
+fixed shapes built with tests.builders.objects."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
+from tests.builders import objects
+
 
 def node(name: str, *, labels: Mapping[str, str] | None = None, cpu: str = "64") -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {"name": name, "labels": dict(labels or {})},
-        "status": {
-            "capacity": {"cpu": cpu, "memory": "256Gi", "pods": "110"},
-            "allocatable": {"cpu": cpu, "memory": "250Gi", "pods": "110"},
-        },
-    }
+    """A 256Gi node with ``cpu`` CPUs (250Gi and 110 pods allocatable)."""
+    return objects.node(
+        name,
+        {"cpu": cpu, "memory": "250Gi", "pods": "110"},
+        capacity={"cpu": cpu, "memory": "256Gi", "pods": "110"},
+        labels=labels,
+    )
 
 
 def nrt(
     name: str, *, policy: str = "SingleNUMANodeContainerLevel", zones: int = 2
 ) -> dict[str, Any]:
-    return {
-        "apiVersion": "topology.node.k8s.io/v1alpha2",
-        "kind": "NodeResourceTopology",
-        "metadata": {"name": name},
-        "attributes": [{"name": "topologyManagerPolicy", "value": "single-numa-node"}],
-        "topologyPolicies": [policy],
-        "zones": [
-            {
-                "name": f"node-{i}",
-                "type": "Node",
-                "resources": [
-                    {"name": "cpu", "capacity": "32", "allocatable": "32", "available": "30"}
-                ],
-            }
-            for i in range(zones)
-        ],
-    }
+    """An NRT of ``zones`` zones of 32 CPUs, 30 available, single-numa-node."""
+    return objects.nrt(
+        name,
+        [objects.zone(i, {"cpu": ("32", "32", "30")}) for i in range(zones)],
+        attributes={"topologyManagerPolicy": "single-numa-node"},
+        policies=[policy],
+    )
 
 
 def numatopology(name: str, *, policy: str = "single-numa-node") -> dict[str, Any]:
-    return {
-        "apiVersion": "nodeinfo.volcano.sh/v1alpha1",
-        "kind": "Numatopology",
-        "metadata": {"name": name},
-        "spec": {
-            "policies": {"TopologyManagerPolicy": policy, "CPUManagerPolicy": "static"},
-            "numares": {"cpu": {"allocatable": "0-31", "capacity": 32}},
-        },
-    }
+    """A Volcano Numatopology of 32 free CPUs under ``policy``."""
+    return objects.numatopology(
+        name,
+        allocatable="0-31",
+        detail=None,
+        policies={"TopologyManagerPolicy": policy, "CPUManagerPolicy": "static"},
+        extra_numares={"cpu": {"allocatable": "0-31", "capacity": 32}},
+    )
 
 
 def pod(
     name: str, namespace: str = "default", *, node_name: str = "", phase: str = "Running"
 ) -> dict[str, Any]:
-    spec: dict[str, Any] = {"containers": [{"name": "c", "image": "busybox"}]}
-    if node_name:
-        spec["nodeName"] = node_name
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": spec,
-        "status": {"phase": phase},
-    }
+    """A one-container pod, bound to ``node_name`` when given; its phase set either way."""
+    obj = objects.pod(name, node=node_name or None, namespace=namespace, phase=phase)
+    obj["status"] = {"phase": phase}
+    return obj
