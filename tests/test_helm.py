@@ -17,7 +17,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from tests.test_manifests import (
+from tests.manifests import (
     K8S_VERSIONS,
     MANIFESTS,
     NAMESPACE,
@@ -27,16 +27,11 @@ from tests.test_manifests import (
     shutdown_budget,
     webhooks,
 )
+from tests.manifests_helm import CHART, MONITORING, render_chart
 from webhook.config import parse_config
 
-CHART = MANIFESTS / "helm" / "numagate"
 KUBE_VERSION = "v1.30.0"  # the oldest Kubernetes the chart supports (Chart.yaml kubeVersion)
 CRD_KINDS = {"Issuer", "Certificate", "ServiceMonitor", "PodMonitor", "PrometheusRule"}
-MONITORING = {
-    "serviceMonitor": {"enabled": True},
-    "prometheusRule": {"enabled": True},
-    "dashboard": {"enabled": True},
-}
 # Each toggle of the chart, rendered, linted and validated on its own.
 CASES: dict[str, dict[str, Any]] = {
     "defaults": {},
@@ -54,21 +49,6 @@ CASES: dict[str, dict[str, Any]] = {
     "scoring": {"scoring": {"hami": {"nodeSchedulerPolicy": "spread"}}},
     "prestop": {"preStopSleepSeconds": 5, "shutdown": {"delaySeconds": 5}},
 }
-
-
-def render_chart(
-    values: Mapping[str, Any] | None = None, *, name: str = "numagate", namespace: str = NAMESPACE
-) -> list[dict[str, Any]]:
-    """Every object the chart renders for ``values`` (NOTES.txt left out)."""
-    with helm.Chart.load(str(CHART)) as chart:
-        files = chart.render(dict(values or {}), name=name, namespace=namespace, is_install=True)
-    return [
-        doc
-        for path, text in sorted(files.items())
-        if not path.endswith("NOTES.txt")
-        for doc in yaml.safe_load_all(text)
-        if doc
-    ]
 
 
 @functools.cache

@@ -168,15 +168,6 @@ def test_cycle_finder_finds_cycles() -> None:
     assert sorted(c for c in strongly_connected(graph) if len(c) > 1) == [["a", "b", "c"]]
 
 
-# Test modules still importing another test module, each waiting for its owner's branch
-# (issue 13 item 4); remove an entry once that file imports tests/builders or a helper.
-TEST_IMPORTS_PENDING = {
-    "tests.test_helm": "deploy",
-    "tests.test_observability": "deploy",
-    "tests.reliability.test_rollout": "deploy",
-}
-
-
 def test_no_test_module_imports_another() -> None:
     """Shared test code lives in tests/builders, tests/launch.py, conftest.py files and
     helper modules, never in a test_*.py another test imports (function-local imports too)."""
@@ -189,6 +180,6 @@ def test_no_test_module_imports_another() -> None:
             for n in names
             if n.startswith("tests.") and n.split(".")[-1].startswith("test_") and n != module
         )
-        if tests and module not in TEST_IMPORTS_PENDING:
+        if tests:
             found[module] = tests
     assert found == {}

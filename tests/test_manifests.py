@@ -4,12 +4,10 @@ Also the Dockerfile names files that exist."""
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import re
 import shlex
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,55 +17,27 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from tests.manifests import (
+    K8S_VERSIONS,
+    NAMESPACE,
+    check_shutdown_rule,
+    find,
+    rendered,
+    shutdown_budget,
+    webhooks,
+    with_components,
+)
 from tests.paths import ROOT
 from webhook.cli.main import build_parser
-from webhook.config import Config, parse_config
+from webhook.config import Config
 
-MANIFESTS = ROOT / "manifests"
-NAMESPACE = "numagate-system"
-# Kubernetes versions the manifests must be valid for: the oldest we support and the
-# newest schema shipped with kubernetes-validate.
-K8S_VERSIONS = ["1.30.0", kubernetes_validate.latest_version()]
 # Custom resources have no official schema; they are checked by the assertions below.
 CUSTOM_KINDS = {("cert-manager.io/v1", "Issuer"), ("cert-manager.io/v1", "Certificate")}
 EXCLUDED = {"kube-system", "kube-node-lease", NAMESPACE}
 OPT_OUT = {"key": "numagate.io/ignore", "operator": "NotIn", "values": ["true"]}
 
 
-def kustomize(directory: Path) -> list[dict[str, Any]]:
-    result = subprocess.run(
-        ["kubectl", "kustomize", str(directory)], capture_output=True, text=True, check=False
-    )
-    assert result.returncode == 0, result.stderr
-    return [doc for doc in yaml.safe_load_all(result.stdout) if doc]
-
-
-@functools.cache
-def rendered(name: str) -> tuple[dict[str, Any], ...]:
-    return tuple(kustomize(MANIFESTS / name))
-
-
-def with_components(tmp_path: Path, overlay: str, *components: str) -> list[dict[str, Any]]:
-    """Render an overlay plus components, as a user's own kustomization would."""
-    rel = lambda p: os.path.relpath(MANIFESTS / p, tmp_path)  # noqa: E731
-    (tmp_path / "kustomization.yaml").write_text(
-        yaml.safe_dump(
-            {
-                "resources": [rel(overlay)],
-                "components": [rel(f"components/{c}") for c in components],
-            }
-        )
-    )
-    return kustomize(tmp_path)
-
-
 RENDERINGS = ["base", "overlays/cert-manager", "overlays/self-signed"]
-
-
-def find(objs: tuple[dict[str, Any], ...] | list[dict[str, Any]], kind: str, name: str) -> dict:
-    matches = [o for o in objs if o["kind"] == kind and o["metadata"]["name"] == name]
-    assert len(matches) == 1, f"{kind}/{name}: {len(matches)} found"
-    return matches[0]
 
 
 def pod_specs(objs) -> Iterator[tuple[str, dict[str, Any]]]:
@@ -251,15 +221,6 @@ def test_service_and_network_policy_expose_8443_only() -> None:
 # --- webhook configurations --------------------------------------------------------------
 
 
-def webhooks(objs) -> dict[str, dict[str, Any]]:
-    return {
-        w["name"]: {**w, "_kind": o["kind"]}
-        for o in objs
-        if o["kind"].endswith("WebhookConfiguration")
-        for w in o["webhooks"]
-    }
-
-
 @pytest.mark.parametrize("name", RENDERINGS)
 def test_webhook_settings(name: str) -> None:
     hooks = webhooks(rendered(name))
@@ -344,35 +305,6 @@ def test_cert_manager_overlay_injects_from_the_serving_certificate() -> None:
 
 
 # --- rollout timing (docs/deploy.md, "Shutdown timing") -------------------------------
-
-EXIT_MARGIN_SECONDS = 5  # time left for the process to exit after the grace period
-
-
-def shutdown_budget(objs: tuple[dict[str, Any], ...] | list[dict[str, Any]]) -> dict[str, float]:
-    """The numbers of the shutdown rule as a rendering sets them: the pod's grace period and
-    preStop sleep, and the shutdown section of the ConfigMap's config (or its defaults, read
-    by the real config parser)."""
-    deploy = find(objs, "Deployment", "numagate")
-    pod = deploy["spec"]["template"]["spec"]
-    pre_stop = pod["containers"][0].get("lifecycle", {}).get("preStop", {})
-    assert set(pre_stop) <= {"sleep"}, f"only a sleep preStop is accounted for: {pre_stop}"
-    configmap = find(objs, "ConfigMap", "numagate-config")
-    config = parse_config(yaml.safe_load(configmap["data"]["config.yaml"]))
-    timeouts = [h["timeoutSeconds"] for h in webhooks(objs).values()]
-    return {
-        "terminationGracePeriodSeconds": pod.get("terminationGracePeriodSeconds", 30),
-        "preStop": pre_stop.get("sleep", {}).get("seconds", 0),
-        "delaySeconds": config.shutdown.delay_seconds,
-        "gracePeriodSeconds": config.shutdown.grace_period_seconds,
-        "maxTimeoutSeconds": max(timeouts or [10]),
-    }
-
-
-def check_shutdown_rule(budget: dict[str, float]) -> None:
-    used = budget["preStop"] + budget["delaySeconds"] + budget["gracePeriodSeconds"]
-    assert used + EXIT_MARGIN_SECONDS <= budget["terminationGracePeriodSeconds"], budget
-    # A review in flight may run up to its webhook's timeout: the grace period covers it.
-    assert budget["gracePeriodSeconds"] >= budget["maxTimeoutSeconds"], budget
 
 
 @pytest.mark.parametrize("name", RENDERINGS)

@@ -17,11 +17,11 @@ import orjson
 import pytest
 import yaml
 
+from tests.builders.objects import build_review, koord_pod
+from tests.manifests import MANIFESTS, NAMESPACE, find, with_components
+from tests.manifests_helm import MONITORING, render_chart
 from tests.paths import FIXTURES
-from tests.test_helm import MONITORING, render_chart
-from tests.test_manifests import MANIFESTS, NAMESPACE, find, with_components
-from tests.webhook.harness import build_review
-from tests.webhook.review.test_pipeline import koord_pod, runtime
+from tests.webhook.harness import runtime
 from webhook.app import make_app
 from webhook.metrics import WebhookMetrics
 

@@ -32,11 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-# Re-exported while tests/reliability/test_rollout.py (helper "deploy") imports them here.
 from tests.builders.objects import manifest
-from tests.launch import ServeProcess as ServeProcess
-from tests.launch import start_serve as start_serve
-from tests.launch import write_config as write_config
 
 JSON_TYPE = "application/json"
 # The cap of webhook/app.py (controller-runtime's 7 MiB, research 1.1).

@@ -29,17 +29,8 @@ from pathlib import Path
 import pytest
 
 from certs.authority import ensure_serving_certs
-from tests.reliability.corpus import (
-    Client,
-    Reply,
-    ServeProcess,
-    check_review,
-    encode,
-    good_review,
-    start_serve,
-    write_config,
-)
-from tests.reliability.test_faults import wait_for
+from tests.launch import ServeProcess, start_serve, wait_for, write_config
+from tests.reliability.corpus import Client, Reply, check_review, encode, good_review
 
 pytestmark = pytest.mark.slow
 
