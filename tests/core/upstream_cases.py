@@ -8,8 +8,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from core.feasibility.evaluate import evaluate
 from core.feasibility.snapshot import Snapshot
+from core.feasibility.verdicts import evaluate
 from core.intent.read import read_intent
 from core.intent.workloads import pod_templates
 from core.inventory.build import build_inventory

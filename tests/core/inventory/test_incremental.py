@@ -9,9 +9,10 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from core.feasibility.decision import decide
 from core.feasibility.delta import SnapshotEditor
-from core.feasibility.evaluate import decide, evaluate
 from core.feasibility.snapshot import Snapshot
+from core.feasibility.verdicts import evaluate
 from core.inventory.build import build_inventory
 from core.inventory.incremental import IncrementalInventory, ObjectKey, parse_object
 from core.model import ContainerDemand, PodIntent

@@ -15,8 +15,8 @@ from typing import Any
 import kubernetes.client
 import pytest
 
-from core.feasibility.evaluate import evaluate
 from core.feasibility.snapshot import Snapshot
+from core.feasibility.verdicts import evaluate
 from core.inventory.build import build_inventory
 from core.model import ContainerDemand, PodIntent
 from tests.launch import wait_for
