@@ -171,9 +171,10 @@ class _Draft:
             self._labels(i, node.labels, add=True)
             self.structural = True
         s = self.shape_of[i]
-        if self.ed.shape_key[s] == (_topology_key(node), _usage_key(node)):
+        key = (_topology_key(node), _usage_key(node))  # once: the costliest part of an event
+        if self.ed.shape_key[s] == key:
             return
-        self._place(i, node)  # first, so an unchanged shape is not freed and re-made
+        self._place(i, node, key)  # first, so an unchanged shape is not freed and re-made
         same_class = self.topo_of[self.shape_of[i]] == self.topo_of[s]
         self.structural = self.structural or not same_class
         self._unplace(i, s, keep_topology=same_class)
@@ -208,8 +209,8 @@ class _Draft:
 
     # -- shapes ----------------------------------------------------------------------------
 
-    def _place(self, i: int, node: NodeTopology) -> None:
-        s = self._shape_for(node)
+    def _place(self, i: int, node: NodeTopology, key: ShapeKey | None = None) -> None:
+        s = self._shape_for(node, key)
         bit = 1 << i
         self.shape_bits[s] |= bit
         self.topo_bits[self.topo_of[s]] |= bit
@@ -240,10 +241,10 @@ class _Draft:
             self.shape_rep[s] = (b & -b).bit_length() - 1
         self.usage_gen[t] += 1
 
-    def _shape_for(self, node: NodeTopology) -> int:
+    def _shape_for(self, node: NodeTopology, key: ShapeKey | None = None) -> int:
         ed = self.ed
-        tkey = _topology_key(node)
-        key = (tkey, _usage_key(node))
+        key = key or (_topology_key(node), _usage_key(node))
+        tkey = key[0]
         s = ed.shape_index.get(key)
         if s is not None:
             return s

@@ -36,9 +36,15 @@ from webhook.metrics import WebhookMetrics
 log = get_logger("inventory")
 SOURCE = "cluster"
 # One slice of events on the loop is sized to take about this long (at least MIN_SLICE
-# events): a backlog is applied in slices with the loop's other work in between.
+# events): a backlog is applied in slices with the loop's other work in between. While
+# the oldest queued event is older than BACKLOG_SECONDS the budget grows with its age, up
+# to MAX_SLICE_SECONDS, so that a backlog is drained instead of growing (a slice has a
+# fixed part, O(nodes) copies, that larger slices amortize); /healthz waits at most one.
 SLICE_SECONDS = 0.01
+MAX_SLICE_SECONDS = 0.03
+BACKLOG_SECONDS = 0.25
 MIN_SLICE = 32
+MAX_SLICE = 20_000
 # Queued: (monotonic time received, resource name, event type, key, parsed object or None).
 Queued = tuple[float, str, str, ObjectKey, Any]
 
@@ -66,7 +72,7 @@ class InventoryUpdates:
         self._lock = threading.Lock()
         self._scheduled = False
         self._building = False
-        self._cost = 1e-4  # seconds per event on the loop (moving average): sizes a slice
+        self._slice = MIN_SLICE  # events per slice, adapted to the time a slice took
         self._errors: tuple[str, ...] = ()
         self.applied = 0  # events applied (for tests and the debug log)
         self.batches = 0
@@ -140,17 +146,19 @@ class InventoryUpdates:
             if self.synced():
                 self._full_build("first build")
             return
-        started = time.monotonic()
-        drained = self._drain(max(MIN_SLICE, int(SLICE_SECONDS / self._cost)))
+        started, cpu = time.monotonic(), time.thread_time()
+        budget = self._budget(started)
+        drained = self._drain(self._slice)
         changes = self.inventory.flush()
         if not self.editor.fits(changes):
             self._full_build("a resource new to the packed table")
             return
         if changes or drained:
             self._install(self.editor.apply(changes), drained, started)
-        if drained:
-            spent = (time.monotonic() - started) / len(drained)
-            self._cost = 0.8 * self._cost + 0.2 * spent
+        if len(drained) >= self._slice:  # a full slice: its time says how many fit
+            spent = max(time.thread_time() - cpu, 1e-6)  # CPU: not the GIL's waits
+            grown = self._slice * min(2.0, max(0.5, budget / spent))
+            self._slice = int(min(MAX_SLICE, max(MIN_SLICE, grown)))
         if self._queue:
             # More than one slice waiting: the next slice after whatever is ready to run
             # (reviews, /healthz), not after a window.
@@ -160,12 +168,22 @@ class InventoryUpdates:
                 self._scheduled = True
             self._loop.call_soon(self._flush)
 
+    def _budget(self, now: float) -> float:
+        """The time for the next slice: SLICE_SECONDS, more while a backlog ages."""
+        lag = self.lag(now)
+        if lag <= BACKLOG_SECONDS:
+            return SLICE_SECONDS
+        return min(MAX_SLICE_SECONDS, SLICE_SECONDS * lag / BACKLOG_SECONDS)
+
     def _drain(self, limit: int | None = None) -> list[Queued]:
         drained: list[Queued] = []
         queue, inventory = self._queue, self.inventory
         while queue and (limit is None or len(drained) < limit):
-            item = queue.popleft()
-            drained.append(item)
+            drained.append(queue.popleft())
+        # Only the last state of each object matters (events of different objects commute:
+        # the result is the build of the final objects), so earlier ones are skipped.
+        last = {item[3]: item for item in drained}
+        for item in last.values() if len(last) < len(drained) else drained:
             parsed = item[4]
             if parsed is None:
                 inventory.delete(item[3])

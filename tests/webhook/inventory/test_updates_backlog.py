@@ -1,0 +1,75 @@
+"""A backlog of watch events (webhook/inventory/updates.py): drained in slices that grow
+while it ages, with only the last state of each object applied, and the same inventory
+as a whole build of the final objects."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from core.inventory.build import build_inventory
+from tests.webhook.fake_apiserver_objects import node, nrt
+from webhook.inventory import updates as updates_module
+from webhook.inventory.live import NODE_RESOURCE_TOPOLOGIES, NODES, WatchedResource
+from webhook.inventory.state import InventoryState
+from webhook.inventory.updates import MIN_SLICE, InventoryUpdates
+
+
+class _Reflector:
+    def __init__(self, resource: WatchedResource) -> None:
+        self.resource = resource
+
+
+def _nrt_free(name: str, free: int) -> dict[str, Any]:
+    obj = nrt(name)
+    for zone in obj["zones"]:
+        zone["resources"][0]["available"] = str(free)
+    return obj
+
+
+def _apply_backlog(names: list[str], states: int) -> tuple[InventoryUpdates, list[Any]]:
+    final: dict[str, dict[str, Any]] = {}
+
+    async def run() -> InventoryUpdates:
+        loop = asyncio.get_running_loop()
+        updates = InventoryUpdates(InventoryState(), loop, window=0.001)
+        nodes, nrts = _Reflector(NODES), _Reflector(NODE_RESOURCE_TOPOLOGIES)
+        for name in names:
+            updates.on_event(nodes, "ADDED", ("", name), node(name))  # type: ignore[arg-type]
+        while updates.state.view is None:
+            await asyncio.sleep(0.01)
+        # A backlog older than BACKLOG_SECONDS: several states of every NRT queued at once.
+        for k in range(states):
+            for i, name in enumerate(names):
+                final[name] = _nrt_free(name, (i + k) % 31)
+                updates.on_event(nrts, "MODIFIED", ("", name), final[name])  # type: ignore[arg-type]
+        updates._queue = type(updates._queue)((t - 1.0, *rest) for t, *rest in updates._queue)
+        while updates._queue or updates._scheduled:
+            await asyncio.sleep(0.01)
+        return updates
+
+    updates = asyncio.run(run())
+    objects = [node(n) for n in names] + [final[n] for n in names]
+    return updates, objects
+
+
+def test_a_backlog_gives_the_inventory_of_the_last_states(monkeypatch) -> None:
+    monkeypatch.setattr(updates_module, "MAX_SLICE", 4 * MIN_SLICE)
+    names = [f"n{i:03d}" for i in range(150)]
+    updates, objects = _apply_backlog(names, states=4)
+    view = updates.state.view
+    assert view is not None
+    expected = {n.name: n for n in build_inventory(objects).nodes}
+    assert {n.name: n for n in view.nodes} == expected
+    assert updates.applied == len(names) * 5  # every event counted, superseded ones too
+    # Slices grew past the minimum while the backlog aged (bounded by MAX_SLICE).
+    assert MIN_SLICE < updates._slice <= 4 * MIN_SLICE
+
+
+def test_an_aged_backlog_raises_the_budget_within_bounds() -> None:
+    updates = InventoryUpdates(InventoryState(), asyncio.new_event_loop())
+    assert updates._budget(0.0) == updates_module.SLICE_SECONDS
+    updates._queue.append((0.0, "nrt", "MODIFIED", ("NodeResourceTopology", "", "a"), None))
+    assert updates._budget(0.1) == updates_module.SLICE_SECONDS
+    assert updates_module.SLICE_SECONDS < updates._budget(0.5) <= updates_module.MAX_SLICE_SECONDS
+    assert updates._budget(60.0) == updates_module.MAX_SLICE_SECONDS
