@@ -161,19 +161,33 @@ def node_allocatable_known(node: NodeTopology) -> bool:
     return bool(node.allocatable)
 
 
+# sorted(m.items()) by the identity of m (holding m, so the id is not reused): records'
+# maps are never mutated once parsed, and the incremental inventory shares equal maps, so
+# an event's unchanged capacity/costs maps are not sorted again (a fifth of the loop's
+# time at 100,000 nodes under churn, profiled). Cleared when full.
+_SORTED: dict[int, tuple[Mapping[Any, Any], tuple[Any, ...]]] = {}
+_SORTED_LIMIT = 20_000
+
+
+def _sorted_items(m: Mapping[Any, Any]) -> tuple[Any, ...]:
+    got = _SORTED.get(id(m))
+    if got is not None and got[0] is m:
+        return got[1]
+    items = tuple(sorted(m.items()))
+    if len(_SORTED) >= _SORTED_LIMIT:
+        _SORTED.clear()
+    _SORTED[id(m)] = (m, items)
+    return items
+
+
 def _topology_key(node: NodeTopology) -> tuple[Any, ...]:
     zones = tuple(
-        (
-            z.id,
-            tuple(sorted(z.capacity.items())),
-            tuple(sorted(z.allocatable.items())),
-            tuple(sorted(z.costs.items())),
-        )
+        (z.id, _sorted_items(z.capacity), _sorted_items(z.allocatable), _sorted_items(z.costs))
         for z in node.zones
     )
     return (
         zones,
-        tuple(sorted(node.allocatable.items())),
+        _sorted_items(node.allocatable),
         node.tm_policy,
         node.tm_scope,
         node.max_numa_nodes,
