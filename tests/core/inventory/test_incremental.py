@@ -15,8 +15,9 @@ from core.feasibility.snapshot import Snapshot
 from core.feasibility.verdicts import evaluate
 from core.inventory.build import build_inventory
 from core.inventory.incremental import IncrementalInventory, ObjectKey, parse_object
-from core.model import ContainerDemand, PodIntent
-from tests.builders.model import intents
+from core.model import PodIntent
+from tests.builders.model import container, intents
+from tests.builders.model import intent as pod_intent
 from tests.builders.objects import (
     SINGLE_SPEC,
     cpu_detail,
@@ -82,17 +83,7 @@ events = st.lists(st.tuples(st.booleans(), objects()), min_size=1, max_size=40)
 
 
 def _cpu_pod(cpus: int, **devices: int) -> PodIntent:
-    demand = {"cpu": cpus * 1000, "memory": 2**30, **devices}
-    return PodIntent(
-        scheduler="default",
-        scheduler_name="",
-        policy=None,
-        exclusive=None,
-        scope=None,
-        qos="Guaranteed",
-        containers=(ContainerDemand("c", "app", demand, demand, exclusive_cpus=cpus),),
-        pod_requests=demand,
-    )
+    return pod_intent(scheduler_name="", containers=[container(cpu=cpus, memory=2**30, **devices)])
 
 
 def _verdicts(snap: Snapshot, intent: PodIntent) -> dict[str, tuple[Any, ...]]:

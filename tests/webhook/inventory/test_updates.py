@@ -18,7 +18,8 @@ import pytest
 from core.feasibility.snapshot import Snapshot
 from core.feasibility.verdicts import evaluate
 from core.inventory.build import build_inventory
-from core.model import ContainerDemand, PodIntent
+from core.model import PodIntent
+from tests.builders.model import container, intent
 from tests.launch import wait_for
 from tests.webhook.fake_apiserver import (
     NODES,
@@ -45,17 +46,7 @@ def busy_nrt(name: str, free: int) -> dict[str, Any]:
 
 
 def cpu_pod(cpus: int) -> PodIntent:
-    demand = {"cpu": cpus * 1000}
-    return PodIntent(
-        scheduler="default",
-        scheduler_name="",
-        policy=None,
-        exclusive=None,
-        scope=None,
-        qos="Guaranteed",
-        containers=(ContainerDemand("c", "app", demand, demand, exclusive_cpus=cpus),),
-        pod_requests=demand,
-    )
+    return intent(scheduler_name="", containers=[container(cpu=cpus)])
 
 
 class Running:
