@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from certs.authority import CertPaths, ensure_serving_certs
 from tests.paths import ROOT
 from webhook.server import ServeOptions, serve_worker
 
@@ -118,6 +119,22 @@ def threaded_server(opts: ServeOptions) -> Iterator[ThreadedServer]:
         yield server
     finally:
         server.stop()
+
+
+@contextmanager
+def serving(directory: Path) -> Iterator[tuple[ThreadedServer, CertPaths]]:
+    """The real server in a thread, over fresh TLS material in ``directory`` and the tests'
+    configuration (write_config: no shutdown delay)."""
+    paths = ensure_serving_certs(directory / "certs")
+    opts = ServeOptions(
+        host="127.0.0.1",
+        port=0,
+        cert=str(paths.cert),
+        key=str(paths.key),
+        config=str(write_config(directory / "config.json")),
+    )
+    with threaded_server(opts) as server:
+        yield server, paths
 
 
 @contextlib.asynccontextmanager

@@ -17,8 +17,7 @@ from typing import Any
 import jsonpatch
 import pytest
 
-from certs.authority import ensure_serving_certs
-from tests.launch import ThreadedServer, write_config
+from tests.launch import ThreadedServer, serving
 from tests.reliability.corpus import (
     BODY_CAP,
     Case,
@@ -29,7 +28,6 @@ from tests.reliability.corpus import (
     check_review,
     good_review,
 )
-from webhook.server import ServeOptions
 
 CORPUS = build_corpus()
 WEBHOOKS = ("validate", "mutate")
@@ -37,17 +35,8 @@ WEBHOOKS = ("validate", "mutate")
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ThreadedServer, Client]]:
-    directory = tmp_path_factory.mktemp("bad-input")
-    paths = ensure_serving_certs(directory / "certs")
-    config = write_config(directory / "config.json")
-    opts = ServeOptions(
-        host="127.0.0.1", port=0, cert=str(paths.cert), key=str(paths.key), config=str(config)
-    )
-    srv = ThreadedServer(opts).start()
-    try:
+    with serving(tmp_path_factory.mktemp("bad-input")) as (srv, paths):
         yield srv, Client(srv.port, paths.ca)
-    finally:
-        srv.stop()
 
 
 def test_corpus_is_large_and_covers_every_category() -> None:

@@ -25,8 +25,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from certs.authority import CertPaths, ensure_serving_certs
-from tests.launch import ServeProcess, start_serve, threaded_server, write_config
+from certs.authority import CertPaths
+from tests.launch import ServeProcess, serving, start_serve
 from tests.paths import ROOT
 from tests.reliability.corpus import (
     Client,
@@ -36,7 +36,6 @@ from tests.reliability.corpus import (
     impossible_pod,
     review_of,
 )
-from webhook.server import ServeOptions
 
 SECRET = "s3cr3t-Passw0rd-7f1c9e"  # looks like a credential; must never be logged
 IMAGE = "registry.example/private/app@sha256:0123456789abcdef"
@@ -50,16 +49,7 @@ STRONG_TLS12 = re.compile(r"^ECDHE-(ECDSA|RSA)-(AES(128|256)-GCM-SHA(256|384)|CH
 
 @pytest.fixture(scope="module")
 def tls_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[int, CertPaths]]:
-    directory = tmp_path_factory.mktemp("tls")
-    paths = ensure_serving_certs(directory / "certs")
-    opts = ServeOptions(
-        host="127.0.0.1",
-        port=0,
-        cert=str(paths.cert),
-        key=str(paths.key),
-        config=str(write_config(directory / "config.json")),
-    )
-    with threaded_server(opts) as srv:
+    with serving(tmp_path_factory.mktemp("tls")) as (srv, paths):
         yield srv.port, paths
 
 

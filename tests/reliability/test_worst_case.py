@@ -25,10 +25,9 @@ import jsonpatch
 import orjson
 import pytest
 
-from certs.authority import ensure_serving_certs
 from tests.fixtures.slow.table import CASES, WorstCase
 from tests.fixtures.slow.worst_cases import review
-from tests.launch import ThreadedServer, write_config
+from tests.launch import serving
 from tests.reliability.corpus import (
     Client,
     check_reject,
@@ -37,7 +36,6 @@ from tests.reliability.corpus import (
 from webhook.config import load_config
 from webhook.inventory.state import InventoryState, load_demo
 from webhook.review.pipeline import Runtime, answer
-from webhook.server import ServeOptions
 
 UID = "worst-case"
 MAX_MESSAGE = 4096  # a deny message stays readable whatever the input's size
@@ -145,17 +143,8 @@ def test_table_covers_every_shape() -> None:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Client]:
-    directory = tmp_path_factory.mktemp("worst-case")
-    paths = ensure_serving_certs(directory / "certs")
-    config = write_config(directory / "config.json")
-    opts = ServeOptions(
-        host="127.0.0.1", port=0, cert=str(paths.cert), key=str(paths.key), config=str(config)
-    )
-    srv = ThreadedServer(opts).start()
-    try:
+    with serving(tmp_path_factory.mktemp("worst-case")) as (srv, paths):
         yield Client(srv.port, paths.ca)
-    finally:
-        srv.stop()
 
 
 @pytest.mark.slow
