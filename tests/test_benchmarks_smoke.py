@@ -188,12 +188,14 @@ def test_verdicts_cover_both_kinds_of_scenario() -> None:
 
 def test_wrk_script_posts_json_and_reports_percentiles() -> None:
     lua = (BENCH / "wrk" / "review.lua").read_text()
+    result = (BENCH / "wrk" / "result.lua").read_text()  # done(), shared with healthz.lua
     assert '["Content-Type"] = "application/json"' in lua
     assert '"POST"' in lua
-    assert "function done(summary, latency, requests)" in lua
+    assert 'done = dofile(here .. "result.lua")' in lua
+    assert "return function(summary, latency, requests)" in result
     for pct in ("percentile(50)", "percentile(90)", "percentile(99)"):
-        assert pct in lua
-    assert 'WRK_RESULT {"requests":%d' in lua
+        assert pct in result
+    assert 'WRK_RESULT {"requests":%d' in result
     # the same substitutions as gen.vary (tested above), selected by the same variable
     assert 'local UID_LABEL = \'"uid":"\'' in lua and 'local TIER_LABEL = \'"tier":"\'' in lua
     assert '"%08x-0000-4000-8000-%012x"' in lua

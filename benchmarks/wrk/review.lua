@@ -87,15 +87,5 @@ function request()
   return wrk.format("POST", path, headers, body)
 end
 
-function done(summary, latency, requests)
-  local e = summary.errors
-  io.write(string.format(
-    'WRK_RESULT {"requests":%d,"duration_us":%d,"bytes":%d,' ..
-    '"connect_errors":%d,"read_errors":%d,"write_errors":%d,"status_errors":%d,' ..
-    '"timeouts":%d,"p50_us":%d,"p90_us":%d,"p99_us":%d,"p999_us":%d,' ..
-    '"max_us":%d,"mean_us":%.1f}\n',
-    summary.requests, summary.duration, summary.bytes,
-    e.connect, e.read, e.write, e.status, e.timeout,
-    latency:percentile(50), latency:percentile(90), latency:percentile(99),
-    latency:percentile(99.9), latency.max, latency.mean))
-end
+local here = debug.getinfo(1, "S").source:match("^@(.*/)") or "./"
+done = dofile(here .. "result.lua")
