@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 import platform
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import prometheus_client
@@ -25,7 +25,7 @@ from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 
 from webhook.metric_families import KEY_CACHE_LIMIT as KEY_CACHE_LIMIT
-from webhook.metric_families import Counter, Families, Family, Gauge, Visible
+from webhook.metric_families import Counter, Families, Gauge, Visible
 from webhook.version import __version__
 
 # The text format version 0.0.4 that generate_latest writes.
@@ -152,9 +152,6 @@ class WebhookMetrics:
             "numagate_certwatcher_read_certificate_errors_total",
             "Serving certificate reloads that failed (the previous certificate stays).",
         )
-
-    def families(self) -> Iterator[Family]:
-        return iter(self._families.all)
 
     def refresh(self) -> set[str]:
         """Copy function-backed values into their metrics; the names to hide."""

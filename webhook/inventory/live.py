@@ -101,7 +101,6 @@ class LiveSource:
         self._lock = threading.Lock()
         self._dirty = threading.Event()
         self._threads: list[threading.Thread] = []
-        self._notifications = 0
         self._notify_error: str | None = None
 
     # ------------------------------------------------------------------ Listener
@@ -185,11 +184,6 @@ class LiveSource:
         return sum(r.bookmarks for r in self._reflectors)
 
     @property
-    def notifications(self) -> int:
-        with self._lock:
-            return self._notifications
-
-    @property
     def errors(self) -> dict[str, str]:
         """The current problem per resource type (and ``on_change`` if it raised)."""
         found = {r.resource.name: r.error for r in self._reflectors if r.error}
@@ -248,5 +242,4 @@ class LiveSource:
                 self._notify_error = f"{type(exc).__name__}: {exc}"
             return
         with self._lock:
-            self._notifications += 1
             self._notify_error = None
