@@ -240,6 +240,7 @@ def loop_mode(path: str, rate: float, seconds: float) -> dict[str, Any]:
 
         late: list[float] = []
         thread = threading.Thread(target=feed, daemon=True)
+        cpu0, gc0 = _cpu(), _gc_seconds[0]
         thread.start()
         end = time.monotonic() + seconds
         while time.monotonic() < end:
@@ -248,6 +249,8 @@ def loop_mode(path: str, rate: float, seconds: float) -> dict[str, Any]:
             late.append(time.monotonic() - t - 0.001)
         stop.set()
         thread.join()
+        cpu, gc_cpu = _cpu() - cpu0, _gc_seconds[0] - gc0
+        applied = max(1, updates.applied - initial)
         return {
             "mode": "loop",
             "nodes": len(state.view.nodes) if state.view else 0,
@@ -259,9 +262,27 @@ def loop_mode(path: str, rate: float, seconds: float) -> dict[str, Any]:
             "update_latency_p50_ms": round(_quantile(updates.latencies, 0.5) * 1e3, 1),
             "update_latency_p99_ms": round(_quantile(updates.latencies, 0.99) * 1e3, 1),
             "rss_mib": rss_mib(),
+            # CPU of the whole process (loop, feeder thread parsing, ticker) per event
+            # applied, and the part of it spent in the garbage collector
+            "cpu_us_per_event": round(cpu / applied * 1e6, 1),
+            "gc_us_per_event": round(gc_cpu / applied * 1e6, 1),
         }
 
-    return asyncio.run(run())
+    gc.callbacks.append(_gc_clock)
+    try:
+        return asyncio.run(run())
+    finally:
+        gc.callbacks.remove(_gc_clock)
+
+
+_gc_seconds = [0.0, 0.0]  # total, start of the running collection
+
+
+def _gc_clock(phase: str, _info: dict[str, Any]) -> None:
+    if phase == "start":
+        _gc_seconds[1] = time.process_time()
+    else:
+        _gc_seconds[0] += time.process_time() - _gc_seconds[1]
 
 
 def main() -> None:

@@ -5,9 +5,10 @@ returns a new :class:`Snapshot` sharing everything it did not change with the pr
 one (copy-on-write: the request path may still be reading the previous snapshot, from
 the event loop or from a kernel thread, so nothing it can see is written).
 
-Cost per batch: the changed nodes' keys and rows, a few big-int operations per node, and
-one copy of the per-node tuples and of the packed arrays when a shape is new: O(N) memcpy
-work per batch, O(changed nodes) Python work. A removed node's index is filled by the
+Cost per batch: the changed nodes' keys and rows, a few big-int operations per node, the
+chunks of the per-node columns it writes (core/feasibility/columns.py), and one memcpy of
+the integer columns and, when a shape is new, of the packed arrays: O(changed nodes)
+Python work, O(N) memcpy only. A removed node's index is filled by the
 last node (its bits move), so indexes stay dense; the order of ``nodes`` is therefore
 the order of arrival, not the names' (a full build sorts by name).
 
@@ -35,7 +36,9 @@ from core.feasibility.snapshot import (
     _usage_key,
     packed_from,
     resource_names,
+    rows_of,
     shape_rows,
+    usage_rows,
 )
 from core.model import NodeTopology
 
@@ -136,15 +139,15 @@ class _Draft:
         snap = editor.snapshot
         self.ed = editor
         self.old = snap
-        self.nodes = list(snap.nodes)
-        self.shape_of = list(snap.shape_of)
-        self.shape_bits = list(snap.shape_bits)
-        self.shape_rep = list(snap.shape_rep)
-        self.topo_of = list(snap.topo_of)
+        self.nodes = snap.nodes.edit()
+        self.shape_of = array("q", snap.shape_of)
+        self.shape_bits = snap.shape_bits.edit()
+        self.shape_rep = array("q", snap.shape_rep)
+        self.topo_of = array("q", snap.topo_of)
         self.topo_bits = list(snap.topo_bits)
         self.topo_shapes = list(snap.topo_shapes)
         self.topo_monotone = list(snap.topo_monotone)
-        self.usage_gen = list(snap.usage_gen)
+        self.usage_gen = array("q", snap.usage_gen)
         self.name_index: Mapping[str, int] = snap.name_index
         self.label_bits: BitIndex = _bit_index(snap.label_bits)
         self.key_bits: Mapping[str, int] = snap.key_bits
@@ -256,7 +259,7 @@ class _Draft:
             self.topo_monotone.append(True)
             self.usage_gen.append(0)
             self.structural = True
-        rows = shape_rows(node, self.old.packed.res_names)
+        rows = self._rows(node, t)
         slots = ed.free.get(rows.n)
         if slots:
             s = slots.pop()
@@ -275,6 +278,16 @@ class _Draft:
         self.topo_shapes[t] = (*self.topo_shapes[t], s)
         self.topo_monotone[t] = self.topo_monotone[t] and _available_within_allocatable(node)
         return s
+
+    def _rows(self, node: NodeTopology, t: int) -> ShapeRows:
+        """The packed rows of a new shape of class t: from a live shape of the class when
+        there is one (only usage differs), else from the record."""
+        names = self.old.packed.res_names
+        if not self.topo_shapes[t]:
+            return shape_rows(node, names)
+        s0 = self.topo_shapes[t][0]
+        like = self.rows.get(s0) or rows_of(self.old.packed, s0)
+        return usage_rows(node, names, like)
 
     # -- labels ----------------------------------------------------------------------------
 
@@ -325,12 +338,12 @@ class _Draft:
     def finish(self) -> Snapshot:
         old = self.old
         return Snapshot(
-            nodes=tuple(self.nodes),
+            nodes=self.nodes.freeze(),
             packed=self._packed(),
-            shape_of=tuple(self.shape_of),
-            shape_bits=tuple(self.shape_bits),
-            shape_rep=tuple(self.shape_rep),
-            topo_of=tuple(self.topo_of),
+            shape_of=self.shape_of,
+            shape_bits=self.shape_bits.freeze(),
+            shape_rep=self.shape_rep,
+            topo_of=self.topo_of,
             topo_bits=tuple(self.topo_bits),
             topo_shapes=tuple(self.topo_shapes),
             topo_monotone=tuple(self.topo_monotone),
@@ -340,7 +353,7 @@ class _Draft:
             key_bits=self.key_bits,
             values_of=self._values_of(),
             structure=object() if self.structural else old.structure,
-            usage_gen=tuple(self.usage_gen),
+            usage_gen=self.usage_gen,
         )
 
     def _packed(self) -> Packed:

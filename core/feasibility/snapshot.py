@@ -21,6 +21,8 @@ from typing import Any
 
 from core.feasibility import _kernel_py as ref
 from core.feasibility.bitsets import bitset, label_indexes
+from core.feasibility.codes import SHAPE_FIELDS
+from core.feasibility.columns import Column
 from core.model import NodeTopology, PodIntent
 
 POLICY_CODES: Mapping[str, int] = {
@@ -218,12 +220,14 @@ def _usage_key(node: NodeTopology) -> tuple[Any, ...]:
 class Snapshot:
     """An immutable, packed inventory. Build with ``Snapshot.build(nodes)``."""
 
-    nodes: tuple[NodeTopology, ...]
+    nodes: Column[NodeTopology]
     packed: Packed
-    shape_of: tuple[int, ...]  # node index -> shape
-    shape_bits: tuple[int, ...]  # shape -> bitset of node indexes
-    shape_rep: tuple[int, ...]  # shape -> first node index
-    topo_of: tuple[int, ...]  # shape -> topology class (shapes differing only in usage)
+    # Integer columns are array('q'): copied by memcpy and never traversed by the garbage
+    # collector (core/feasibility/delta.py copies them once per batch of watch events).
+    shape_of: array[int]  # node index -> shape
+    shape_bits: Column[int]  # shape -> bitset of node indexes
+    shape_rep: array[int]  # shape -> first node index
+    topo_of: array[int]  # shape -> topology class (shapes differing only in usage)
     topo_bits: tuple[int, ...]  # topology class -> bitset of node indexes
     topo_shapes: tuple[tuple[int, ...], ...]  # topology class -> its shapes
     topo_monotone: tuple[bool, ...]  # available <= allocatable everywhere in the class
@@ -236,7 +240,7 @@ class Snapshot:
     # is replaced whenever anything but usage changes (nodes added or removed, labels,
     # topology, policies); ``usage_gen[t]`` counts the usage changes of topology class t.
     structure: object = field(default_factory=object, compare=False, repr=False)
-    usage_gen: tuple[int, ...] = ()
+    usage_gen: array[int] = field(default_factory=lambda: array("q"))
     _kernels: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
@@ -271,12 +275,12 @@ class Snapshot:
         topo_bits = [bitset(sorted(m)) for m in topo_members]
         label_bits, key_bits, values_of = label_indexes(nodes)
         return cls(
-            nodes=nodes,
+            nodes=Column.of(nodes),
             packed=_pack([nodes[i] for i in reps]),
-            shape_of=tuple(shape_of),
-            shape_bits=tuple(bits),
-            shape_rep=tuple(reps),
-            topo_of=tuple(topo_of),
+            shape_of=array("q", shape_of),
+            shape_bits=Column.of(bits),
+            shape_rep=array("q", reps),
+            topo_of=array("q", topo_of),
             topo_bits=tuple(topo_bits),
             topo_shapes=tuple(tuple(x) for x in topo_shapes),
             topo_monotone=tuple(monotone),
@@ -285,7 +289,7 @@ class Snapshot:
             label_bits=label_bits,
             key_bits=key_bits,
             values_of=values_of,
-            usage_gen=(0,) * ntopo,
+            usage_gen=array("q", bytes(8 * ntopo)),
         )
 
     def __getstate__(self) -> tuple[Any, ...]:
@@ -321,12 +325,12 @@ class ShapeRows:
     they depend on where the shape is stored)."""
 
     n: int
-    info: list[int]  # SHAPE_FIELDS minus the 3 leading (n, zone offset, dist offset)
-    zones: list[int]
-    dist: list[int]
-    states: list[int]
-    node_alloc: list[int]
-    unaligned: list[int]
+    info: Sequence[int]  # SHAPE_FIELDS minus the 3 leading (n, zone offset, dist offset)
+    zones: Sequence[int]
+    dist: Sequence[int]
+    states: Sequence[int]
+    node_alloc: Sequence[int]
+    unaligned: Sequence[int]
 
 
 def resource_names(shapes: Sequence[NodeTopology]) -> tuple[str, ...]:
@@ -372,10 +376,7 @@ def shape_rows(node: NodeTopology, ordered: Sequence[str]) -> ShapeRows:
         row = list(map(zi.costs.get, ids, repeat(20)))
         row[i] = zi.costs.get(zi.id, 10)  # to itself: 10 unless reported
         dist.extend(row)
-    states = [
-        _STATE_CODES.get(node.numa_states[pos] if pos < len(node.numa_states) else "idle", 0)
-        for pos in range(n)
-    ]
+    states = _states(node, n)
     node_alloc: list[int] = []
     unaligned: list[int] = []
     authoritative = node_allocatable_known(node)
@@ -395,6 +396,43 @@ def shape_rows(node: NodeTopology, ordered: Sequence[str]) -> ShapeRows:
             fallback = alloc if alloc >= 0 else UNLIMITED
             unaligned.append(min(node.unaligned_devices.get(r, fallback), UNLIMITED))
     return ShapeRows(n, info, zones, dist, states, node_alloc, unaligned)
+
+
+def _states(node: NodeTopology, n: int) -> list[int]:
+    states = node.numa_states
+    return [_STATE_CODES.get(states[pos] if pos < len(states) else "idle", 0) for pos in range(n)]
+
+
+def usage_rows(node: NodeTopology, ordered: Sequence[str], like: ShapeRows) -> ShapeRows:
+    """``shape_rows(node)`` for a node of the topology class of ``like`` (a shape of that
+    class): the class fixes every row but the zones' available amounts and the NUMA
+    states (_topology_key has everything else), so only those are computed. Under watch
+    churn most events change usage only (NFD's topology-updater rewrites ``available``)."""
+    zs = sorted(node.zones, key=lambda z: z.id)
+    zones = array("q", like.zones)
+    width = len(ordered) * 3
+    for pos, z in enumerate(zs):
+        available = _zone_row(z.available, ordered)
+        available[0] //= 1000
+        zones[pos * width + 2 : (pos + 1) * width : 3] = array("q", available)
+    states = _states(node, like.n)
+    return ShapeRows(like.n, like.info, zones, like.dist, states, like.node_alloc, like.unaligned)
+
+
+def rows_of(packed: Packed, s: int) -> ShapeRows:
+    """Shape ``s``'s rows as stored in ``packed`` (the inverse of packing them)."""
+    info, nres = packed.shape_info, packed.n_res
+    base = s * SHAPE_FIELDS
+    n, zoff, doff = info[base], info[base + 1], info[base + 2]
+    return ShapeRows(
+        n,
+        info[base + 3 : base + SHAPE_FIELDS],
+        packed.zones[zoff * nres * 3 : (zoff + n) * nres * 3],
+        packed.dist[doff : doff + n * n],
+        packed.states[zoff : zoff + n],
+        packed.node_alloc[s * nres : (s + 1) * nres],
+        packed.unaligned[s * nres : (s + 1) * nres],
+    )
 
 
 def _pack(shapes: Sequence[NodeTopology]) -> Packed:

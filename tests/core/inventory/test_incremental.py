@@ -11,7 +11,14 @@ from hypothesis import strategies as st
 
 from core.feasibility.decision import decide
 from core.feasibility.delta import SnapshotEditor
-from core.feasibility.snapshot import Snapshot
+from core.feasibility.snapshot import (
+    ShapeRows,
+    Snapshot,
+    resource_names,
+    rows_of,
+    shape_rows,
+    usage_rows,
+)
 from core.feasibility.verdicts import evaluate
 from core.inventory.build import build_inventory
 from core.inventory.incremental import IncrementalInventory, ObjectKey, parse_object
@@ -122,6 +129,35 @@ def test_incremental_equals_full_build(
         assert got.counts == want.counts
         assert decide(got).allowed == decide(want).allowed
         assert decide(got).warnings == decide(want).warnings
+    # The patched arrays hold exactly what packing each live shape afresh gives (the
+    # usage-only rows and reused slots included).
+    names = snap.packed.res_names
+    for s in set(snap.shape_of):
+        rep = snap.nodes[snap.shape_rep[s]]
+        assert _listed(rows_of(snap.packed, s)) == _listed(shape_rows(rep, names))
+
+
+def _listed(rows: ShapeRows) -> list[list[int]]:
+    return [[rows.n], *(list(x) for x in (rows.info, rows.zones, rows.dist, rows.states,
+            rows.node_alloc, rows.unaligned))]  # fmt: skip
+
+
+def test_usage_rows_are_the_rows_of_the_record() -> None:
+    """A new shape of a known topology class copies the class's rows but for available
+    amounts and NUMA states: the same rows as computed from the record."""
+    settings = {"topologyManagerPolicy": "single-numa-node"}
+    a = nrt("a", [zone(i, {"cpu": ("32", "31", "20"), "memory": ("64Gi", "60Gi", "10Gi")})
+                  for i in (0, 1)], attributes=settings)  # fmt: skip
+    b = nrt("b", [zone(i, {"cpu": ("32", "31", str(3 + i)), "memory": ("64Gi", "60Gi", "1Gi")})
+                  for i in (0, 1)], attributes=settings)  # fmt: skip
+    inventory = IncrementalInventory()
+    for obj in (a, b):
+        inventory.set(parse_object(obj, inventory.units))
+    inventory.flush()
+    na, nb = inventory.records["a"], inventory.records["b"]
+    names = resource_names([na, nb])
+    assert _listed(usage_rows(nb, names, shape_rows(na, names))) == _listed(shape_rows(nb, names))
+    assert _listed(shape_rows(na, names)) != _listed(shape_rows(nb, names))
 
 
 def test_one_event_changes_exactly_that_nodes_verdicts() -> None:

@@ -1,0 +1,130 @@
+"""A per-node column that a batch of watch events copies only where it changes.
+
+A snapshot holds one record (and one shape bitset) per node; the incremental inventory
+makes a new snapshot per batch of events, and copying a 100,000-entry tuple per batch
+costs more than the batch's own work (every entry's reference count is touched twice:
+measured at about 1 ms per copy at 100,000 nodes). A :class:`Column` is a tuple of
+chunks of CHUNK entries: an :class:`EditedColumn` copies the outer tuple and the chunks
+it writes to, and :meth:`EditedColumn.freeze` returns a new column sharing every other
+chunk with the old one. Columns are immutable, so a reader of the old snapshot (a kernel
+thread, a request in flight) never sees a write.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from itertools import chain
+from typing import Generic, TypeVar, overload
+
+T = TypeVar("T")
+SHIFT = 8
+CHUNK = 1 << SHIFT  # entries per chunk: 256
+_MASK = CHUNK - 1
+
+
+class Column(Sequence[T], Generic[T]):
+    """An immutable sequence stored as chunks (integer indexes only; slices copy)."""
+
+    __slots__ = ("_chunks", "_len")
+
+    def __init__(self, chunks: tuple[tuple[T, ...], ...] = (), length: int = 0) -> None:
+        self._chunks = chunks
+        self._len = length
+
+    @classmethod
+    def of(cls, values: Iterable[T]) -> Column[T]:
+        items = tuple(values)
+        chunks = tuple(items[i : i + CHUNK] for i in range(0, len(items), CHUNK))
+        return cls(chunks, len(items))
+
+    def __len__(self) -> int:
+        return self._len
+
+    @overload
+    def __getitem__(self, i: int) -> T: ...
+    @overload
+    def __getitem__(self, i: slice) -> tuple[T, ...]: ...
+    def __getitem__(self, i: int | slice) -> T | tuple[T, ...]:
+        if isinstance(i, slice):
+            return tuple(self)[i]
+        if i < 0:
+            i += self._len
+        if not 0 <= i < self._len:
+            raise IndexError("column index out of range")
+        return self._chunks[i >> SHIFT][i & _MASK]
+
+    def __iter__(self) -> Iterator[T]:
+        return chain.from_iterable(self._chunks)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Column | tuple | list):
+            return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"Column({list(self)!r})"
+
+    def __reduce__(self) -> tuple[object, tuple[tuple[T, ...]]]:
+        return (Column.of, (tuple(self),))
+
+    def edit(self) -> EditedColumn[T]:
+        return EditedColumn(self)
+
+
+class EditedColumn(Generic[T]):
+    """A draft of a column: writes copy their chunk once; ``freeze`` makes the column."""
+
+    __slots__ = ("_chunks", "_len", "_own")
+
+    def __init__(self, base: Column[T]) -> None:
+        self._chunks: list[Sequence[T]] = list(base._chunks)
+        self._len = base._len
+        self._own: set[int] = set()  # chunks copied into lists by this draft
+
+    def __len__(self) -> int:
+        return self._len
+
+    def __getitem__(self, i: int) -> T:
+        if not 0 <= i < self._len:
+            raise IndexError("column index out of range")
+        return self._chunks[i >> SHIFT][i & _MASK]
+
+    def _writable(self, c: int) -> list[T]:
+        chunk = self._chunks[c]
+        if c not in self._own:
+            chunk = self._chunks[c] = list(chunk)
+            self._own.add(c)
+        return chunk  # type: ignore[return-value]
+
+    def __setitem__(self, i: int, value: T) -> None:
+        if not 0 <= i < self._len:
+            raise IndexError("column index out of range")
+        self._writable(i >> SHIFT)[i & _MASK] = value
+
+    def append(self, value: T) -> None:
+        c = self._len >> SHIFT
+        if c == len(self._chunks):
+            self._chunks.append([])
+            self._own.add(c)
+        self._writable(c).append(value)
+        self._len += 1
+
+    def pop(self) -> T:
+        if not self._len:
+            raise IndexError("pop from an empty column")
+        self._len -= 1
+        c = self._len >> SHIFT
+        value = self._writable(c).pop()
+        if not self._chunks[c]:
+            self._chunks.pop()
+            self._own.discard(c)
+        return value
+
+    def freeze(self) -> Column[T]:
+        chunks = tuple(
+            tuple(chunk) if c in self._own else chunk  # type: ignore[misc]
+            for c, chunk in enumerate(self._chunks)
+        )
+        return Column(chunks, self._len)  # type: ignore[arg-type]
