@@ -26,7 +26,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from core.feasibility._kernel_py import SHAPE_FIELDS
-from core.feasibility.bitsets import BitIndex, ValueIndex
+from core.feasibility.bitsets import (
+    BitIndex,
+    ValueIndex,
+    count,
+    expand,
+    with_member,
+    without_member,
+)
 from core.feasibility.snapshot import (
     Packed,
     ShapeRows,
@@ -57,7 +64,7 @@ class SnapshotEditor:
         self.shape_index: dict[ShapeKey, int] = {}
         self.shape_key: list[ShapeKey | None] = []
         self.topo_index: dict[Any, int] = {}
-        self.count = [b.bit_count() for b in snap.shape_bits]
+        self.count = [count(b) for b in snap.shape_bits]
         self.free: dict[int, list[int]] = {}  # NUMA zone count -> dead shape slots
         for s, rep in enumerate(snap.shape_rep):
             node = snap.nodes[rep]
@@ -201,9 +208,8 @@ class _Draft:
     def _move(self, src: int, dst: int, node: NodeTopology) -> None:
         """Node ``src`` takes index ``dst`` (free): its bits move."""
         s = self.shape_of[src]
-        flip = (1 << src) | (1 << dst)
-        self.shape_bits[s] ^= flip
-        self.topo_bits[self.topo_of[s]] ^= flip
+        self.shape_bits[s] = with_member(without_member(self.shape_bits[s], src), dst)
+        self.topo_bits[self.topo_of[s]] ^= (1 << src) | (1 << dst)
         if self.shape_rep[s] == src:
             self.shape_rep[s] = dst
         self.shape_of[dst] = s
@@ -214,9 +220,8 @@ class _Draft:
 
     def _place(self, i: int, node: NodeTopology, key: ShapeKey | None = None) -> None:
         s = self._shape_for(node, key)
-        bit = 1 << i
-        self.shape_bits[s] |= bit
-        self.topo_bits[self.topo_of[s]] |= bit
+        self.shape_bits[s] = with_member(self.shape_bits[s], i)
+        self.topo_bits[self.topo_of[s]] |= 1 << i
         self.ed.count[s] += 1
         if self.shape_rep[s] < 0 or self.ed.count[s] == 1:
             self.shape_rep[s] = i
@@ -224,12 +229,11 @@ class _Draft:
 
     def _unplace(self, i: int, s: int, *, keep_topology: bool) -> None:
         ed = self.ed
-        mask = ~(1 << i)
         t = self.topo_of[s]
-        self.shape_bits[s] &= mask
+        self.shape_bits[s] = without_member(self.shape_bits[s], i)
         ed.count[s] -= 1
         if not keep_topology:
-            self.topo_bits[t] &= mask
+            self.topo_bits[t] &= ~(1 << i)
         if ed.count[s] == 0:
             key = ed.shape_key[s]
             if key is not None and ed.shape_index.get(key) == s:
@@ -240,7 +244,7 @@ class _Draft:
             ed.free.setdefault(n, []).append(s)
             self.shape_rep[s] = -1
         elif self.shape_rep[s] == i:
-            b = self.shape_bits[s]
+            b = expand(self.shape_bits[s])
             self.shape_rep[s] = (b & -b).bit_length() - 1
         self.usage_gen[t] += 1
 

@@ -20,7 +20,7 @@ from types import ModuleType
 from typing import Any
 
 from core.feasibility import _kernel_py as ref
-from core.feasibility.bitsets import bitset, label_indexes
+from core.feasibility.bitsets import bitset, compact, label_indexes
 from core.feasibility.codes import SHAPE_FIELDS
 from core.feasibility.columns import Column
 from core.model import NodeTopology, PodIntent
@@ -225,7 +225,7 @@ class Snapshot:
     # Integer columns are array('q'): copied by memcpy and never traversed by the garbage
     # collector (core/feasibility/delta.py copies them once per batch of watch events).
     shape_of: array[int]  # node index -> shape
-    shape_bits: Column[int]  # shape -> bitset of node indexes
+    shape_bits: Column[int]  # shape -> compact bitset of node indexes (bitsets.compact)
     shape_rep: array[int]  # shape -> first node index
     topo_of: array[int]  # shape -> topology class (shapes differing only in usage)
     topo_bits: tuple[int, ...]  # topology class -> bitset of node indexes
@@ -263,7 +263,7 @@ class Snapshot:
                 topo_of.append(topo_index.setdefault(tkey, len(topo_index)))
             members[s].append(i)
             shape_of.append(s)
-        bits = [bitset(m) for m in members]
+        bits = [compact(m) for m in members]
         ntopo = len(topo_index)
         topo_members: list[list[int]] = [[] for _ in range(ntopo)]
         topo_shapes: list[list[int]] = [[] for _ in range(ntopo)]

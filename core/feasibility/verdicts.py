@@ -14,6 +14,7 @@ from types import ModuleType
 
 from core.feasibility import compat
 from core.feasibility import kernel as _selected_impl
+from core.feasibility.bitsets import expand
 from core.feasibility.codes import (
     F_CPU_ONLY,
     F_EMPTY,
@@ -165,7 +166,7 @@ def evaluate(
                 return tally.early()
             continue
         for s in snapshot.topo_shapes[t]:
-            sel = snapshot.shape_bits[s] & selected
+            sel = expand(snapshot.shape_bits[s]) & selected
             if sel and tally.add(ev.shape(s), sel, (s,)):
                 return tally.early()
     verdicts: tuple[NodeVerdict, ...] = ()
