@@ -216,7 +216,6 @@ class Reflector:
             self.version = version
             self.items = kept
             self.resource_version = resource_version
-            self.listed = True
             self.installed = True
             self.connected = True
             self.error = None
@@ -230,6 +229,10 @@ class Reflector:
                 resource_version,
             )
         self._listener.on_replaced(self, old, items, changed)
+        # Listed (so settled) only once the listener has every object: the first build
+        # waits for every type's list, not for its flag (a 10,000-node list takes the
+        # listener about a second to parse; ready before that was ready without Nodes).
+        self.listed = True
 
     # ------------------------------------------------------------------ watch
 

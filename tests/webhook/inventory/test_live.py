@@ -147,6 +147,48 @@ def test_no_notification_before_every_installed_type_listed(server, make_source)
     assert ("Numatopology", "n1") in recorder.names()
 
 
+class _SlowNodesListener:
+    """An ``updates`` listener that takes its time over the Node list, as parsing 10,000
+    Nodes does (about a second)."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        self.entered = threading.Event()
+        self.delivered: set[str] = set()
+
+    def on_replaced(self, reflector: Any, old: Any, new: Any, changed: bool) -> None:
+        if reflector.resource.name == "nodes":
+            self.entered.set()
+            self.release.wait(5.0)
+        self.delivered.add(reflector.resource.name)
+
+    def on_event(self, reflector: Any, kind: str, key: Any, item: Any) -> None:
+        pass
+
+    def on_touch(self) -> None:
+        pass
+
+
+def test_not_synced_until_the_listener_has_every_listed_object(server, api):
+    """Ready (synced) means the listener holds every type's list, not only that the lists
+    came back: otherwise the first build runs without the Nodes still being parsed."""
+    seed(server)
+    listener = _SlowNodesListener()
+    source = LiveSource(api, updates=listener, **{**FAST, "rng": random.Random(7)})
+    source.start()
+    try:
+        assert listener.entered.wait(5.0)
+        wait_for(lambda: {"noderesourcetopologies", "numatopologies"} <= listener.delivered, 5.0)
+        assert not source.synced
+        assert not source.status()["nodes"]["listed"]
+        listener.release.set()
+        wait_for(lambda: source.synced, 5.0, step=0.01)
+        assert "nodes" in listener.delivered
+    finally:
+        listener.release.set()
+        source.stop()
+
+
 def test_add_modify_delete_propagate(server, make_source):
     seed(server)
     source, recorder = make_source()
