@@ -12,9 +12,10 @@ Python work, O(N) memcpy only. A removed node's index is filled by the
 last node (its bits move), so indexes stay dense; the order of ``nodes`` is therefore
 the order of arrival, not the names' (a full build sorts by name).
 
-Shapes nobody uses any more leave the evaluation order (``topo_shapes``) at once and
-their slot of the packed arrays is reused by the next new shape with as many NUMA zones,
-so the arrays stay the size of the live shapes under churn. A node with a resource the
+Shapes nobody uses any more stay in the evaluation order (``topo_shapes``) until half
+of their class is dead (they have no nodes: evaluation skips them); then their slots of
+the packed arrays are reused by the next new shapes with as many NUMA zones, so the
+arrays stay within twice the size of the live shapes under churn. A node with a resource the
 packed table does not have needs a new table: ``apply`` then builds the snapshot whole
 (``rebuilt`` counts those).
 """
@@ -66,6 +67,11 @@ class SnapshotEditor:
         self.topo_index: dict[Any, int] = {}
         self.count = [count(b) for b in snap.shape_bits]
         self.free: dict[int, list[int]] = {}  # NUMA zone count -> dead shape slots
+        # Dead shapes still listed in their class's ``topo_shapes`` (no nodes: evaluation
+        # skips them), as (slot, zone count): the tuple is filtered once half of it is
+        # dead, not once per dead shape (a class holds thousands of shapes under churn).
+        # Their slots are reused only after that, so their rows stay in place meanwhile.
+        self.dead: dict[int, list[tuple[int, int]]] = {}
         for s, rep in enumerate(snap.shape_rep):
             node = snap.nodes[rep]
             tkey = _topology_key(node)
@@ -153,6 +159,7 @@ class _Draft:
         self.topo_of = array("q", snap.topo_of)
         self.topo_bits = list(snap.topo_bits)
         self.topo_shapes = list(snap.topo_shapes)
+        self.appended: dict[int, list[int]] = {}  # class -> shapes new in this batch
         self.topo_monotone = list(snap.topo_monotone)
         self.usage_gen = array("q", snap.usage_gen)
         self.name_index: Mapping[str, int] = snap.name_index
@@ -239,10 +246,12 @@ class _Draft:
             if key is not None and ed.shape_index.get(key) == s:
                 del ed.shape_index[key]
             ed.shape_key[s] = None
-            self.topo_shapes[t] = tuple(x for x in self.topo_shapes[t] if x != s)
             n = self.rows[s].n if s in self.rows else self.old.packed.shape_info[s * SHAPE_FIELDS]
-            ed.free.setdefault(n, []).append(s)
+            dead = ed.dead.setdefault(t, [])
+            dead.append((s, n))
             self.shape_rep[s] = -1
+            if len(dead) > 16 + len(self.topo_shapes[t]) // 2:
+                self._compact(t)
         elif self.shape_rep[s] == i:
             b = expand(self.shape_bits[s])
             self.shape_rep[s] = (b & -b).bit_length() - 1
@@ -279,7 +288,7 @@ class _Draft:
         self.rows[s] = rows
         ed.shape_index[key] = s
         ed.shape_key[s] = key
-        self.topo_shapes[t] = (*self.topo_shapes[t], s)
+        self.appended.setdefault(t, []).append(s)
         self.topo_monotone[t] = self.topo_monotone[t] and _available_within_allocatable(node)
         return s
 
@@ -287,11 +296,21 @@ class _Draft:
         """The packed rows of a new shape of class t: from a live shape of the class when
         there is one (only usage differs), else from the record."""
         names = self.old.packed.res_names
-        if not self.topo_shapes[t]:
+        shapes = self.topo_shapes[t] or self.appended.get(t)
+        if not shapes:
             return shape_rows(node, names)
-        s0 = self.topo_shapes[t][0]
-        like = self.rows.get(s0) or rows_of(self.old.packed, s0)
+        like = self.rows.get(shapes[0]) or rows_of(self.old.packed, shapes[0])
         return usage_rows(node, names, like)
+
+    def _compact(self, t: int) -> None:
+        """Drop class t's dead shapes from its evaluation order; their slots are free."""
+        dead = self.ed.dead.pop(t)
+        gone = {s for s, _ in dead}
+        self.topo_shapes[t] = tuple(x for x in self.topo_shapes[t] if x not in gone)
+        if t in self.appended:
+            self.appended[t] = [x for x in self.appended[t] if x not in gone]
+        for s, n in dead:
+            self.ed.free.setdefault(n, []).append(s)
 
     # -- labels ----------------------------------------------------------------------------
 
@@ -341,6 +360,8 @@ class _Draft:
 
     def finish(self) -> Snapshot:
         old = self.old
+        for t, added in self.appended.items():
+            self.topo_shapes[t] = (*self.topo_shapes[t], *added)
         return Snapshot(
             nodes=self.nodes.freeze(),
             packed=self._packed(),

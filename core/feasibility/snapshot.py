@@ -229,7 +229,9 @@ class Snapshot:
     shape_rep: array[int]  # shape -> first node index
     topo_of: array[int]  # shape -> topology class (shapes differing only in usage)
     topo_bits: tuple[int, ...]  # topology class -> bitset of node indexes
-    topo_shapes: tuple[tuple[int, ...], ...]  # topology class -> its shapes
+    # topology class -> its shapes, in evaluation order; after incremental updates also
+    # dead ones (no nodes, shape_rep -1) until the class is compacted (delta.py)
+    topo_shapes: tuple[tuple[int, ...], ...]
     topo_monotone: tuple[bool, ...]  # available <= allocatable everywhere in the class
     all_bits: int
     name_index: Mapping[str, int]

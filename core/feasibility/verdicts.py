@@ -74,7 +74,8 @@ class _Evaluator:
         """The verdict shared by every node of topology class t, or None when it depends
         on each node's usage."""
         snap = self.snap
-        s0 = snap.topo_shapes[t][0]
+        # a class may list dead shapes (no nodes, core/feasibility/delta.py): a live one
+        s0 = next(s for s in snap.topo_shapes[t] if snap.shape_rep[s] >= 0)
         node = snap.nodes[snap.shape_rep[s0]]
         ok, why = compat.compatible(self.intent, node)
         if not node.zones:
