@@ -93,9 +93,14 @@ class InventorySettings(_Model):
     watch_pods: bool = Field(True, strict=True)
 
 
+# The apiserver's upper bound on a webhook's timeoutSeconds (admissionregistration/v1):
+# no review is waited for longer, so none reads an inventory snapshot longer either.
+MAX_TIMEOUT_SECONDS = 30.0
+
+
 class Timeouts(_Model):
     # The apiserver's default timeoutSeconds is 10 (admissionregistration/v1).
-    default_seconds: float = Field(10.0, gt=0, le=30, strict=True)
+    default_seconds: float = Field(10.0, gt=0, le=MAX_TIMEOUT_SECONDS, strict=True)
     # Answer this long before the deadline: the response still has to cross the network.
     margin_seconds: float = Field(0.25, ge=0, strict=True)
     # Inventories up to this many nodes are always evaluated inline; above that inline when

@@ -6,24 +6,25 @@ one (copy-on-write: the request path may still be reading the previous snapshot,
 the event loop or from a kernel thread, so nothing it can see is written).
 
 Cost per batch: the changed nodes' keys and rows, a few big-int operations per node, the
-chunks of the per-node columns it writes (core/feasibility/columns.py), and one memcpy of
-the integer columns and, when a shape is new, of the packed arrays: O(changed nodes)
-Python work, O(N) memcpy only. A removed node's index is filled by the
-last node (its bits move), so indexes stay dense; the order of ``nodes`` is therefore
-the order of arrival, not the names' (a full build sorts by name).
+chunks of the per-node columns it writes (core/feasibility/columns.py) and one memcpy of
+the integer columns; new shapes are written into the packed arrays in place, past what
+earlier snapshots read (core/feasibility/packing.py): O(changed nodes) Python work.
+A removed node's index is filled by the last node (its bits move), so indexes stay
+dense; the order of ``nodes`` is therefore the order of arrival, not the names' (a full
+build sorts by name).
 
 Shapes nobody uses any more stay in the evaluation order (``topo_shapes``) until half
 of their class is dead (they have no nodes: evaluation skips them); then their slots of
-the packed arrays are reused by the next new shapes with as many NUMA zones, so the
-arrays stay within twice the size of the live shapes under churn. A node with a resource the
-packed table does not have needs a new table: ``apply`` then builds the snapshot whole
-(``rebuilt`` counts those).
+the packed arrays are freed, and reused by new shapes with as many NUMA zones once no
+reader can still use them (``reuse_after``), so the arrays stay a small multiple of the
+live shapes under churn. A node with a resource the packed table does not have needs a
+new table: ``apply`` then builds the snapshot whole (``rebuilt`` counts those).
 """
 
 from __future__ import annotations
 
 from array import array
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from core.feasibility._kernel_py import SHAPE_FIELDS
@@ -35,14 +36,13 @@ from core.feasibility.bitsets import (
     with_member,
     without_member,
 )
+from core.feasibility.packing import PackedStore
 from core.feasibility.snapshot import (
-    Packed,
     ShapeRows,
     Snapshot,
     _available_within_allocatable,
     _topology_key,
     _usage_key,
-    packed_from,
     resource_names,
     rows_of,
     shape_rows,
@@ -56,9 +56,20 @@ ShapeKey = tuple[Any, Any]
 class SnapshotEditor:
     """Owns a lineage of snapshots: the current one and the writer-side indexes."""
 
-    def __init__(self, snapshot: Snapshot) -> None:
+    def __init__(
+        self,
+        snapshot: Snapshot,
+        *,
+        clock: Callable[[], float] | None = None,
+        reuse_after: float = 0.0,
+    ) -> None:
+        """``clock``/``reuse_after``: a freed shape slot is rewritten in place only
+        ``reuse_after`` seconds after it was freed (see core/feasibility/packing.py);
+        without a clock, rewrites copy the packed arrays."""
         self.snapshot = snapshot
         self.rebuilt = 0
+        self._clock = clock
+        self._reuse_after = reuse_after
         self._index(snapshot)
 
     def _index(self, snap: Snapshot) -> None:
@@ -66,7 +77,7 @@ class SnapshotEditor:
         self.shape_key: list[ShapeKey | None] = []
         self.topo_index: dict[Any, int] = {}
         self.count = [count(b) for b in snap.shape_bits]
-        self.free: dict[int, list[int]] = {}  # NUMA zone count -> dead shape slots
+        self.store = PackedStore(snap.packed, clock=self._clock, reuse_after=self._reuse_after)
         # Dead shapes still listed in their class's ``topo_shapes`` (no nodes: evaluation
         # skips them), as (slot, zone count): the tuple is filtered once half of it is
         # dead, not once per dead shape (a class holds thousands of shapes under churn).
@@ -166,8 +177,9 @@ class _Draft:
         self.label_bits: BitIndex = _bit_index(snap.label_bits)
         self.key_bits: Mapping[str, int] = snap.key_bits
         self.touched_keys: set[str] = set()
-        self.rows: dict[int, ShapeRows] = {}
+        self.rows: dict[int, ShapeRows] = {}  # shapes written in this batch
         self.structural = False
+        editor.store.begin()
 
     # -- nodes -----------------------------------------------------------------------------
 
@@ -273,12 +285,12 @@ class _Draft:
             self.usage_gen.append(0)
             self.structural = True
         rows = self._rows(node, t)
-        slots = ed.free.get(rows.n)
-        if slots:
-            s = slots.pop()
+        s = ed.store.take(rows.n)
+        if s is not None:
+            ed.store.write(s, rows)
             self.topo_of[s] = t
         else:
-            s = len(self.shape_bits)
+            s = ed.store.append(rows)
             self.shape_bits.append(0)
             self.shape_rep.append(-1)
             self.topo_of.append(t)
@@ -310,7 +322,7 @@ class _Draft:
         if t in self.appended:
             self.appended[t] = [x for x in self.appended[t] if x not in gone]
         for s, n in dead:
-            self.ed.free.setdefault(n, []).append(s)
+            self.ed.store.release(s, n)
 
     # -- labels ----------------------------------------------------------------------------
 
@@ -364,7 +376,7 @@ class _Draft:
             self.topo_shapes[t] = (*self.topo_shapes[t], *added)
         return Snapshot(
             nodes=self.nodes.freeze(),
-            packed=self._packed(),
+            packed=self.ed.store.packed() if self.rows else old.packed,
             shape_of=self.shape_of,
             shape_bits=self.shape_bits.freeze(),
             shape_rep=self.shape_rep,
@@ -379,51 +391,6 @@ class _Draft:
             values_of=self._values_of(),
             structure=object() if self.structural else old.structure,
             usage_gen=self.usage_gen,
-        )
-
-    def _packed(self) -> Packed:
-        p = self.old.packed
-        if not self.rows:
-            return p
-        nres = p.n_res
-        info = array("q", p.shape_info)
-        zones = array("q", p.zones)
-        node_alloc = array("q", p.node_alloc)
-        unaligned = array("q", p.unaligned)
-        dist = array("q", p.dist)
-        states = array("q", p.states[: p.zone_count])
-        zone_count = p.zone_count
-        for s in sorted(self.rows):
-            rows = self.rows[s]
-            if s < p.n_shapes:  # a reused slot
-                base = s * SHAPE_FIELDS
-                zoff, doff = info[base + 1], info[base + 2]
-                info[base + 3 : base + SHAPE_FIELDS] = array("q", rows.info)
-                zones[zoff * nres * 3 : (zoff + rows.n) * nres * 3] = array("q", rows.zones)
-                dist[doff : doff + rows.n * rows.n] = array("q", rows.dist)
-                states[zoff : zoff + rows.n] = array("q", rows.states)
-                node_alloc[s * nres : (s + 1) * nres] = array("q", rows.node_alloc)
-                unaligned[s * nres : (s + 1) * nres] = array("q", rows.unaligned)
-                continue
-            info.extend([rows.n, zone_count, len(dist), *rows.info])
-            zones.extend(rows.zones)
-            dist.extend(rows.dist)
-            states.extend(rows.states)
-            node_alloc.extend(rows.node_alloc)
-            unaligned.extend(rows.unaligned)
-            zone_count += rows.n
-        n_shapes = len(info) // SHAPE_FIELDS
-        return packed_from(
-            p.res_names,
-            n_shapes,
-            zone_count,
-            info,
-            zones,
-            node_alloc,
-            unaligned,
-            dist,
-            states,
-            like=p,
         )
 
 

@@ -472,15 +472,19 @@ def packed_from(
     states: Sequence[int],
     *,
     like: Packed | None = None,
+    idle_states: array[int] | None = None,
 ) -> Packed:
     """A Packed from its rows; ``like``: a Packed with the same resource table, whose
-    table (and idle states, when as long) are shared."""
+    table (and idle states, when as long) are shared; ``idle_states``: zeros, at least
+    ``zone_count`` of them."""
 
     def arr(values: Sequence[int]) -> array[int]:
         return values if isinstance(values, array) else array("q", values)
 
     same = like is not None and like.res_names == ordered
-    idle = like.idle_states if same and like.zone_count == zone_count else None  # type: ignore[union-attr]
+    idle = idle_states
+    if idle is None and same and like.zone_count == zone_count:  # type: ignore[union-attr]
+        idle = like.idle_states  # type: ignore[union-attr]
     return Packed(
         n_res=len(ordered),
         n_shapes=n_shapes,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from webhook.config import Config
+from webhook.config import MAX_TIMEOUT_SECONDS, Config
 from webhook.inventory.state import InventoryView
 from webhook.logs import get_logger
 from webhook.metrics import WebhookMetrics
@@ -145,8 +145,9 @@ def _uid_or_none(raw: bytes) -> str | None:
 
 def deadline_for(config: Config, start: float, timeout: float | None) -> float:
     """When the decision must be made: the apiserver's ``?timeout=`` (else the configured
-    default) after ``start``, less the configured margin."""
+    default, and never over the apiserver's maximum) after ``start``, less the margin."""
     budget = timeout if timeout is not None else config.timeouts.default_seconds
+    budget = min(budget, MAX_TIMEOUT_SECONDS)
     return start + budget - config.timeouts.margin_seconds
 
 

@@ -17,7 +17,7 @@ from tests.paths import FIXTURES
 from tests.webhook.harness import call, decode_patch, runtime
 from webhook.config import Config
 from webhook.inventory.state import InventoryState, load_demo
-from webhook.review.pipeline import Runtime, answer
+from webhook.review.pipeline import Runtime, answer, deadline_for
 
 REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 
@@ -396,3 +396,14 @@ async def test_volcano_burstable_pod_is_warned_not_denied_nor_pinned(mode: str) 
     assert checked["allowed"] is True
     warnings = checked.get("warnings", [])
     assert any("Burstable" in w for w in warnings) and all(len(w) < 120 for w in warnings)
+
+
+def test_deadline_never_beyond_the_apiservers_maximum() -> None:
+    """A ``?timeout=`` over 30 s (the apiserver never sends one; a direct caller might)
+    is cut to 30 s: no review reads an inventory snapshot longer than that, which is
+    what the incremental inventory relies on before rewriting freed slots."""
+    config = Config()
+    margin = config.timeouts.margin_seconds
+    assert deadline_for(config, 100.0, 3600.0) == 100.0 + 30.0 - margin
+    assert deadline_for(config, 100.0, 5.0) == 100.0 + 5.0 - margin
+    assert deadline_for(config, 100.0, None) == 100.0 + config.timeouts.default_seconds - margin
