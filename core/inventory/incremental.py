@@ -72,7 +72,7 @@ class IncrementalInventory:
 
     def __init__(self) -> None:
         self.units = Units()
-        self.share = Sharer()
+        self.share = Sharer(usage=False)
         self._objects: dict[ObjectKey, ParsedObject] = {}
         self._parts: dict[str, Parts] = {}
         self._dirty: set[str] = set()
@@ -161,7 +161,7 @@ class IncrementalInventory:
         if len(self.share) > SHARE_LIMIT + SHARE_PER_RECORD * len(self.records):
             # Usage churn makes new distinct maps forever (free memory, NUMA states):
             # start afresh; records made before keep what they share, later ones share anew.
-            self.share = Sharer()
+            self.share = Sharer(usage=False)
         return out
 
     def errors(self) -> tuple[str, ...]:
@@ -199,7 +199,6 @@ def _share_parts(data: Parsed, share: Sharer) -> None:
         for zone in data.zones.values():
             zone.capacity = share.mapping(zone.capacity)
             zone.allocatable = share.mapping(zone.allocatable)
-            zone.available = share.mapping(zone.available)
             zone.costs = share.mapping(zone.costs)
 
 

@@ -52,3 +52,19 @@ def test_equal_but_different_values_are_not_merged() -> None:
     assert type(bools["a"]) is bool and type(ints["a"]) is int
     assert share.mapping({"a": 1}) is ints
     assert share.mapping({"b": 1, "a": 2}) is not share.mapping({"a": 2, "b": 1})  # order kept
+
+
+def test_without_usage_free_amounts_are_kept_as_they_are() -> None:
+    """The incremental inventory's sharer (usage=False) shares what machines of one model
+    have in common, not the free amounts that watch events bring one by one."""
+    from core.model import NumaZone
+
+    share = _Sharer(usage=False)
+    a = NumaZone(0, {"cpu": 32}, {"cpu": 31}, {"cpu": 7}, {0: 10})
+    b = NumaZone(0, {"cpu": 32}, {"cpu": 31}, {"cpu": 7}, {0: 10})
+    za, zb = share.zone(a), share.zone(b)
+    assert za == a and zb == b
+    assert za.capacity is zb.capacity and za.allocatable is zb.allocatable
+    assert za.costs is zb.costs
+    assert za.available is a.available and zb.available is b.available
+    assert len(share) == 4  # the string "cpu" and three maps; no free amounts, no zones
