@@ -72,7 +72,7 @@ class IncrementalInventory:
 
     def __init__(self) -> None:
         self.units = Units()
-        self.share = Sharer(usage=False)
+        self.share = Sharer()
         self._objects: dict[ObjectKey, ParsedObject] = {}
         self._parts: dict[str, Parts] = {}
         self._dirty: set[str] = set()
@@ -82,6 +82,13 @@ class IncrementalInventory:
 
     def __len__(self) -> int:
         return len(self.records)
+
+    def share_usage(self, on: bool) -> None:
+        """Share free amounts (and so zones) between nodes: worth it for a whole list, where
+        many are equal; not for watch events, where they rarely are and each lookup costs
+        (a sixth of the event loop under churn, py-spy). The server turns it off after the
+        first build."""
+        self.share.usage = on
 
     def set(self, parsed: ParsedObject) -> None:
         """Add or replace the object ``parsed.key``."""
@@ -161,7 +168,7 @@ class IncrementalInventory:
         if len(self.share) > SHARE_LIMIT + SHARE_PER_RECORD * len(self.records):
             # Usage churn makes new distinct maps forever (free memory, NUMA states):
             # start afresh; records made before keep what they share, later ones share anew.
-            self.share = Sharer(usage=False)
+            self.share = Sharer(usage=self.share.usage)
         return out
 
     def errors(self) -> tuple[str, ...]:
@@ -199,6 +206,8 @@ def _share_parts(data: Parsed, share: Sharer) -> None:
         for zone in data.zones.values():
             zone.capacity = share.mapping(zone.capacity)
             zone.allocatable = share.mapping(zone.allocatable)
+            if share.usage:
+                zone.available = share.mapping(zone.available)
             zone.costs = share.mapping(zone.costs)
 
 

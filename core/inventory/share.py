@@ -17,9 +17,8 @@ class Sharer:
 
     def __init__(self, *, usage: bool = True) -> None:
         # ``usage``: share free amounts (and so whole zones) too. A whole build finds many
-        # equal ones; watch events rarely do (free memory is per node), and looking each
-        # up cost a sixth of the event loop under churn (py-spy), so the incremental
-        # inventory shares only what machines of one model have in common.
+        # equal ones; watch events rarely do (free memory is per node): see
+        # IncrementalInventory.share_usage.
         self.usage = usage
         self._strings: dict[str, str] = {}
         self._maps: dict[tuple[Any, ...], dict[Any, Any]] = {}

@@ -245,6 +245,7 @@ class InventoryUpdates:
             return
         # A review reads the snapshot it started with for at most MAX_TIMEOUT_SECONDS
         # (then its answer is given without it): only then is a freed slot rewritten.
+        self.inventory.share_usage(False)  # from now on, events one by one
         self.editor = SnapshotEditor(
             snapshot, clock=time.monotonic, reuse_after=MAX_TIMEOUT_SECONDS + 1
         )

@@ -68,3 +68,22 @@ def test_without_usage_free_amounts_are_kept_as_they_are() -> None:
     assert za.costs is zb.costs
     assert za.available is a.available and zb.available is b.available
     assert len(share) == 4  # the string "cpu" and three maps; no free amounts, no zones
+
+
+def test_the_incremental_inventory_shares_free_amounts_only_while_asked() -> None:
+    from core.inventory.incremental import IncrementalInventory, parse_object
+
+    inventory = IncrementalInventory()
+    for obj in objects(["a-1", "a-2"]):
+        inventory.set(parse_object(obj, inventory.units))
+    inventory.flush()
+    a, b = inventory.records["a-1"], inventory.records["a-2"]
+    assert a.zones[0].available is b.zones[0].available  # a whole list: shared
+    inventory.share_usage(False)
+    for obj in objects(["a-3", "a-4"]):
+        inventory.set(parse_object(obj, inventory.units))
+    inventory.flush()
+    c, d = inventory.records["a-3"], inventory.records["a-4"]
+    assert c.zones == d.zones and c.zones[0].available is not d.zones[0].available
+    assert c.zones[0].capacity is d.zones[0].capacity is a.zones[0].capacity
+    assert inventory.nodes() == build_inventory(objects(["a-1", "a-2", "a-3", "a-4"])).nodes
