@@ -27,6 +27,7 @@ import time
 from typing import Any
 
 import kubernetes.client
+import orjson
 from kubernetes.client.exceptions import ApiException
 
 from webhook.inventory.objects import (
@@ -51,6 +52,16 @@ from webhook.inventory.stream import Backoff, cut_response, describe_error, iter
 __all__ = ["Key", "Listener", "Reflector", "Timing", "WatchedResource", "fingerprint"]
 
 log = logging.getLogger("numagate.live")
+
+
+def decode_event(line: bytes) -> Any:
+    """One watch event: orjson (the standard library's decoder was a seventh of the watch
+    thread's time at 1,667 events/s, py-spy); the standard library for what orjson refuses
+    and it accepts (NaN, escaped lone surrogates), as the loader does for JSON files."""
+    try:
+        return orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return json.loads(line)
 
 
 class Reflector:
@@ -286,7 +297,7 @@ class Reflector:
     def _apply_event(self, line: bytes) -> None:
         plural = self.resource.plural
         try:
-            event = json.loads(line)
+            event = decode_event(line)
         except ValueError as exc:
             raise WatchError(f"watch {plural}: undecodable event {line[:200]!r}") from exc
         kind = event.get("type") if isinstance(event, dict) else None

@@ -493,3 +493,20 @@ def test_kubeconfig_context_and_token_reach_the_server(server, tmp_path):
     assert f"kubernetes-client {kubernetes.__version__})" in agent
     with pytest.raises(KubeConfigError, match="nope"):
         api_client_from_kubeconfig(tmp_path / "kc", context="nope")
+
+
+def test_watch_events_decode_as_the_standard_library_does() -> None:
+    """orjson first, the standard library for what only it accepts; a broken line is a
+    ValueError (the reflector reports it as an undecodable event and relists)."""
+    import json
+
+    from webhook.inventory.reflector import decode_event
+
+    for line in (
+        b'{"type":"MODIFIED","object":{"kind":"Node","metadata":{"name":"n1"},"n":7}}',
+        b'{"type":"ADDED","object":{"x":NaN,"s":"\\ud800"}}',
+    ):
+        got, want = decode_event(line), json.loads(line)
+        assert repr(got) == repr(want)  # NaN != NaN: compare the spelling
+    with pytest.raises(ValueError):
+        decode_event(b'{"type":')
