@@ -104,8 +104,7 @@ class SnapshotEditor:
         builds the snapshot whole)."""
         names = self.snapshot.packed.res_index
         return all(
-            node is None or all(r in names for r in resource_names([node]))
-            for node in changes.values()
+            node is None or all(r in names for r in _resources(node)) for node in changes.values()
         )
 
     def apply(self, changes: Mapping[str, NodeTopology | None]) -> Snapshot:
@@ -133,9 +132,9 @@ class SnapshotEditor:
         snap, delta = self.snapshot, dict[str, int]()
         for name, node in changes.items():
             i = snap.name_index.get(name)
-            for r in resource_names([snap.nodes[i]]) if i is not None else ():
+            for r in _resources(snap.nodes[i]) if i is not None else ():
                 delta[r] = delta.get(r, 0) - 1
-            for r in resource_names([node]) if node is not None else ():
+            for r in _resources(node) if node is not None else ():
                 delta[r] = delta.get(r, 0) + 1
         if any(self.reporting.get(r, 0) + d <= 0 for r, d in delta.items() if r != "cpu"):
             return True
@@ -203,7 +202,8 @@ class _Draft:
         key = (_topology_key(node), _usage_key(node))  # once: the costliest part of an event
         if self.ed.shape_key[s] == key:
             return
-        self._place(i, node, key)  # first, so an unchanged shape is not freed and re-made
+        # first, so an unchanged shape is not freed and re-made
+        self._place(i, node, key, in_class=self.topo_of[s])
         same_class = self.topo_of[self.shape_of[i]] == self.topo_of[s]
         self.structural = self.structural or not same_class
         self._unplace(i, s, keep_topology=same_class)
@@ -237,10 +237,14 @@ class _Draft:
 
     # -- shapes ----------------------------------------------------------------------------
 
-    def _place(self, i: int, node: NodeTopology, key: ShapeKey | None = None) -> None:
+    def _place(
+        self, i: int, node: NodeTopology, key: ShapeKey | None = None, in_class: int = -1
+    ) -> None:
+        """Node i joins its shape (``in_class``: its class's bitset has it already)."""
         s = self._shape_for(node, key)
         self.shape_bits[s] = with_member(self.shape_bits[s], i)
-        self.topo_bits[self.topo_of[s]] |= 1 << i
+        if self.topo_of[s] != in_class:  # a wide int per event otherwise
+            self.topo_bits[self.topo_of[s]] |= 1 << i
         self.ed.count[s] += 1
         if self.shape_rep[s] < 0 or self.ed.count[s] == 1:
             self.shape_rep[s] = i
@@ -405,3 +409,19 @@ def _values(snap: Snapshot) -> dict[str, tuple[str, ...]]:
     if isinstance(values, ValueIndex):
         return values.values
     return {k: tuple(v for v, _ in vs) for k, vs in values.items()}
+
+
+# resource_names of one record, by identity (records are immutable): ``fits`` and
+# ``_drops_resource`` ask for each changed node and for the record it replaces.
+_RESOURCES: dict[int, tuple[NodeTopology, tuple[str, ...]]] = {}
+
+
+def _resources(node: NodeTopology) -> tuple[str, ...]:
+    got = _RESOURCES.get(id(node))
+    if got is not None and got[0] is node:
+        return got[1]
+    if len(_RESOURCES) >= 2048:
+        _RESOURCES.clear()
+    names = resource_names([node])
+    _RESOURCES[id(node)] = (node, names)
+    return names
