@@ -8,6 +8,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+import orjson
+
 Key = tuple[str, str]  # (namespace, name); namespace "" for cluster-scoped objects
 
 HTTP_FORBIDDEN = 403
@@ -68,6 +70,17 @@ class Timing:
     backoff_max: float
     absent_retry: float
     page_size: int
+
+
+def decode(data: bytes) -> Any:
+    """A list page or watch event: orjson (far faster than the standard library on the
+    apiserver's JSON, the bulk of a 10,000-node list's CPU; the file loader reads JSON
+    with it too), the standard library for what only it accepts (NaN, Infinity, numbers
+    out of the double range); ValueError if neither reads it."""
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return json.loads(data)
 
 
 def object_key(obj: Mapping[str, Any]) -> Key:

@@ -19,15 +19,14 @@ tells its owner (webhook/inventory/live.py) what changed through a ``Listener``.
 
 from __future__ import annotations
 
-import json
 import logging
 import random
 import threading
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import kubernetes.client
-import orjson
 from kubernetes.client.exceptions import ApiException
 
 from webhook.inventory.objects import (
@@ -42,6 +41,7 @@ from webhook.inventory.objects import (
     WatchedResource,
     WatchError,
     complete,
+    decode,
     fingerprint,
     object_key,
     resource_version_of,
@@ -54,14 +54,9 @@ __all__ = ["Key", "Listener", "Reflector", "Timing", "WatchedResource", "fingerp
 log = logging.getLogger("numagate.live")
 
 
-def decode_event(line: bytes) -> Any:
-    """One watch event: orjson (the standard library's decoder was a seventh of the watch
-    thread's time at 1,667 events/s, py-spy); the standard library for what orjson refuses
-    and it accepts (NaN, escaped lone surrogates), as the loader does for JSON files."""
-    try:
-        return orjson.loads(line)
-    except orjson.JSONDecodeError:
-        return json.loads(line)
+# One watch event: orjson first, the standard library for what only it accepts
+# (objects.decode; the name the watch tests use).
+decode_event = decode
 
 
 class Reflector:
@@ -182,17 +177,39 @@ class Reflector:
         absent: list[str] = []
         for version in versions:
             try:
-                items, resource_version = self._list_version(version)
+                self._list_version(version)
             except Absent as exc:
                 absent.append(f"{self.resource.api_version(version)}: {exc}")
                 continue
-            self._replace(version, items, resource_version)
             return
         raise Absent("; ".join(absent))
 
-    def _list_version(self, version: str) -> tuple[dict[Key, dict[str, Any]], str | None]:
+    def _list_version(self, version: str) -> None:
+        """List one version. Kept objects are replaced when the list is complete. Else
+        (fingerprints kept) each page goes to the listener as it arrives, so that a large
+        list never exists whole as dicts (the peak memory of a first list); the objects
+        the list lacks are deleted at its end (:meth:`_replace`)."""
+        resource_version: str | None = None
+        listed: dict[Key, Any] = {}
+        for page, page_version in self._pages(version):
+            resource_version = page_version
+            if self._keep:
+                listed.update(page)
+                continue
+            prints = {key: fingerprint(item) for key, item in page.items()}
+            with self.lock:
+                held = {key: self.items[key] for key in page if key in self.items}
+                # What the listener holds from now on: a list cut short (410, a lost
+                # connection) leaves it here, and the next list is compared with it.
+                self.items.update(prints)
+            listed.update(prints)
+            self._listener.on_replaced(self, held, page, held != prints)
+        self._replace(version, listed, resource_version)
+
+    def _pages(self, version: str) -> Iterator[tuple[dict[Key, dict[str, Any]], str | None]]:
+        """Each page of one version's list (``limit``/``continue``): its objects, and the
+        list's resourceVersion."""
         resource = self.resource
-        items: dict[Key, dict[str, Any]] = {}
         token: str | None = None
         resource_version: str | None = None
         while True:
@@ -201,31 +218,33 @@ class Reflector:
                 params["_continue"] = token
             response = self._request(version, params, self._timing.request_timeout)
             try:
-                body = json.loads(response.data)
+                body = decode(response.data)
             finally:
                 response.release_conn()
             if not isinstance(body, dict) or not isinstance(body.get("items", []), list):
                 raise WatchError(f"list of {resource.plural}: response is not a List")
             api_version = body.get("apiVersion") or resource.api_version(version)
+            items: dict[Key, dict[str, Any]] = {}
             for raw in body.get("items") or []:
                 item = complete(raw, resource, api_version)
                 items[object_key(item)] = item
             meta = body.get("metadata") or {}
             resource_version = meta.get("resourceVersion") or resource_version
             token = meta.get("continue")
+            del body
+            yield items, resource_version
             if not token:
-                return items, resource_version
+                return
 
-    def _replace(
-        self, version: str, items: dict[Key, dict[str, Any]], resource_version: str | None
-    ) -> None:
-        kept = items if self._keep else {k: fingerprint(v) for k, v in items.items()}
+    def _replace(self, version: str, listed: dict[Key, Any], resource_version: str | None) -> None:
+        """The list is complete: ``listed`` (objects, or fingerprints of the objects the
+        listener already has page by page) is what the type holds now."""
         with self.lock:
             old = self.items
-            changed = not self.listed or old != kept or self.installed is not True
+            changed = not self.listed or old != listed or self.installed is not True
             first = not self.listed
             self.version = version
-            self.items = kept
+            self.items = listed
             self.resource_version = resource_version
             self.installed = True
             self.connected = True
@@ -236,10 +255,16 @@ class Reflector:
                 "listed %s (%s): %d objects at resourceVersion %s",
                 self.resource.plural,
                 self.resource.api_version(version),
-                len(items),
+                len(listed),
                 resource_version,
             )
-        self._listener.on_replaced(self, old, items, changed)
+        if self._keep:
+            self._listener.on_replaced(self, old, listed, changed)
+        else:
+            # Delivered already: only the deletions are left (an empty call still tells
+            # the listener that this type has listed).
+            gone = {key: value for key, value in old.items() if key not in listed}
+            self._listener.on_replaced(self, gone, {}, changed)
         # Listed (so settled) only once the listener has every object: the first build
         # waits for every type's list, not for its flag (a 10,000-node list takes the
         # listener about a second to parse; ready before that was ready without Nodes).
@@ -297,7 +322,7 @@ class Reflector:
     def _apply_event(self, line: bytes) -> None:
         plural = self.resource.plural
         try:
-            event = decode_event(line)
+            event = decode(line)
         except ValueError as exc:
             raise WatchError(f"watch {plural}: undecodable event {line[:200]!r}") from exc
         kind = event.get("type") if isinstance(event, dict) else None
