@@ -101,6 +101,23 @@ def complete(raw: Any, resource: WatchedResource, api_version: str) -> dict[str,
     return item
 
 
+def read_page(
+    data: bytes, resource: WatchedResource, version: str, resource_version: str | None
+) -> tuple[dict[Key, dict[str, Any]], str | None, str | None]:
+    """One page of a list: its objects by key, the continue token (None on the last page)
+    and the list's resourceVersion (``resource_version`` if the page has none)."""
+    body = decode(data)
+    if not isinstance(body, dict) or not isinstance(body.get("items", []), list):
+        raise WatchError(f"list of {resource.plural}: response is not a List")
+    api_version = body.get("apiVersion") or resource.api_version(version)
+    items: dict[Key, dict[str, Any]] = {}
+    for raw in body.get("items") or []:
+        item = complete(raw, resource, api_version)
+        items[object_key(item)] = item
+    meta = body.get("metadata") or {}
+    return items, meta.get("continue") or None, meta.get("resourceVersion") or resource_version
+
+
 def fingerprint(obj: Mapping[str, Any]) -> Any:
     """What tells two versions of an object apart: its resourceVersion (the object
     itself when it has none)."""

@@ -23,7 +23,6 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import kubernetes.client
@@ -44,10 +43,17 @@ from webhook.inventory.objects import (
     decode,
     fingerprint,
     object_key,
+    read_page,
     resource_version_of,
     status_text,
 )
-from webhook.inventory.stream import Backoff, cut_response, describe_error, iter_lines
+from webhook.inventory.stream import (
+    Backoff,
+    api_get,
+    cut_response,
+    describe_error,
+    iter_lines,
+)
 
 __all__ = ["Key", "Listener", "Reflector", "Timing", "WatchedResource", "fingerprint"]
 
@@ -72,13 +78,15 @@ class Reflector:
         rng: random.Random,
         *,
         keep_objects: bool = True,
+        page_lock: threading.Lock | None = None,
     ) -> None:
         """``keep_objects``: keep each object (``items`` maps key -> object); else only
         its fingerprint (its resourceVersion), enough to tell what a relist changed,
-        when the listener keeps what it needs of each object itself."""
+        when the listener keeps what it needs of each object itself. ``page_lock``: shared
+        by the reflectors of one source (see :meth:`_list_version`)."""
         self.resource = resource
-        self._core = kubernetes.client.CoreV1Api(api_client)
-        self._custom = kubernetes.client.CustomObjectsApi(api_client)
+        self._client = api_client
+        self._page_lock = page_lock or threading.Lock()
         self._listener = listener
         self._timing = timing
         self._keep = keep_objects
@@ -185,56 +193,48 @@ class Reflector:
         raise Absent("; ".join(absent))
 
     def _list_version(self, version: str) -> None:
-        """List one version. Kept objects are replaced when the list is complete. Else
-        (fingerprints kept) each page goes to the listener as it arrives, so that a large
-        list never exists whole as dicts (the peak memory of a first list); the objects
-        the list lacks are deleted at its end (:meth:`_replace`)."""
+        """List one version, page by page (``limit``/``continue``). Kept objects are
+        replaced when the list is complete. Else (fingerprints kept) each page goes to the
+        listener as it arrives, so that a large list never exists whole as dicts; the
+        objects the list lacks are deleted at its end (:meth:`_replace`). The pages of
+        all types are decoded and delivered one at a time (``page_lock``): that work holds
+        the GIL anyway, and each page's dicts are garbage before the next page's exist,
+        which keeps the heap of a first list from growing by a page per type."""
         resource_version: str | None = None
-        listed: dict[Key, Any] = {}
-        for page, page_version in self._pages(version):
-            resource_version = page_version
-            if self._keep:
-                listed.update(page)
-                continue
-            prints = {key: fingerprint(item) for key, item in page.items()}
-            with self.lock:
-                held = {key: self.items[key] for key in page if key in self.items}
-                # What the listener holds from now on: a list cut short (410, a lost
-                # connection) leaves it here, and the next list is compared with it.
-                self.items.update(prints)
-            listed.update(prints)
-            self._listener.on_replaced(self, held, page, held != prints)
-        self._replace(version, listed, resource_version)
-
-    def _pages(self, version: str) -> Iterator[tuple[dict[Key, dict[str, Any]], str | None]]:
-        """Each page of one version's list (``limit``/``continue``): its objects, and the
-        list's resourceVersion."""
-        resource = self.resource
         token: str | None = None
-        resource_version: str | None = None
+        listed: dict[Key, Any] = {}
         while True:
             params: dict[str, Any] = {"limit": self._timing.page_size}
             if token:
-                params["_continue"] = token
+                params["continue"] = token
             response = self._request(version, params, self._timing.request_timeout)
             try:
-                body = decode(response.data)
+                data = response.data
             finally:
                 response.release_conn()
-            if not isinstance(body, dict) or not isinstance(body.get("items", []), list):
-                raise WatchError(f"list of {resource.plural}: response is not a List")
-            api_version = body.get("apiVersion") or resource.api_version(version)
-            items: dict[Key, dict[str, Any]] = {}
-            for raw in body.get("items") or []:
-                item = complete(raw, resource, api_version)
-                items[object_key(item)] = item
-            meta = body.get("metadata") or {}
-            resource_version = meta.get("resourceVersion") or resource_version
-            token = meta.get("continue")
-            del body
-            yield items, resource_version
+            with self._page_lock:
+                page, token, resource_version = read_page(
+                    data, self.resource, version, resource_version
+                )
+                del data
+                if self._keep:
+                    listed.update(page)
+                else:
+                    self._deliver(page, listed)
+                del page
             if not token:
-                return
+                break
+        self._replace(version, listed, resource_version)
+
+    def _deliver(self, page: dict[Key, dict[str, Any]], listed: dict[Key, Any]) -> None:
+        prints = {key: fingerprint(item) for key, item in page.items()}
+        with self.lock:
+            held = {key: self.items[key] for key in page if key in self.items}
+            # What the listener holds from now on: a list cut short (410, a lost
+            # connection) leaves it here, and the next list is compared with it.
+            self.items.update(prints)
+        listed.update(prints)
+        self._listener.on_replaced(self, held, page, held != prints)
 
     def _replace(self, version: str, listed: dict[Key, Any], resource_version: str | None) -> None:
         """The list is complete: ``listed`` (objects, or fingerprints of the objects the
@@ -281,11 +281,11 @@ class Reflector:
         timeout = self._rng.randint(t.watch_timeout, 2 * t.watch_timeout)
         params: dict[str, Any] = {
             "watch": True,
-            "allow_watch_bookmarks": True,
-            "timeout_seconds": timeout,
+            "allowWatchBookmarks": True,
+            "timeoutSeconds": timeout,
         }
         if self.resource_version:
-            params["resource_version"] = self.resource_version
+            params["resourceVersion"] = self.resource_version
         started = time.monotonic()
         response = self._request(self.version, params, timeout + t.request_timeout)
         with self.lock:
@@ -362,25 +362,19 @@ class Reflector:
     # ------------------------------------------------------------------ HTTP
 
     def _request(self, version: str, params: dict[str, Any], read_timeout: float) -> Any:
-        """The raw urllib3 response (``_preload_content=False``): the bodies are read as
-        JSON so no field is lost to model deserialization."""
+        """The raw urllib3 response: the bodies are read as JSON so no field is lost to
+        model deserialization. ``params`` by their names on the wire."""
         resource = self.resource
-        options: dict[str, Any] = {
-            "_preload_content": False,
-            "_request_timeout": (self._timing.request_timeout, read_timeout),
-            **params,
-        }
         if resource.field_selector:
-            options["field_selector"] = resource.field_selector
+            params = {**params, "fieldSelector": resource.field_selector}
+        root = f"/apis/{resource.group}" if resource.group else "/api"
         try:
-            if resource.group:
-                return self._custom.list_cluster_custom_object(
-                    resource.group, version, resource.plural, **options
-                )
-            if resource.plural == "nodes":
-                return self._core.list_node(**options)
-            if resource.plural == "pods":
-                return self._core.list_pod_for_all_namespaces(**options)
+            return api_get(
+                self._client,
+                f"{root}/{version}/{resource.plural}",
+                params,
+                (self._timing.request_timeout, read_timeout),
+            )
         except ApiException as exc:
             if exc.status == HTTP_GONE:
                 raise Gone(f"{exc.status} {exc.reason}") from exc
@@ -392,7 +386,6 @@ class Reflector:
                     "service account)"
                 ) from exc
             raise
-        raise ValueError(f"no client call for core resource {resource.plural!r}")
 
     # ------------------------------------------------------------------ outcomes
 

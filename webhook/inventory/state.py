@@ -256,15 +256,17 @@ def _build_file_pickled(path: str) -> bytes:
     return pickle.dumps(build_file(path, now=time.monotonic()), protocol=pickle.HIGHEST_PROTOCOL)
 
 
-def build_file_pickled_isolated(path: str) -> bytes:
+def build_file_pickled_isolated(path: str, *, method: str | None = None) -> bytes:
     """:func:`build_file` in a short-lived helper process; the pickled :class:`FileBuild`.
 
     Forked when this process has one thread (``serve`` at startup): the helper has the
     imports already (a spawned one spends ~0.4 s importing them again). "spawn" otherwise:
     forking a multi-threaded process (a reload, from the poll thread) can copy a lock
-    another thread holds. Errors (LoadError, CoreError) come back as the same exception.
+    another thread holds (``method`` forces one). Errors (LoadError, CoreError) come back
+    as the same exception.
     """
-    method = "fork" if threading.active_count() == 1 else "spawn"
+    if method is None:
+        method = "fork" if threading.active_count() == 1 else "spawn"
     ctx = multiprocessing.get_context(method)
     with concurrent.futures.ProcessPoolExecutor(max_workers=1, mp_context=ctx) as pool:
         return pool.submit(_build_file_pickled, path).result()
