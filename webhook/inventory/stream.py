@@ -58,14 +58,15 @@ def api_get(
     headers = {"Accept": "application/json"}
     serialize = getattr(api_client, "param_serialize", None)
     if serialize is None:
-        # kubernetes < 37 (the python-legacy generator): one call, raising for non-2xx,
-        # the raw response when its content is not preloaded.
+        # kubernetes < 36 (the python-legacy generator): one call, raising for non-2xx,
+        # the raw response when its content is not preloaded (checked against 35.0.0).
         return api_client.call_api(
             path,
             "GET",
             query_params=query,
             header_params=headers,
             auth_settings=["BearerToken"],
+            _return_http_data_only=True,
             _preload_content=False,
             _request_timeout=timeout,
         )
