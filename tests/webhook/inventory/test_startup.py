@@ -5,6 +5,7 @@ until ready, the static file's helper forked or spawned, the reflector's own GET
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import gc
 import pickle
 import random
@@ -31,7 +32,7 @@ from webhook.inventory.state import (
     load_demo,
 )
 from webhook.inventory.stream import api_get
-from webhook.server import pause_gc_until_ready
+from webhook.server import pause_gc_until_ready, release_free_heap
 
 TIMING = Timing(
     watch_timeout=1,
@@ -181,6 +182,25 @@ async def test_gc_is_paused_until_the_inventory_is_ready() -> None:
     await asyncio.wait_for(task, 5)
     await asyncio.sleep(0)  # the done callback
     assert gc.isenabled()
+
+
+def rss_kib() -> int:
+    with open("/proc/self/status") as status:
+        return next(int(line.split()[1]) for line in status if line.startswith("VmRSS:"))
+
+
+@pytest.mark.skipif(
+    not hasattr(ctypes.CDLL(None), "malloc_trim"), reason="no glibc malloc_trim here"
+)
+def test_the_free_heap_is_released() -> None:
+    """16 MiB freed below a live allocation stay in RSS until trimmed."""
+    garbage = [bytearray(8192) for _ in range(2048)]
+    pin = bytearray(8192)  # above them: glibc cannot shrink the heap's top past it
+    del garbage
+    before = rss_kib()
+    assert release_free_heap() is True
+    assert before - rss_kib() > 8 * 1024
+    del pin
 
 
 async def test_gc_pause_ends_at_its_limit_or_when_cancelled() -> None:
