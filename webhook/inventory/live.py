@@ -96,17 +96,9 @@ class LiveSource:
         self._stopping = threading.Event()
         rng = rng or random.Random()
         listener = updates if updates is not None else self
-        page_lock = threading.Lock()
         self._reflectors = [
             Reflector(
-                r,
-                api_client,
-                listener,
-                timing,
-                self._stopping,
-                rng,
-                keep_objects=updates is None,
-                page_lock=page_lock,
+                r, api_client, listener, timing, self._stopping, rng, keep_objects=updates is None
             )
             for r in chosen
         ]

@@ -78,15 +78,12 @@ class Reflector:
         rng: random.Random,
         *,
         keep_objects: bool = True,
-        page_lock: threading.Lock | None = None,
     ) -> None:
         """``keep_objects``: keep each object (``items`` maps key -> object); else only
         its fingerprint (its resourceVersion), enough to tell what a relist changed,
-        when the listener keeps what it needs of each object itself. ``page_lock``: shared
-        by the reflectors of one source (see :meth:`_list_version`)."""
+        when the listener keeps what it needs of each object itself."""
         self.resource = resource
         self._client = api_client
-        self._page_lock = page_lock or threading.Lock()
         self._listener = listener
         self._timing = timing
         self._keep = keep_objects
@@ -196,10 +193,7 @@ class Reflector:
         """List one version, page by page (``limit``/``continue``). Kept objects are
         replaced when the list is complete. Else (fingerprints kept) each page goes to the
         listener as it arrives, so that a large list never exists whole as dicts; the
-        objects the list lacks are deleted at its end (:meth:`_replace`). The pages of
-        all types are decoded and delivered one at a time (``page_lock``): that work holds
-        the GIL anyway, and each page's dicts are garbage before the next page's exist,
-        which keeps the heap of a first list from growing by a page per type."""
+        objects the list lacks are deleted at its end (:meth:`_replace`)."""
         resource_version: str | None = None
         token: str | None = None
         listed: dict[Key, Any] = {}
@@ -212,16 +206,15 @@ class Reflector:
                 data = response.data
             finally:
                 response.release_conn()
-            with self._page_lock:
-                page, token, resource_version = read_page(
-                    data, self.resource, version, resource_version
-                )
-                del data
-                if self._keep:
-                    listed.update(page)
-                else:
-                    self._deliver(page, listed)
-                del page
+            page, token, resource_version = read_page(
+                data, self.resource, version, resource_version
+            )
+            del data
+            if self._keep:
+                listed.update(page)
+            else:
+                self._deliver(page, listed)
+            del page
             if not token:
                 break
         self._replace(version, listed, resource_version)
