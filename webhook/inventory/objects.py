@@ -76,7 +76,7 @@ def decode(data: bytes) -> Any:
     """A list page or watch event: orjson (far faster than the standard library on the
     apiserver's JSON, the bulk of a 10,000-node list's CPU; the file loader reads JSON
     with it too), the standard library for what only it accepts (NaN, Infinity, numbers
-    out of the double range); ValueError if neither reads it."""
+    out of the double range, escaped lone surrogates); ValueError if neither reads it."""
     try:
         return orjson.loads(data)
     except orjson.JSONDecodeError:
