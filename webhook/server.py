@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
+import gc
 import multiprocessing
 import os
 import pickle
@@ -49,6 +51,12 @@ from webhook.metrics import MULTIPROC_ENV, WebhookMetrics
 from webhook.review.pipeline import Runtime
 
 log = get_logger("server")
+# The first list of a live cluster allocates millions of objects, most of which stay (the
+# inventory): cyclic collections meanwhile traverse them again and again, ~40% of the CPU
+# to ready at 10,000 nodes (docs/benchmarks.md). The collector is paused until the
+# inventory is ready (its first view is then frozen, InventoryState.install), at most this
+# long: an API that never answers must not leave it off.
+GC_PAUSE_MAX_SECONDS = 60.0
 
 
 @dataclass(frozen=True)
@@ -76,22 +84,53 @@ class Sources:
     stop: Callable[[], None]
 
 
+def release_free_heap() -> bool:
+    """Return the C heap's free pages to the system (glibc ``malloc_trim``; False where
+    there is none). The first list leaves several MiB of them behind, freed page buffers
+    and parse garbage that RSS would otherwise keep counting."""
+    trim = getattr(ctypes.CDLL(None), "malloc_trim", None)
+    return bool(trim(0)) if trim is not None else False
+
+
+def pause_gc_until_ready(state: InventoryState, limit: float) -> asyncio.Task[None] | None:
+    """Pause the cyclic collector now, until ``state`` is ready or ``limit`` seconds passed
+    (GC_PAUSE_MAX_SECONDS); the returned task turns it back on (also when cancelled), and
+    once ready releases the free heap. A collector already off is left alone (None)."""
+    if not gc.isenabled():
+        return None
+    gc.disable()
+
+    async def wait() -> None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + limit
+        while not state.ready and loop.time() < deadline:
+            await asyncio.sleep(0.02)
+        if state.ready:
+            release_free_heap()
+
+    task = asyncio.get_running_loop().create_task(wait())
+    task.add_done_callback(lambda _: gc.enable())
+    return task
+
+
 def _start_live(
     opts: ServeOptions, state: InventoryState, *, watch_pods: bool
-) -> tuple[Callable[[], None], Any]:
+) -> tuple[Callable[[], None], list[asyncio.Task[Any]]]:
     """Watch the cluster; every change is applied incrementally on this event loop
-    (webhook/inventory/updates.py). Returns the stop function and the metrics task."""
+    (webhook/inventory/updates.py). Returns the stop function and the tasks (metrics,
+    the collector's pause)."""
     from webhook.inventory.kube import build_api_client, describe
     from webhook.inventory.live import LiveSource
     from webhook.inventory.updates import InventoryUpdates, report_sync
 
+    loop = asyncio.get_running_loop()
+    paused = pause_gc_until_ready(state, GC_PAUSE_MAX_SECONDS)
     client = build_api_client(
         kubeconfig=opts.kubeconfig,
         context=opts.context,
         in_cluster=opts.in_cluster,
         use_default=False,
     )
-    loop = asyncio.get_running_loop()
     updates = InventoryUpdates(state, loop, metrics=state.metrics)
     live = LiveSource(client, updates=updates, include_pods=watch_pods)
     updates.synced = lambda: live.synced
@@ -100,7 +139,8 @@ def _start_live(
     state.synced = lambda: live.synced and updates.editor is not None
     live.start()
     log.info("watching the cluster", extra={"host": describe(client)})
-    return live.stop, loop.create_task(report_sync(live, updates))
+    tasks = [loop.create_task(report_sync(live, updates))]
+    return live.stop, tasks if paused is None else [paused, *tasks]
 
 
 def start_sources(
@@ -125,8 +165,8 @@ def start_sources(
             static.load()
         tasks.append(asyncio.get_running_loop().create_task(static.run()))
     elif opts.kubeconfig or opts.in_cluster:
-        stop, task = _start_live(opts, state, watch_pods=holder.current.inventory.watch_pods)
-        tasks.append(task)
+        stop, started = _start_live(opts, state, watch_pods=holder.current.inventory.watch_pods)
+        tasks.extend(started)
     else:
         load_demo(state)
     tasks.append(asyncio.get_running_loop().create_task(_config_loop(holder, state)))

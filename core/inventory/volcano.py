@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from math import ceil
 from typing import Any, Final
 
@@ -66,6 +67,49 @@ def _nonneg_int(value: object) -> int | None:
     return None
 
 
+@lru_cache(maxsize=4096)
+def _cpu_info(numa: int, socket: int, core: int) -> CpuInfo:
+    # Immutable, and nodes of one machine type repeat the same few hundred: shared.
+    return CpuInfo(numa, socket, core)
+
+
+def _plain_cpu(info: object) -> CpuInfo | None:
+    """The usual entry, {numa, socket, core} as JSON integers in range, without building
+    messages (a Numatopology has one entry per CPU); None: let the checks below decide."""
+    if type(info) is not dict:
+        return None
+    numa, socket, core = info.get("numa", 0), info.get("socket", 0), info.get("core", 0)
+    if (
+        type(numa) is int
+        and type(socket) is int
+        and type(core) is int
+        and 0 <= numa <= MAX_NUMA_ID
+        and socket >= 0
+        and core >= 0
+    ):
+        return _cpu_info(numa, socket, core)
+    return None
+
+
+def _checked_cpu(key: str, info: object, report: Reporter) -> CpuInfo | None:
+    """One entry with every check and message (None: reported)."""
+    path = f"spec.cpuDetail[{key}]"
+    if info is None:
+        info = {}
+    if not is_map(info):
+        report.error(path, "must be {numa, socket, core}")
+        return None
+    fields = {k: _nonneg_int(info.get(k, 0)) for k in ("numa", "socket", "core")}
+    bad = [k for k, v in fields.items() if v is None]
+    if bad:
+        report.error(f"{path}.{bad[0]}", f"{info.get(bad[0])!r} is not a non-negative integer")
+        return None
+    if fields["numa"] > MAX_NUMA_ID:  # type: ignore[operator]
+        report.error(f"{path}.numa", f"NUMA id {fields['numa']} is larger than {MAX_NUMA_ID}")
+        return None
+    return _cpu_info(fields["numa"], fields["socket"], fields["core"])  # type: ignore[arg-type]
+
+
 def read_cpu_detail(detail: object, report: Reporter) -> dict[int, CpuInfo] | None:
     if not is_map(detail) or not detail:
         report.error("spec.cpuDetail", "missing or empty: CPUs cannot be placed on NUMA nodes")
@@ -73,29 +117,16 @@ def read_cpu_detail(detail: object, report: Reporter) -> dict[int, CpuInfo] | No
     out: dict[int, CpuInfo] = {}
     ok = True
     for key, info in detail.items():
-        path = f"spec.cpuDetail[{key}]"
         cpu = _nonneg_int(key)
         if cpu is None:
-            report.error(path, f"key {key!r} is not a CPU id")
+            report.error(f"spec.cpuDetail[{key}]", f"key {key!r} is not a CPU id")
             ok = False
             continue
-        if info is None:
-            info = {}
-        if not is_map(info):
-            report.error(path, "must be {numa, socket, core}")
+        got = _plain_cpu(info) or _checked_cpu(key, info, report)
+        if got is None:
             ok = False
             continue
-        fields = {k: _nonneg_int(info.get(k, 0)) for k in ("numa", "socket", "core")}
-        bad = [k for k, v in fields.items() if v is None]
-        if bad:
-            report.error(f"{path}.{bad[0]}", f"{info.get(bad[0])!r} is not a non-negative integer")
-            ok = False
-            continue
-        if fields["numa"] > MAX_NUMA_ID:  # type: ignore[operator]
-            report.error(f"{path}.numa", f"NUMA id {fields['numa']} is larger than {MAX_NUMA_ID}")
-            ok = False
-            continue
-        out[cpu] = CpuInfo(fields["numa"], fields["socket"], fields["core"])  # type: ignore[arg-type]
+        out[cpu] = got
     return out if ok else None
 
 
@@ -181,7 +212,9 @@ def _cpu_zones(
     free = allocatable - reserved
     zones: dict[int, ZoneRecord] = {}
     for cpu, info in cpus.items():
-        zone = zones.setdefault(info.numa, ZoneRecord({"cpu": 0}, {"cpu": 0}, {"cpu": 0}))
+        zone = zones.get(info.numa)
+        if zone is None:
+            zone = zones[info.numa] = ZoneRecord({"cpu": 0}, {"cpu": 0}, {"cpu": 0})
         zone.capacity["cpu"] += 1000
         if cpu not in reserved:
             zone.allocatable["cpu"] += 1000

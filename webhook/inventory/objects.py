@@ -8,6 +8,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+import orjson
+
 Key = tuple[str, str]  # (namespace, name); namespace "" for cluster-scoped objects
 
 HTTP_FORBIDDEN = 403
@@ -70,6 +72,17 @@ class Timing:
     page_size: int
 
 
+def decode(data: bytes) -> Any:
+    """A list page or watch event: orjson (far faster than the standard library on the
+    apiserver's JSON, the bulk of a 10,000-node list's CPU; the file loader reads JSON
+    with it too), the standard library for what only it accepts (NaN, Infinity, numbers
+    out of the double range, escaped lone surrogates); ValueError if neither reads it."""
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return json.loads(data)
+
+
 def object_key(obj: Mapping[str, Any]) -> Key:
     meta = obj.get("metadata")
     if not isinstance(meta, Mapping) or not isinstance(meta.get("name"), str):
@@ -86,6 +99,23 @@ def complete(raw: Any, resource: WatchedResource, api_version: str) -> dict[str,
     item.setdefault("apiVersion", api_version)
     item.setdefault("kind", resource.kind)
     return item
+
+
+def read_page(
+    data: bytes, resource: WatchedResource, version: str, resource_version: str | None
+) -> tuple[dict[Key, dict[str, Any]], str | None, str | None]:
+    """One page of a list: its objects by key, the continue token (None on the last page)
+    and the list's resourceVersion (``resource_version`` if the page has none)."""
+    body = decode(data)
+    if not isinstance(body, dict) or not isinstance(body.get("items", []), list):
+        raise WatchError(f"list of {resource.plural}: response is not a List")
+    api_version = body.get("apiVersion") or resource.api_version(version)
+    items: dict[Key, dict[str, Any]] = {}
+    for raw in body.get("items") or []:
+        item = complete(raw, resource, api_version)
+        items[object_key(item)] = item
+    meta = body.get("metadata") or {}
+    return items, meta.get("continue") or None, meta.get("resourceVersion") or resource_version
 
 
 def fingerprint(obj: Mapping[str, Any]) -> Any:

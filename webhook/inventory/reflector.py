@@ -19,7 +19,6 @@ tells its owner (webhook/inventory/live.py) what changed through a ``Listener``.
 
 from __future__ import annotations
 
-import json
 import logging
 import random
 import threading
@@ -27,7 +26,6 @@ import time
 from typing import Any
 
 import kubernetes.client
-import orjson
 from kubernetes.client.exceptions import ApiException
 
 from webhook.inventory.objects import (
@@ -42,26 +40,29 @@ from webhook.inventory.objects import (
     WatchedResource,
     WatchError,
     complete,
+    decode,
     fingerprint,
     object_key,
+    read_page,
     resource_version_of,
     status_text,
 )
-from webhook.inventory.stream import Backoff, cut_response, describe_error, iter_lines
+from webhook.inventory.stream import (
+    Backoff,
+    api_get,
+    cut_response,
+    describe_error,
+    iter_lines,
+)
 
 __all__ = ["Key", "Listener", "Reflector", "Timing", "WatchedResource", "fingerprint"]
 
 log = logging.getLogger("numagate.live")
 
 
-def decode_event(line: bytes) -> Any:
-    """One watch event: orjson (the standard library's decoder was a seventh of the watch
-    thread's time at 1,667 events/s, py-spy); the standard library for what orjson refuses
-    and it accepts (NaN, escaped lone surrogates), as the loader does for JSON files."""
-    try:
-        return orjson.loads(line)
-    except orjson.JSONDecodeError:
-        return json.loads(line)
+# One watch event: orjson first, the standard library for what only it accepts
+# (objects.decode; the name the watch tests use).
+decode_event = decode
 
 
 class Reflector:
@@ -82,8 +83,7 @@ class Reflector:
         its fingerprint (its resourceVersion), enough to tell what a relist changed,
         when the listener keeps what it needs of each object itself."""
         self.resource = resource
-        self._core = kubernetes.client.CoreV1Api(api_client)
-        self._custom = kubernetes.client.CustomObjectsApi(api_client)
+        self._client = api_client
         self._listener = listener
         self._timing = timing
         self._keep = keep_objects
@@ -182,50 +182,62 @@ class Reflector:
         absent: list[str] = []
         for version in versions:
             try:
-                items, resource_version = self._list_version(version)
+                self._list_version(version)
             except Absent as exc:
                 absent.append(f"{self.resource.api_version(version)}: {exc}")
                 continue
-            self._replace(version, items, resource_version)
             return
         raise Absent("; ".join(absent))
 
-    def _list_version(self, version: str) -> tuple[dict[Key, dict[str, Any]], str | None]:
-        resource = self.resource
-        items: dict[Key, dict[str, Any]] = {}
-        token: str | None = None
+    def _list_version(self, version: str) -> None:
+        """List one version, page by page (``limit``/``continue``). Kept objects are
+        replaced when the list is complete. Else (fingerprints kept) each page goes to the
+        listener as it arrives, so that a large list never exists whole as dicts; the
+        objects the list lacks are deleted at its end (:meth:`_replace`)."""
         resource_version: str | None = None
+        token: str | None = None
+        listed: dict[Key, Any] = {}
         while True:
             params: dict[str, Any] = {"limit": self._timing.page_size}
             if token:
-                params["_continue"] = token
+                params["continue"] = token
             response = self._request(version, params, self._timing.request_timeout)
             try:
-                body = json.loads(response.data)
+                data = response.data
             finally:
                 response.release_conn()
-            if not isinstance(body, dict) or not isinstance(body.get("items", []), list):
-                raise WatchError(f"list of {resource.plural}: response is not a List")
-            api_version = body.get("apiVersion") or resource.api_version(version)
-            for raw in body.get("items") or []:
-                item = complete(raw, resource, api_version)
-                items[object_key(item)] = item
-            meta = body.get("metadata") or {}
-            resource_version = meta.get("resourceVersion") or resource_version
-            token = meta.get("continue")
+            page, token, resource_version = read_page(
+                data, self.resource, version, resource_version
+            )
+            del data
+            if self._keep:
+                listed.update(page)
+            else:
+                self._deliver(page, listed)
+            del page
             if not token:
-                return items, resource_version
+                break
+        self._replace(version, listed, resource_version)
 
-    def _replace(
-        self, version: str, items: dict[Key, dict[str, Any]], resource_version: str | None
-    ) -> None:
-        kept = items if self._keep else {k: fingerprint(v) for k, v in items.items()}
+    def _deliver(self, page: dict[Key, dict[str, Any]], listed: dict[Key, Any]) -> None:
+        prints = {key: fingerprint(item) for key, item in page.items()}
+        with self.lock:
+            held = {key: self.items[key] for key in page if key in self.items}
+            # What the listener holds from now on: a list cut short (410, a lost
+            # connection) leaves it here, and the next list is compared with it.
+            self.items.update(prints)
+        listed.update(prints)
+        self._listener.on_replaced(self, held, page, held != prints)
+
+    def _replace(self, version: str, listed: dict[Key, Any], resource_version: str | None) -> None:
+        """The list is complete: ``listed`` (objects, or fingerprints of the objects the
+        listener already has page by page) is what the type holds now."""
         with self.lock:
             old = self.items
-            changed = not self.listed or old != kept or self.installed is not True
+            changed = not self.listed or old != listed or self.installed is not True
             first = not self.listed
             self.version = version
-            self.items = kept
+            self.items = listed
             self.resource_version = resource_version
             self.installed = True
             self.connected = True
@@ -236,10 +248,16 @@ class Reflector:
                 "listed %s (%s): %d objects at resourceVersion %s",
                 self.resource.plural,
                 self.resource.api_version(version),
-                len(items),
+                len(listed),
                 resource_version,
             )
-        self._listener.on_replaced(self, old, items, changed)
+        if self._keep:
+            self._listener.on_replaced(self, old, listed, changed)
+        else:
+            # Delivered already: only the deletions are left (an empty call still tells
+            # the listener that this type has listed).
+            gone = {key: value for key, value in old.items() if key not in listed}
+            self._listener.on_replaced(self, gone, {}, changed)
         # Listed (so settled) only once the listener has every object: the first build
         # waits for every type's list, not for its flag (a 10,000-node list takes the
         # listener about a second to parse; ready before that was ready without Nodes).
@@ -256,11 +274,11 @@ class Reflector:
         timeout = self._rng.randint(t.watch_timeout, 2 * t.watch_timeout)
         params: dict[str, Any] = {
             "watch": True,
-            "allow_watch_bookmarks": True,
-            "timeout_seconds": timeout,
+            "allowWatchBookmarks": True,
+            "timeoutSeconds": timeout,
         }
         if self.resource_version:
-            params["resource_version"] = self.resource_version
+            params["resourceVersion"] = self.resource_version
         started = time.monotonic()
         response = self._request(self.version, params, timeout + t.request_timeout)
         with self.lock:
@@ -297,7 +315,7 @@ class Reflector:
     def _apply_event(self, line: bytes) -> None:
         plural = self.resource.plural
         try:
-            event = decode_event(line)
+            event = decode(line)
         except ValueError as exc:
             raise WatchError(f"watch {plural}: undecodable event {line[:200]!r}") from exc
         kind = event.get("type") if isinstance(event, dict) else None
@@ -337,25 +355,19 @@ class Reflector:
     # ------------------------------------------------------------------ HTTP
 
     def _request(self, version: str, params: dict[str, Any], read_timeout: float) -> Any:
-        """The raw urllib3 response (``_preload_content=False``): the bodies are read as
-        JSON so no field is lost to model deserialization."""
+        """The raw urllib3 response: the bodies are read as JSON so no field is lost to
+        model deserialization. ``params`` by their names on the wire."""
         resource = self.resource
-        options: dict[str, Any] = {
-            "_preload_content": False,
-            "_request_timeout": (self._timing.request_timeout, read_timeout),
-            **params,
-        }
         if resource.field_selector:
-            options["field_selector"] = resource.field_selector
+            params = {**params, "fieldSelector": resource.field_selector}
+        root = f"/apis/{resource.group}" if resource.group else "/api"
         try:
-            if resource.group:
-                return self._custom.list_cluster_custom_object(
-                    resource.group, version, resource.plural, **options
-                )
-            if resource.plural == "nodes":
-                return self._core.list_node(**options)
-            if resource.plural == "pods":
-                return self._core.list_pod_for_all_namespaces(**options)
+            return api_get(
+                self._client,
+                f"{root}/{version}/{resource.plural}",
+                params,
+                (self._timing.request_timeout, read_timeout),
+            )
         except ApiException as exc:
             if exc.status == HTTP_GONE:
                 raise Gone(f"{exc.status} {exc.reason}") from exc
@@ -367,7 +379,6 @@ class Reflector:
                     "service account)"
                 ) from exc
             raise
-        raise ValueError(f"no client call for core resource {resource.plural!r}")
 
     # ------------------------------------------------------------------ outcomes
 

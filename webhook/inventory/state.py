@@ -21,6 +21,8 @@ import hashlib
 import multiprocessing
 import os
 import pickle
+import signal
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -240,17 +242,32 @@ def build_file(path: str, *, now: float) -> FileBuild:
 
 
 def _build_file_pickled(path: str) -> bytes:
-    # Runs in the helper process.
+    # Runs in the helper process (its main thread), which exits afterwards.
+    # A forked helper starts with the server's signal handling (the event loop's wakeup
+    # fd): back to a fresh interpreter's, so that Ctrl-C and SIGTERM reach it as they would
+    # reach a spawned one.
+    signal.set_wakeup_fd(-1)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    # The parse and build allocate millions of objects that all live until the pickle is
+    # written: the cyclic collector would traverse them again and again for nothing (40%
+    # of the build's CPU at 10,000 nodes, docs/benchmarks.md); the process is short-lived.
+    gc.disable()
     return pickle.dumps(build_file(path, now=time.monotonic()), protocol=pickle.HIGHEST_PROTOCOL)
 
 
-def build_file_pickled_isolated(path: str) -> bytes:
+def build_file_pickled_isolated(path: str, *, method: str | None = None) -> bytes:
     """:func:`build_file` in a short-lived helper process; the pickled :class:`FileBuild`.
 
-    "spawn", not fork: the caller may be a multi-threaded server process. Errors
-    (LoadError, CoreError) come back as the same exception.
+    Forked when this process has one thread (``serve`` at startup): the helper has the
+    imports already (a spawned one spends ~0.4 s importing them again). "spawn" otherwise:
+    forking a multi-threaded process (a reload, from the poll thread) can copy a lock
+    another thread holds (``method`` forces one). Errors (LoadError, CoreError) come back
+    as the same exception.
     """
-    ctx = multiprocessing.get_context("spawn")
+    if method is None:
+        method = "fork" if threading.active_count() == 1 else "spawn"
+    ctx = multiprocessing.get_context(method)
     with concurrent.futures.ProcessPoolExecutor(max_workers=1, mp_context=ctx) as pool:
         return pool.submit(_build_file_pickled, path).result()
 

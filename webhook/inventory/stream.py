@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import random
 import socket
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import urllib3
@@ -44,6 +44,44 @@ class Backoff:
 
     def reset(self) -> None:
         self.attempt = 0
+
+
+def api_get(
+    api_client: Any, path: str, params: Mapping[str, Any], timeout: tuple[float, float]
+) -> Any:
+    """GET ``path`` as the generated API classes would (``api_client`` brings the
+    server, TLS, proxy, credentials and User-Agent): the unread urllib3 response, or
+    ApiException for a status other than 2xx. Not through ``CoreV1Api``: importing it
+    costs 0.4 s of CPU and 20 MiB in every worker with kubernetes 37, for two list calls.
+    ``params`` by their names on the wire (booleans sent as true/false)."""
+    query = [(k, str(v).lower() if isinstance(v, bool) else str(v)) for k, v in params.items()]
+    headers = {"Accept": "application/json"}
+    serialize = getattr(api_client, "param_serialize", None)
+    if serialize is None:
+        # kubernetes < 36 (the python-legacy generator): one call, raising for non-2xx,
+        # the raw response when its content is not preloaded (checked against 35.0.0).
+        return api_client.call_api(
+            path,
+            "GET",
+            query_params=query,
+            header_params=headers,
+            auth_settings=["BearerToken"],
+            _return_http_data_only=True,
+            _preload_content=False,
+            _request_timeout=timeout,
+        )
+    request = serialize(
+        method="GET",
+        resource_path=path,
+        query_params=query,
+        header_params=headers,
+        auth_settings=["BearerToken"],
+    )
+    response = api_client.call_api(*request, _request_timeout=timeout)
+    if not 200 <= response.status <= 299:
+        response.read()
+        raise ApiException.from_response(http_resp=response, body=None, data=None)
+    return response.response
 
 
 def iter_lines(response: Any) -> Iterator[bytes]:
