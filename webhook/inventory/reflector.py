@@ -261,7 +261,9 @@ class Reflector:
         # Listed (so settled) only once the listener has every object: the first build
         # waits for every type's list, not for its flag (a 10,000-node list takes the
         # listener about a second to parse; ready before that was ready without Nodes).
+        # The listener is told again, so that a first build it put off sees the flag.
         self.listed = True
+        self._listener.on_touch()
 
     # ------------------------------------------------------------------ watch
 

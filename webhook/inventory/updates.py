@@ -112,7 +112,10 @@ class InventoryUpdates:
             self._schedule()  # the first list of an empty type may make the inventory ready
 
     def on_touch(self) -> None:
-        pass
+        if self.editor is None:
+            # A type has just settled: the first build may wait for nothing else now (a
+            # flush that found a type not yet settled did not build).
+            self._schedule()
 
     def _put(self, *items: Queued) -> None:
         self._queue.extend(items)

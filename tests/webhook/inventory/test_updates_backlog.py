@@ -73,3 +73,27 @@ def test_an_aged_backlog_raises_the_budget_within_bounds() -> None:
     assert updates._budget(0.1) == updates_module.SLICE_SECONDS
     assert updates_module.SLICE_SECONDS < updates._budget(0.5) <= updates_module.MAX_SLICE_SECONDS
     assert updates._budget(60.0) == updates_module.MAX_SLICE_SECONDS
+
+
+def test_a_first_build_put_off_happens_when_the_last_type_settles() -> None:
+    """A flush that finds a type not yet listed does not build; the reflector's touch
+    once it has set its flag must bring the build, with no further event needed."""
+    settled = [False]
+
+    async def run() -> InventoryState:
+        loop = asyncio.get_running_loop()
+        state = InventoryState()
+        updates = InventoryUpdates(state, loop, window=0.001, synced=lambda: settled[0])
+        updates.on_event(_Reflector(NODES), "ADDED", ("", "n1"), node("n1"))  # type: ignore[arg-type]
+        await asyncio.sleep(0.05)
+        assert state.view is None and not updates._scheduled  # put off, nothing pending
+        settled[0] = True
+        updates.on_touch()
+        for _ in range(500):
+            if state.view is not None:
+                break
+            await asyncio.sleep(0.01)
+        return state
+
+    state = asyncio.run(run())
+    assert state.view is not None and [n.name for n in state.view.nodes] == ["n1"]
