@@ -51,8 +51,7 @@ Signature = tuple[int, int, int]  # (st_mtime_ns, st_size, st_ino)
 # InventoryView.memo key of the slowest recent feasibility evaluation (seconds of CPU),
 # kept by webhook.review.feasibility to decide whether the kernel may run on the event loop.
 EVALUATION_COST = "evaluation-cost"
-# How often records installed by incremental updates are moved out of the collected
-# generations (see InventoryState.install).
+# The server's young-generation threshold (InventoryState(freeze_gc=True)); default 700.
 GC_YOUNG_THRESHOLD = 50_000
 
 
@@ -115,10 +114,10 @@ class InventoryState:
         self.clock = clock
         self.freeze_gc = freeze_gc
         if freeze_gc:
-            # Young collections are cheap per object but each one has a fixed cost that,
-            # at 700 allocations (the default), came to a third of the CPU of applying
-            # watch events at 100,000 nodes (docs/benchmarks.md, issue 14): collect the
-            # young generation every GC_YOUNG_THRESHOLD allocations instead.
+            # At the default 700 allocations, young and middle collections came to a
+            # third of the CPU of applying watch events at 100,000 nodes (issue 14,
+            # docs/benchmarks.md); incremental installs collect the young generation
+            # themselves (``install``), so the collector's own runs are rare.
             gc.set_threshold(GC_YOUNG_THRESHOLD, *gc.get_threshold()[1:])
         self.metrics = metrics
         self.live = False

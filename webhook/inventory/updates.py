@@ -40,7 +40,9 @@ SOURCE = "cluster"
 # events): a backlog is applied in slices with the loop's other work in between. While
 # the oldest queued event is older than BACKLOG_SECONDS the budget grows with its age, up
 # to MAX_SLICE_SECONDS, so that a backlog is drained instead of growing (a slice has a
-# fixed part, O(nodes) copies, that larger slices amortize); /healthz waits at most one.
+# fixed part that larger slices amortize: a new view, the young collection at install,
+# memcpy of the integer columns); /healthz waits at most one. (A 15 ms cap instead of
+# 30 ms left p99 at 100,000 nodes under 1,667 events/s where it was: 45 against 39 ms.)
 SLICE_SECONDS = 0.01
 MAX_SLICE_SECONDS = 0.03
 BACKLOG_SECONDS = 0.25
@@ -246,9 +248,9 @@ class InventoryUpdates:
             log.exception("inventory build failed")
             self.state.record_failure(f"cluster inventory: {exc}")
             return
+        self.inventory.share_usage(False)  # from now on, events one by one
         # A review reads the snapshot it started with for at most MAX_TIMEOUT_SECONDS
         # (then its answer is given without it): only then is a freed slot rewritten.
-        self.inventory.share_usage(False)  # from now on, events one by one
         self.editor = SnapshotEditor(
             snapshot, clock=time.monotonic, reuse_after=MAX_TIMEOUT_SECONDS + 1
         )
