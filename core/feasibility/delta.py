@@ -111,7 +111,11 @@ class SnapshotEditor:
         """The snapshot with ``changes`` applied (name -> new record, None = removed)."""
         if not changes:
             return self.snapshot
-        if not self.fits(changes) or self._drops_resource(changes):
+        try:
+            whole = not self.fits(changes) or self._drops_resource(changes)
+        finally:
+            _RESOURCES.clear()  # per batch: old records are not kept alive by the memo
+        if whole:
             return self._rebuild(changes)
         draft = _Draft(self)
         for name, node in changes.items():
@@ -411,8 +415,8 @@ def _values(snap: Snapshot) -> dict[str, tuple[str, ...]]:
     return {k: tuple(v for v, _ in vs) for k, vs in values.items()}
 
 
-# resource_names of one record, by identity (records are immutable): ``fits`` and
-# ``_drops_resource`` ask for each changed node and for the record it replaces.
+# resource_names of one record, by identity, within one ``apply`` (``fits`` and
+# ``_drops_resource`` ask for each changed node and for the record it replaces).
 _RESOURCES: dict[int, tuple[NodeTopology, tuple[str, ...]]] = {}
 
 
@@ -420,8 +424,6 @@ def _resources(node: NodeTopology) -> tuple[str, ...]:
     got = _RESOURCES.get(id(node))
     if got is not None and got[0] is node:
         return got[1]
-    if len(_RESOURCES) >= 2048:
-        _RESOURCES.clear()
     names = resource_names([node])
     _RESOURCES[id(node)] = (node, names)
     return names

@@ -3,7 +3,7 @@
 Copying the packed arrays per batch of watch events cost a third of the event loop at
 10,000 nodes under churn (py-spy): every event makes a new shape, so the arrays are as
 large as the cluster, and a copy per batch is O(N). A :class:`PackedStore` keeps the
-arrays with spare capacity (doubled when full) and writes a new shape past the end of
+arrays with spare capacity (x1.5 when full) and writes a new shape past the end of
 what any earlier snapshot uses: snapshots share the arrays, each reading only its own
 ``n_shapes``/``zone_count`` prefix, so an append is invisible to them.
 
@@ -104,7 +104,7 @@ class PackedStore:
         arr = self.arrays[name]
         end = at + len(values)
         if end > len(arr):  # no room: a larger copy (amortized O(1) per value)
-            grown = array("q", bytes(8 * max(end, 2 * len(arr), 64)))
+            grown = array("q", bytes(8 * max(end, len(arr) * 3 // 2, 64)))
             grown[:at] = arr[:at]
             self.arrays[name] = arr = grown
         arr[at:end] = values
