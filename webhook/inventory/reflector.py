@@ -60,11 +60,6 @@ __all__ = ["Key", "Listener", "Reflector", "Timing", "WatchedResource", "fingerp
 log = logging.getLogger("numagate.live")
 
 
-# One watch event: orjson first, the standard library for what only it accepts
-# (objects.decode; the name the watch tests use).
-decode_event = decode
-
-
 class Reflector:
     """List and watch one resource type; keeps its objects and its resourceVersion."""
 
