@@ -92,6 +92,21 @@ def release_free_heap() -> bool:
     return bool(trim(0)) if trim is not None else False
 
 
+# glibc's M_ARENA_MAX (malloc.h). Each thread that allocates under contention gets a
+# malloc arena of its own, up to 8 per core, and keeps its pages: the watch threads and
+# the evaluation threads cost ~5 MiB of RSS per worker at 10,000 nodes that two arenas
+# do not (docs/benchmarks.md, round 4).
+_M_ARENA_MAX = -8
+MALLOC_ARENAS = 2
+
+
+def limit_malloc_arenas(count: int = MALLOC_ARENAS) -> bool:
+    """Cap glibc's malloc arenas (as ``MALLOC_ARENA_MAX`` would); False where there is no
+    glibc ``mallopt``. Takes effect for threads that have not allocated yet."""
+    mallopt = getattr(ctypes.CDLL(None), "mallopt", None)
+    return bool(mallopt(_M_ARENA_MAX, count)) if mallopt is not None else False
+
+
 def pause_gc_until_ready(state: InventoryState, limit: float) -> asyncio.Task[None] | None:
     """Pause the cyclic collector now, until ``state`` is ready or ``limit`` seconds passed
     (GC_PAUSE_MAX_SECONDS); the returned task turns it back on (also when cancelled), and
@@ -269,6 +284,7 @@ async def serve_worker(
     """Serve until ``stop`` is set (or SIGTERM/SIGINT), then shut down gracefully.
     ``on_ready`` receives the bound port once TLS is being served; ``preloaded`` is the
     static inventory built once by the parent (see :func:`run_workers`)."""
+    limit_malloc_arenas()  # before the watch and evaluation threads start
     holder = ConfigHolder(opts.config)
     metrics = WebhookMetrics()
     state = InventoryState(metrics=metrics, freeze_gc=True)

@@ -239,3 +239,45 @@ def test_the_file_helper_builds_the_same_inventory_forked_or_spawned(
     path.write_text("{{{ not yaml")
     with pytest.raises(LoadError, match="not valid YAML"):
         build_file_pickled_isolated(str(path), method=method)
+
+
+_ARENAS = """
+import ctypes, sys, threading
+sys.path.insert(0, {root!r})
+from webhook.server import limit_malloc_arenas
+if {limit}:
+    assert limit_malloc_arenas(2)
+start = threading.Barrier(9)
+done = threading.Event()
+def work():
+    start.wait()
+    held = [bytearray(65536) for _ in range(64)]  # malloc, each thread at once
+    done.wait()
+threads = [threading.Thread(target=work) for _ in range(8)]
+for t in threads:
+    t.start()
+start.wait()
+import time; time.sleep(0.3)
+ctypes.CDLL(None).malloc_stats()  # one "Arena N:" block per arena, on stderr
+done.set()
+for t in threads:
+    t.join()
+"""
+
+
+@pytest.mark.skipif(not hasattr(ctypes.CDLL(None), "mallopt"), reason="no glibc mallopt here")
+@pytest.mark.parametrize("limit", [False, True])
+def test_malloc_arenas_are_capped(limit: bool) -> None:
+    import subprocess
+    import sys
+
+    from tests.paths import ROOT
+
+    code = _ARENAS.format(root=str(ROOT), limit=limit)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    arenas = out.stderr.count("Arena ")
+    if limit:
+        assert 1 <= arenas <= 2
+    else:
+        assert arenas > 2  # the default: threads that contend get arenas of their own
