@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Callable, Mapping
+from operator import attrgetter
 from typing import Any
 
 from core.feasibility._kernel_py import SHAPE_FIELDS
@@ -70,6 +71,7 @@ class SnapshotEditor:
         self.rebuilt = 0
         self._clock = clock
         self._reuse_after = reuse_after
+        self._usage_memo: tuple[Mapping[str, NodeTopology | None], set[str]] | None = None
         self._index(snapshot)
 
     def _index(self, snap: Snapshot) -> None:
@@ -99,12 +101,29 @@ class SnapshotEditor:
             for r in resource_names([node]):
                 self.reporting[r] = self.reporting.get(r, 0) + 1
 
+    def usage_only(self, changes: Mapping[str, NodeTopology | None]) -> set[str]:
+        """The changed nodes whose new record differs from the current one at most in
+        usage (``same_topology``): their resources and topology class stay. Memoized for
+        the ``changes`` of one ``apply`` (``fits`` asks first)."""
+        memo = self._usage_memo
+        if memo is not None and memo[0] is changes:
+            return memo[1]
+        snap, out = self.snapshot, set()
+        index, nodes = snap.name_index, snap.nodes
+        for name, node in changes.items():
+            i = index.get(name)
+            if node is not None and i is not None and same_topology(nodes[i], node):
+                out.add(name)
+        self._usage_memo = (changes, out)
+        return out
+
     def fits(self, changes: Mapping[str, NodeTopology | None]) -> bool:
         """Every changed node's resources are in the packed table (else ``apply``
         builds the snapshot whole)."""
-        names = self.snapshot.packed.res_index
+        names, same = self.snapshot.packed.res_index, self.usage_only(changes)
         return all(
-            node is None or all(r in names for r in _resources(node)) for node in changes.values()
+            node is None or name in same or all(r in names for r in _resources(node))
+            for name, node in changes.items()
         )
 
     def apply(self, changes: Mapping[str, NodeTopology | None]) -> Snapshot:
@@ -112,29 +131,34 @@ class SnapshotEditor:
         if not changes:
             return self.snapshot
         try:
-            whole = not self.fits(changes) or self._drops_resource(changes)
+            same = self.usage_only(changes)
+            whole = not self.fits(changes) or self._drops_resource(changes, same)
+            if whole:
+                return self._rebuild(changes)
+            draft = _Draft(self)
+            for name, node in changes.items():
+                i = draft.name_index.get(name)
+                if node is None:
+                    if i is not None:
+                        draft.remove(i)
+                elif i is None:
+                    draft.add(node)
+                else:
+                    draft.update(i, node, usage_only=name in same)
+            self.snapshot = draft.finish()
+            return self.snapshot
         finally:
-            _RESOURCES.clear()  # per batch: old records are not kept alive by the memo
-        if whole:
-            return self._rebuild(changes)
-        draft = _Draft(self)
-        for name, node in changes.items():
-            i = draft.name_index.get(name)
-            if node is None:
-                if i is not None:
-                    draft.remove(i)
-            elif i is None:
-                draft.add(node)
-            else:
-                draft.update(i, node)
-        self.snapshot = draft.finish()
-        return self.snapshot
+            _RESOURCES.clear()  # per batch: old records are not kept alive by the memos
+            self._usage_memo = None
 
-    def _drops_resource(self, changes: Mapping[str, NodeTopology | None]) -> bool:
+    def _drops_resource(self, changes: Mapping[str, NodeTopology | None], same: set[str]) -> bool:
         """True when after ``changes`` no node reports a resource of the packed table (then
-        ``apply`` builds whole); else the counts are moved to the changed records."""
+        ``apply`` builds whole); else the counts are moved to the changed records.
+        ``same``: nodes whose resources stay (``usage_only``)."""
         snap, delta = self.snapshot, dict[str, int]()
         for name, node in changes.items():
+            if name in same:
+                continue
             i = snap.name_index.get(name)
             for r in _resources(snap.nodes[i]) if i is not None else ():
                 delta[r] = delta.get(r, 0) - 1
@@ -195,7 +219,8 @@ class _Draft:
         self._place(i, node)
         self._labels(i, node.labels, add=True)
 
-    def update(self, i: int, node: NodeTopology) -> None:
+    def update(self, i: int, node: NodeTopology, *, usage_only: bool = False) -> None:
+        """``usage_only``: ``same_topology`` holds against node i's record."""
         old = self.nodes[i]
         self.nodes[i] = node
         if old.labels is not node.labels and old.labels != node.labels:
@@ -203,7 +228,10 @@ class _Draft:
             self._labels(i, node.labels, add=True)
             self.structural = True
         s = self.shape_of[i]
-        key = (_topology_key(node), _usage_key(node))  # once: the costliest part of an event
+        # Once: the topology key is the costliest part of an event, and a usage-only
+        # event (most of them under churn) keeps its node's.
+        tkey = self.ed.shape_key[s][0] if usage_only else _topology_key(node)  # type: ignore[index]
+        key = (tkey, _usage_key(node))
         if self.ed.shape_key[s] == key:
             return
         # first, so an unchanged shape is not freed and re-made
@@ -413,6 +441,53 @@ def _values(snap: Snapshot) -> dict[str, tuple[str, ...]]:
     if isinstance(values, ValueIndex):
         return values.values
     return {k: tuple(v for v, _ in vs) for k, vs in values.items()}
+
+
+def same_topology(old: NodeTopology, new: NodeTopology) -> bool:
+    """``new`` differs from ``old`` at most in its zones' free amounts (same resources)
+    and NUMA states: what NFD's topology-updater and koordlet rewrite every minute. Then
+    ``new`` has ``old``'s topology key (_topology_key) and resource names. Maps are
+    compared by identity first: the incremental inventory shares equal ones."""
+    if not (
+        _same(old.allocatable, new.allocatable)
+        and _same(old.unaligned_devices, new.unaligned_devices)
+        and old.sources == new.sources
+        and len(old.zones) == len(new.zones)
+        and _SCALARS(old) == _SCALARS(new)
+    ):
+        return False
+    for a, b in zip(old.zones, new.zones, strict=True):
+        if a is b:
+            continue
+        if not (
+            a.id == b.id
+            and _same(a.capacity, b.capacity)
+            and _same(a.allocatable, b.allocatable)
+            and _same(a.costs, b.costs)
+            and a.available.keys() == b.available.keys()
+        ):
+            return False
+    return True
+
+
+def _same(a: Mapping[Any, Any], b: Mapping[Any, Any]) -> bool:
+    return a is b or a == b
+
+
+# Every scalar field of NodeTopology that _topology_key reads.
+_SCALARS = attrgetter(
+    "tm_policy",
+    "tm_scope",
+    "max_numa_nodes",
+    "prefer_closest",
+    "cpu_manager_policy",
+    "full_pcpus_only",
+    "threads_per_core",
+    "memory_manager_policy",
+    "koord_policy",
+    "volcano_policy",
+    "volcano_cpu_manager_policy",
+)
 
 
 # resource_names of one record, by identity, within one ``apply`` (``fits`` and

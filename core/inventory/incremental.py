@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any
 
 from core.inventory.build import Identified, Parsed, identify, parse
@@ -29,7 +30,7 @@ from core.inventory.records import Units
 from core.inventory.share import Sharer
 from core.inventory.usage import PodUsage
 from core.inventory.volcano import VolcanoData
-from core.model import NodeTopology
+from core.model import NodeTopology, NumaZone
 
 ObjectKey = tuple[str, str, str]  # (kind, namespace, name)
 # The sharer is replaced when it holds more than this many entries plus so many per node.
@@ -75,7 +76,10 @@ class IncrementalInventory:
         self.share = Sharer()
         self._objects: dict[ObjectKey, ParsedObject] = {}
         self._parts: dict[str, Parts] = {}
-        self._dirty: set[str] = set()
+        self._dirty: set[str] = set()  # names to merge whole
+        # Names whose only change since their last merge is their NRT's free amounts
+        # (``_usage_only``): merged by ``_with_usage``, not whole.
+        self._usage: set[str] = set()
         self._merge_errors: dict[str, tuple[str, ...]] = {}
         self.records: dict[str, NodeTopology] = {}
         self.errors_changed = False  # since the last ``errors()``
@@ -92,8 +96,23 @@ class IncrementalInventory:
 
     def set(self, parsed: ParsedObject) -> None:
         """Add or replace the object ``parsed.key``."""
-        if parsed.key[0] != "Pod" and self._objects.get(parsed.key) == parsed:
-            return  # the same content again (a relist, a no-op update): nothing to merge
+        old = self._objects.get(parsed.key)
+        if old is not None and parsed.key[0] != "Pod":
+            if old == parsed:
+                return  # the same content again (a relist, a no-op update): nothing to merge
+            name = parsed.key[2]
+            parts = self._parts.get(name)
+            if (
+                parts is not None
+                and old.errors == parsed.errors
+                and _usage_only(old.data, parsed.data)
+            ):
+                # Most watch events under churn (NFD rewrites free amounts every minute).
+                self._objects[parsed.key] = parsed
+                parts.nrt = parsed.data  # type: ignore[assignment]
+                if name not in self._dirty:
+                    self._usage.add(name)
+                return
         self.delete(parsed.key)
         if parsed.ignored:
             return
@@ -122,6 +141,7 @@ class IncrementalInventory:
         parts = self._parts.get(name) if name is not None else None
         if parts is None or name is None:
             return
+        self._usage.discard(name)
         if key[0] == "Pod":
             parts.pods = [p for p in parts.pods if p is not old.data]
         else:
@@ -139,11 +159,22 @@ class IncrementalInventory:
 
     @property
     def pending(self) -> int:
-        return len(self._dirty)
+        return len(self._dirty | self._usage)
 
     def flush(self) -> dict[str, NodeTopology | None]:
         """Merge every touched node name; its new record, or None when it is gone."""
         out: dict[str, NodeTopology | None] = {}
+        for name in self._usage:
+            if name in self._dirty:
+                continue
+            old = self.records.get(name)
+            nrt = self._parts[name].nrt
+            record = _with_usage(old, nrt) if old is not None and nrt is not None else None
+            if record is None:
+                self._dirty.add(name)  # the rules of merge are needed: merged whole
+            elif record is not old:
+                self.records[name] = out[name] = record
+        self._usage.clear()
         for name in self._dirty:
             parts = self._parts.get(name)
             if parts is None or _empty(parts):
@@ -209,6 +240,65 @@ def _share_parts(data: Parsed, share: Sharer) -> None:
             if share.usage:
                 zone.available = share.mapping(zone.available)
             zone.costs = share.mapping(zone.costs)
+
+
+def _usage_only(old: Parsed, new: Parsed) -> bool:
+    """``new`` is the NRT ``old`` with other free amounts only (zones, their capacity,
+    allocatable and costs, settings, policy and CPU map equal). Then ``new``'s zones
+    take ``old``'s maps, which are shared already (``_share_parts``)."""
+    if not (
+        type(old) is NrtData
+        and type(new) is NrtData
+        and old.zones
+        and new.zones
+        and old.zones.keys() == new.zones.keys()
+        and old.koord_policy == new.koord_policy
+        and old.settings == new.settings
+        and old.cpu_numa == new.cpu_numa
+    ):
+        return False
+    pairs = [(old.zones[i], z) for i, z in new.zones.items()]
+    if not all(
+        a.capacity == b.capacity and a.allocatable == b.allocatable and a.costs == b.costs
+        for a, b in pairs
+    ):
+        return False
+    for a, b in pairs:
+        b.capacity, b.allocatable, b.costs = a.capacity, a.allocatable, a.costs
+    return True
+
+
+def _with_usage(record: NodeTopology, nrt: NrtData) -> NodeTopology | None:
+    """``record`` with the free amounts of ``nrt`` (``_usage_only`` of the NRT it was
+    merged from): what merge gives when the NRT reports a free amount for every
+    allocatable resource of every zone (else merge derives some from the bound pods, and
+    None is returned). ``record`` itself when no amount changed."""
+    zones, records = record.zones, nrt.zones
+    if not zones or records is None or len(zones) != len(records):
+        return None  # e.g. an untrusted Node: merge left the zones out
+    fresh = []
+    changed = False
+    for zone in zones:
+        rec = records.get(zone.id)
+        if rec is None or rec.available.keys() != rec.allocatable.keys():
+            return None
+        if rec.available == zone.available:
+            fresh.append(zone)
+        else:
+            fresh.append(
+                NumaZone(zone.id, zone.capacity, zone.allocatable, rec.available, zone.costs)
+            )
+            changed = True
+    if not changed:
+        return record
+    # Positional, not dataclasses.replace: that looks the fields up on every call (an
+    # eighth of the event loop under churn, py-spy).
+    values = _FIELDS(record)
+    return NodeTopology(*values[:_ZONES], tuple(fresh), *values[_ZONES + 1 :])
+
+
+_FIELDS = attrgetter(*NodeTopology.__dataclass_fields__)
+_ZONES = list(NodeTopology.__dataclass_fields__).index("zones")
 
 
 def _empty(parts: Parts) -> bool:

@@ -19,9 +19,13 @@ from core.feasibility.snapshot import (
     shape_rows,
     usage_rows,
 )
+from core.feasibility.snapshot import (
+    _topology_key as topology_key,
+)
 from core.feasibility.verdicts import evaluate
 from core.inventory.build import build_inventory
 from core.inventory.incremental import IncrementalInventory, ObjectKey, parse_object
+from core.inventory.merge import merge
 from core.model import PodIntent
 from tests.builders.model import container, intents
 from tests.builders.model import intent as pod_intent
@@ -55,7 +59,10 @@ def objects(draw: st.DrawFn) -> dict[str, Any]:
         return node(name, labels=labels, allocatable=alloc)
     if kind == "NodeResourceTopology":
         free = str(draw(st.integers(0, 31)))
-        zones = [zone(i, {"cpu": ("32", "31", free), "memory": ("128Gi", "120Gi")}) for i in (0, 1)]
+        # With a free amount for every resource, a change of free amounts only takes the
+        # inventory's usage-only path (incremental._with_usage), else merge's.
+        memory = ("128Gi", "120Gi", *draw(st.sampled_from([("100Gi",), ("120Gi",), ()])))
+        zones = [zone(i, {"cpu": ("32", "31", free), "memory": memory}) for i in (0, 1)]
         if draw(st.integers(0, 9)) == 0:
             zones = two_zones()
         policy = draw(st.sampled_from(POLICIES))
@@ -262,3 +269,91 @@ def test_a_resource_no_node_reports_any_more_is_not_checked_after_updates() -> N
     expected = Snapshot.build(build_inventory([*plain, node("b", allocatable={"cpu": "64"})]).nodes)
     assert _verdicts(snap, pod_gpu) == _verdicts(expected, pod_gpu)
     assert _verdicts(snap, pod_gpu)["a"][0] == "fits"
+
+
+def _free(name: str, cpu: str, memory: str | None = "100Gi", **attributes: str) -> dict[str, Any]:
+    mem = ("128Gi", "120Gi", memory) if memory else ("128Gi", "120Gi")
+    zones = [zone(i, {"cpu": ("32", "31", cpu), "memory": mem}) for i in (0, 1)]
+    return nrt(name, zones, attributes=attributes or {"topologyManagerPolicy": "restricted"})
+
+
+def test_a_change_of_free_amounts_only_skips_the_merge_and_the_topology_key(
+    monkeypatch,
+) -> None:
+    """Under churn most events rewrite free amounts only: the record is patched
+    (incremental._with_usage) and keeps its topology class (delta.same_topology), with the
+    result of the whole path; any other change, or a free amount the NRT leaves out
+    (merge derives it from bound pods), takes the whole path."""
+    import core.feasibility.delta as delta
+    import core.inventory.incremental as incremental
+
+    merged, keyed = [], []
+    monkeypatch.setattr(incremental, "merge", lambda *a: merged.append(a[0]) or merge(*a))
+    monkeypatch.setattr(delta, "_topology_key", lambda n: keyed.append(n.name) or topology_key(n))
+    final = {n: _free(n, "20") for n in NAMES}
+    inventory = IncrementalInventory()
+    for obj in final.values():
+        inventory.set(parse_object(obj, inventory.units))
+    editor = SnapshotEditor(Snapshot.build(()))
+    editor.apply(inventory.flush())
+    capacity = inventory.records["b"].zones[0].capacity
+
+    def event(obj: dict[str, Any]) -> Snapshot:
+        final[obj["metadata"]["name"]] = obj
+        merged.clear(), keyed.clear()
+        inventory.set(parse_object(obj, inventory.units))
+        return editor.apply(inventory.flush())
+
+    snap = event(_free("b", "3"))
+    assert merged == [] and keyed == []
+    assert inventory.records["b"].zones[0].capacity is capacity  # still shared
+    assert _verdicts(snap, _cpu_pod(8))["b"][0] == "no-room-now"
+    # (event, merged whole, keyed again): without memory's free amount the record needs
+    # merge (which derives it), yet only its usage changes.
+    for obj, merges, keys in [
+        (_free("c", "3", memory=None), ["c"], []),
+        (_free("d", "3", topologyManagerPolicy="single-numa-node"), ["d"], ["d"]),
+        (_free("e", "7"), [], []),
+    ]:
+        snap = event(obj)
+        assert (merged, keyed) == (merges, keys)
+    expected = build_inventory(list(final.values()))
+    assert inventory.nodes() == expected.nodes
+    for intent in (_cpu_pod(4), _cpu_pod(8), _cpu_pod(20)):
+        assert _verdicts(snap, intent) == _verdicts(Snapshot.build(expected.nodes), intent)
+
+
+def test_same_topology_is_usage_only() -> None:
+    """What keeps a record's topology class (delta.same_topology): free amounts and NUMA
+    states may change; a resource, a map's content or a setting may not."""
+    import dataclasses
+
+    from core.feasibility.delta import same_topology
+
+    inventory = IncrementalInventory()
+    inventory.set(parse_object(_free("a", "20"), inventory.units))
+    inventory.flush()
+    old = inventory.records["a"]
+    z0, z1 = old.zones
+
+    def zones(**changes: Any) -> dict[str, Any]:
+        return {"zones": (dataclasses.replace(z0, **changes), z1)}
+
+    assert same_topology(
+        old, dataclasses.replace(old, **zones(available={**z0.available, "cpu": 1}))
+    )
+    assert same_topology(old, dataclasses.replace(old, numa_states=("single", "idle")))
+    assert same_topology(old, dataclasses.replace(old, **zones(capacity=dict(z0.capacity))))
+    for changed in (
+        zones(available={**z0.available, "nvidia.com/gpu": 1}),
+        zones(capacity={**z0.capacity, "cpu": 1}),
+        zones(costs={0: 10, 1: 32}),
+        zones(id=5),
+        {"zones": (z0,)},
+        {"allocatable": {"cpu": 1}},
+        {"tm_policy": "single-numa-node"},
+        {"max_numa_nodes": 2},
+        {"sources": ("Node", "NodeResourceTopology")},
+        {"unaligned_devices": {"nvidia.com/gpu": 1}},
+    ):
+        assert not same_topology(old, dataclasses.replace(old, **changed)), changed
