@@ -218,9 +218,16 @@ class InventoryUpdateMetrics:
     def record(self, drained: Sequence[tuple[Any, ...]], done: float, seconds: float) -> None:
         """One applied batch: items are (received, resource, type, ...)."""
         self.apply.observe(seconds)
+        # Counted per batch (hundreds of events each under churn), observed per event.
+        counts: dict[tuple[str, str], int] = {}
         for item in drained:
-            self.events.inc(resource=item[1], type=item[2])
-            self.latency.observe(done - item[0])
+            key = (item[1], item[2])
+            counts[key] = counts.get(key, 0) + 1
+        for (resource, kind), n in counts.items():
+            self.events.inc(n, resource=resource, type=kind)
+        observe = self.latency.observe
+        for item in drained:
+            observe(done - item[0])
 
     def rebuilt(self, seconds: float) -> None:
         self.full_builds.inc()

@@ -316,7 +316,7 @@ class _Draft:
         if t is None:
             t = ed.topo_index[tkey] = len(self.topo_bits)
             self.topo_bits.append(0)
-            self.topo_shapes.append(())
+            self.topo_shapes.append(array("q"))
             self.topo_monotone.append(True)
             self.usage_gen.append(0)
             self.structural = True
@@ -354,7 +354,7 @@ class _Draft:
         """Drop class t's dead shapes from its evaluation order; their slots are free."""
         dead = self.ed.dead.pop(t)
         gone = {s for s, _ in dead}
-        self.topo_shapes[t] = tuple(x for x in self.topo_shapes[t] if x not in gone)
+        self.topo_shapes[t] = array("q", [x for x in self.topo_shapes[t] if x not in gone])
         if t in self.appended:
             self.appended[t] = [x for x in self.appended[t] if x not in gone]
         for s, n in dead:
@@ -409,7 +409,8 @@ class _Draft:
     def finish(self) -> Snapshot:
         old = self.old
         for t, added in self.appended.items():
-            self.topo_shapes[t] = (*self.topo_shapes[t], *added)
+            # A new array: the old snapshot's readers still iterate the old one.
+            self.topo_shapes[t] = self.topo_shapes[t] + array("q", added)
         return Snapshot(
             nodes=self.nodes.freeze(),
             packed=self.ed.store.packed() if self.rows else old.packed,

@@ -213,7 +213,17 @@ def _available_within_allocatable(node: NodeTopology) -> bool:
 
 
 def _usage_key(node: NodeTopology) -> tuple[Any, ...]:
-    return (tuple(tuple(sorted(z.available.items())) for z in node.zones), node.numa_states)
+    """What tells nodes of one topology class apart: each zone's free amounts, then the
+    NUMA states. One flat tuple (resource, amount, ..., None per zone, states...): keys
+    are kept per shape, and the incremental inventory makes one per watch event, so a
+    tuple per item and per zone cost memory and, under churn, most of the young
+    collection at each install (their count is the collector's work)."""
+    key: list[Any] = []
+    for z in node.zones:
+        key.extend(chain.from_iterable(sorted(z.available.items())))
+        key.append(None)
+    key.extend(node.numa_states)
+    return tuple(key)
 
 
 @dataclass(frozen=True, slots=True)
@@ -230,8 +240,11 @@ class Snapshot:
     topo_of: array[int]  # shape -> topology class (shapes differing only in usage)
     topo_bits: tuple[int, ...]  # topology class -> bitset of node indexes
     # topology class -> its shapes, in evaluation order; after incremental updates also
-    # dead ones (no nodes, shape_rep -1) until the class is compacted (delta.py)
-    topo_shapes: tuple[tuple[int, ...], ...]
+    # dead ones (no nodes, shape_rep -1) until the class is compacted (delta.py). Arrays:
+    # a batch of watch events makes a new one per class it touches (thousands of shapes
+    # each under churn), and a tuple's int objects were most of the collector's work then
+    # (each one visited, scattered over the heap).
+    topo_shapes: tuple[array[int], ...]
     topo_monotone: tuple[bool, ...]  # available <= allocatable everywhere in the class
     all_bits: int
     name_index: Mapping[str, int]
@@ -284,7 +297,7 @@ class Snapshot:
             shape_rep=array("q", reps),
             topo_of=array("q", topo_of),
             topo_bits=tuple(topo_bits),
-            topo_shapes=tuple(tuple(x) for x in topo_shapes),
+            topo_shapes=tuple(array("q", x) for x in topo_shapes),
             topo_monotone=tuple(monotone),
             all_bits=(1 << len(nodes)) - 1,
             name_index={n.name: i for i, n in enumerate(nodes)},

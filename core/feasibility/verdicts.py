@@ -8,7 +8,7 @@ are computed per shape and per label with big-int bitsets; the kernel runs once 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import ModuleType
 
@@ -192,7 +192,7 @@ class _Tally:
         self.unknown_ok = 0
         self.first_fit: NodeVerdict | None = None
 
-    def add(self, v: _ShapeVerdict, sel: int, shapes: tuple[int, ...]) -> bool:
+    def add(self, v: _ShapeVerdict, sel: int, shapes: Sequence[int]) -> bool:
         """Record v for the selected nodes ``sel``; True when the caller may stop."""
         n = sel.bit_count()
         self.counts[v.verdict] += n

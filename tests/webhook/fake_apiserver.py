@@ -329,7 +329,10 @@ class FakeApiServer(ApiHandlers):
         seed: int = 1,
     ) -> None:
         """Rewrite the objects of ``resource`` (but ``exclude``d names) round robin with
-        ``rewrite`` at ``rate`` events per second, until called again (rate 0 stops)."""
+        ``rewrite`` at ``rate`` events per second, until called again (rate 0 stops).
+        The round goes in an order shuffled by ``seed``, not by name: in a cluster each
+        node's topology-updater keeps its own timer, so consecutive events come from
+        unrelated nodes."""
 
         def do() -> None:
             old = self._churners.pop(resource.path, None)
@@ -339,6 +342,7 @@ class FakeApiServer(ApiHandlers):
                 return
             skip = set(exclude)
             keys = [k for k in sorted(self._store.objects[resource.path]) if k[1] not in skip]
+            random.Random(seed).shuffle(keys)
             churner = Churner(keys, rate, rewrite, self._rewrite_one(resource), seed=seed)
             churner.start()
             self._churners[resource.path] = churner
