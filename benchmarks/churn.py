@@ -23,13 +23,13 @@ from __future__ import annotations
 
 import argparse
 import gc
-import itertools
 import json
+import random
 import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -58,45 +58,64 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--connections", type=int, default=16)
     p.add_argument("--threads", type=int, default=2, help="wrk threads")
     p.add_argument("--probes", type=int, default=10, help="NRT flips per visibility figure")
+    p.add_argument("--pairs", type=int, default=3,
+                   help="no churn / highest rate pairs behind the headline ratios (medians)")  # fmt: skip
     p.add_argument("--outage", type=float, default=40.0, help="API outage, seconds")
     p.add_argument("--large", action="store_true", help="also 100,000 nodes at 1,700/s")
     p.add_argument("--large-nodes", type=int, default=100_000)
     p.add_argument("--quick", action="store_true", help="a smoke run of a few seconds")
+    p.add_argument("--distinct-usage", action="store_true",
+                   help="every NRT with free amounts of its own from the start (a running "
+                        "cluster's), not the generator's few levels")  # fmt: skip
     p.add_argument("--timeout", type=float, default=900.0, help="seconds to wait for ready")
     p.add_argument("--out", type=Path, default=bench.RESULTS)
     args = p.parse_args(argv)
     if args.quick:
         args.nodes, args.rates, args.duration, args.warmup = 200, "0,20", 2, 0.5
         args.probes, args.outage, args.connections, args.large = 2, 2.0, 4, False
+        args.pairs = 2
     args.rate_list = [float(r) for r in args.rates.split(",")]
     if args.rate_list[0] != 0:
         p.error("--rates: the first rate must be 0 (the baseline of the ratios)")
     return args
 
 
-def fake_cluster(work: Path, nodes: int) -> FakeApiServer:
+def fake_cluster(work: Path, nodes: int, *, distinct: bool = False) -> FakeApiServer:
     """The test API server with ``nodes`` generated nodes and the probe node."""
     fake = FakeApiServer(
         make_tls(work / "api-tls"), default_watch_timeout=300, bookmark_interval=60,
         compaction_interval=300,
     )  # fmt: skip
     fake.start()
-    fake.load(itertools.chain(gen.inventory_objects(nodes), parts.probe_objects()))
+    fake.load(cluster_objects(nodes, distinct=distinct))
     # The test API server stands in for kube-apiserver, whose Go collector runs beside
-    # its goroutines. Here the collector of this process stopped the server's threads:
-    # at 100,000 nodes a full collection of 250-360 ms during the first churn, then the
-    # stalled watch events all at once, which the worker paid for (the first run under
-    # churn in a process 0.63-0.76 of no churn, later ones 0.82-0.88). The objects are
-    # loaded for good and what the churn allocates is acyclic: collection is off.
+    # its goroutines. This process's collector stopped the server's threads instead: at
+    # 100,000 nodes a full collection of 250-360 ms during the first churn (gc.callbacks),
+    # the watch events then delivered at once. The loaded objects stay for the whole run
+    # and the churn's garbage is freed by reference counting: the collector is off.
     gc.collect()
     gc.freeze()
     gc.disable()
     return fake
 
 
-def write_json_list(path: Path, nodes: int) -> Path:
+def cluster_objects(nodes: int, *, distinct: bool = False) -> Iterator[dict[str, Any]]:
+    """The generated cluster and the probe node. ``distinct``: every NRT with free
+    amounts of its own (drawn as the churn draws them), as a running cluster's
+    topology-updaters report each node's actual free CPUs and memory; the generator's
+    few usage levels let thousands of nodes share a shape at start, which the churn then
+    splits one event at a time."""
+    rng = random.Random(11)
+    for obj in gen.inventory_objects(nodes):
+        if distinct and obj["kind"] == "NodeResourceTopology":
+            nrt_available(obj, rng)
+        yield obj
+    yield from parts.probe_objects()
+
+
+def write_json_list(path: Path, nodes: int, *, distinct: bool = False) -> Path:
     """The inventory as ``kubectl get nodes,noderesourcetopologies,... -o json`` prints it."""
-    items = itertools.chain(gen.inventory_objects(nodes), parts.probe_objects())
+    items = cluster_objects(nodes, distinct=distinct)
     with path.open("wb") as out:  # streamed: 100,000 nodes' dicts at once would be GiBs
         out.write(b'{"apiVersion":"v1","kind":"List","items":[')
         for k, item in enumerate(items):
@@ -105,8 +124,10 @@ def write_json_list(path: Path, nodes: int) -> Path:
     return path
 
 
-def ready_from_file(work: Path, nodes: int, timeout: float) -> dict[str, Any]:
-    path = write_json_list(work / f"inventory-{nodes}.json", nodes)
+def ready_from_file(
+    work: Path, nodes: int, timeout: float, *, distinct: bool = False
+) -> dict[str, Any]:
+    path = write_json_list(work / f"inventory-{nodes}.json", nodes, distinct=distinct)
     print(f"ready from a {nodes}-node JSON file...", file=sys.stderr)
     ng = parts.start_numagate(
         ["--inventory", str(path)], work / "certs", work / "file.log", timeout
@@ -155,7 +176,7 @@ def api_run(args: argparse.Namespace, work: Path, load: parts.Load, nodes: int,
             rates: list[float]) -> dict[str, Any]:  # fmt: skip
     """numagate on the live API: ready, visibility, the rates, recovery, RSS."""
     print(f"loading {nodes} nodes into the test API server...", file=sys.stderr)
-    fake = fake_cluster(work, nodes)
+    fake = fake_cluster(work, nodes, distinct=args.distinct_usage)
     try:
         kubeconfig = fake.write_kubeconfig(work / "kubeconfig")
         ng = parts.start_numagate(
@@ -175,6 +196,12 @@ def api_run(args: argparse.Namespace, work: Path, load: parts.Load, nodes: int,
             probes = args.probes if nodes == args.nodes else max(3, args.probes // 3)
             out["visible_idle_s"] = parts.change_visible(fake, prober, probes, timeout)
             out["points"] = churn_points(fake, ng, load, rates, args.warmup)
+            # Ten seconds of wrk vary by +-0.1 in reviews/s on a shared machine: the
+            # headline ratios are medians over pairs measured back to back.
+            out["pairs"] = [report.pair_ratios(out["points"][0], out["points"][-1])]
+            for _ in range(args.pairs - 1):
+                base, last = churn_points(fake, ng, load, [0.0, rates[-1]], args.warmup)
+                out["pairs"].append(report.pair_ratios(base, last))
             print(f"NRT change to decision at {rates[-1]:g} events/s...", file=sys.stderr)
             out["visible_churn_s"] = parts.change_visible(fake, prober, probes, timeout)
             fake.churn(NRTS, 0, nrt_available)
@@ -210,11 +237,17 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         load = parts.Load(wrk, bodies, args.duration, args.connections, args.threads)
         # The floor: Python, imports and TLS setup with an inventory of one node.
         result["startup_floor_s"] = ready_from_file(work, 0, args.timeout)["ready_s"]
-        result["file"] = {str(args.nodes): ready_from_file(work, args.nodes, args.timeout)}
+        result["file"] = {
+            str(args.nodes): ready_from_file(
+                work, args.nodes, args.timeout, distinct=args.distinct_usage
+            )
+        }
         result["api"] = api_run(args, work, load, args.nodes, args.rate_list)
         if args.large:
             big = args.large_nodes
-            result["file"][str(big)] = ready_from_file(work, big, args.timeout)
+            result["file"][str(big)] = ready_from_file(
+                work, big, args.timeout, distinct=args.distinct_usage
+            )
             result["large"] = api_run(args, work, load, big, [0.0, big / 60])
     result["figures"] = report.figures(result)
     return result

@@ -39,10 +39,14 @@ def test_quick_churn_benchmark_reports_every_figure(tmp_path: Path) -> None:
     recovery = result["api"]["recovery"]
     assert recovery["watches_resumed_s"] is not None and recovery["change_visible_s"] > 0
     assert result["file"]["200"]["ready_s"] > 0
+    pairs = result["api"]["pairs"]  # the headline ratios are the medians of the pairs
+    assert len(pairs) == 2 and all(r > 0 and p > 0 for r, p, _ in pairs)
     figures = result["figures"]
+    assert min(r for r, _, _ in pairs) <= figures["rps_ratio"] <= max(r for r, _, _ in pairs)
     assert figures["large_rps_ratio"] is None  # --quick never runs the 100k case
     assert all(figures[k] is not None for k in ("rps_ratio", "p99_ratio", "ready_api_s"))
     text = (tmp_path / "churn-quick.md").read_text()
     assert "| NRT events/s (observed) | reviews/s |" in text
     assert "| reviews/s under the highest rate / no churn |" in text
+    assert "back to back, 2 times" in text
     assert text in done.stdout
