@@ -137,6 +137,8 @@ class FakeApiServer(ApiHandlers):
         self._forbidden: set[str] = set()
         self._unavailable = False
         self._churners: dict[str, Churner] = {}
+        # resource path -> (position, random state) where its last churner stopped
+        self._churn_state: dict[str, tuple[int, random.Random | None]] = {}
         self._background: set[asyncio.Task[Any]] = set()
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
@@ -332,18 +334,22 @@ class FakeApiServer(ApiHandlers):
         ``rewrite`` at ``rate`` events per second, until called again (rate 0 stops).
         The round goes in an order shuffled by ``seed``, not by name: in a cluster each
         node's topology-updater keeps its own timer, so consecutive events come from
-        unrelated nodes."""
+        unrelated nodes. A later call carries on where the last one stopped (the round's
+        position, the random values): every event writes new content."""
 
         def do() -> None:
             old = self._churners.pop(resource.path, None)
             if old is not None:
                 old.stop()
+                self._churn_state[resource.path] = (old.position, old.rng)
             if rate <= 0:
                 return
             skip = set(exclude)
             keys = [k for k in sorted(self._store.objects[resource.path]) if k[1] not in skip]
             random.Random(seed).shuffle(keys)
-            churner = Churner(keys, rate, rewrite, self._rewrite_one(resource), seed=seed)
+            position, rng = self._churn_state.get(resource.path, (0, None))
+            churner = Churner(keys, rate, rewrite, self._rewrite_one(resource), seed=seed,
+                              position=position, rng=rng)  # fmt: skip
             churner.start()
             self._churners[resource.path] = churner
 

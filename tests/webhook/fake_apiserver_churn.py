@@ -51,7 +51,10 @@ def node_heartbeat(obj: dict[str, Any], rng: random.Random) -> None:
 @dataclass
 class Churner:
     """Rewrites ``keys`` round robin at ``rate`` events/s. ``apply_one(key, rewrite, rng)``
-    does the write (it is the server's; it runs on the server's loop)."""
+    does the write (it is the server's; it runs on the server's loop). ``position`` and
+    ``rng`` carry on from an earlier churner of the same objects: a churner started
+    afresh would write the values it wrote before, and an event that rewrites an object
+    with the content it has changes nothing for a watcher."""
 
     keys: Sequence[Any]
     rate: float
@@ -59,6 +62,8 @@ class Churner:
     apply_one: Callable[[Any, Rewrite, random.Random], None]
     seed: int = 1
     emitted: int = 0
+    position: int = 0
+    rng: random.Random | None = None
     task: asyncio.Task[None] | None = field(default=None, repr=False)
 
     def start(self) -> None:
@@ -71,18 +76,19 @@ class Churner:
     async def _run(self) -> None:
         if not self.keys or self.rate <= 0:
             return
-        rng = random.Random(self.seed)
+        if self.rng is None:
+            self.rng = random.Random(self.seed)
+        rng = self.rng
         loop = asyncio.get_running_loop()
         started = loop.time()
-        position = 0
         done = 0
         # Events are due at a steady rate from the start; a late tick catches up, so the
         # observed rate stays right even when the loop is busy.
         while True:
             due = int((loop.time() - started) * self.rate) - done
             for _ in range(due):
-                self.apply_one(self.keys[position % len(self.keys)], self.rewrite, rng)
-                position += 1
+                self.apply_one(self.keys[self.position % len(self.keys)], self.rewrite, rng)
+                self.position += 1
             done += due
             self.emitted += due
             await asyncio.sleep(TICK)
