@@ -1,9 +1,8 @@
 """The worker's GIL switch interval under churn, A/B (issue 14): one test API server
 holding ``--nodes`` generated nodes; per round and per interval, ``numagate serve
 --kubeconfig`` (one worker) is started with its switch interval forced to that value (a
-``sitecustomize`` on PYTHONPATH; the shipped value is webhook/server.py
-SWITCH_INTERVAL_SECONDS), then wrk drives /validate without churn and at ``--rate`` NRT
-events/s, as benchmarks/churn.py does. The order of the intervals is reversed every
+``sitecustomize`` on PYTHONPATH; numagate keeps Python's default, 5 ms), then wrk drives
+/validate without churn and at ``--rate`` NRT events/s, as benchmarks/churn.py does. The order of the intervals is reversed every
 round: runs of one process differ by +-0.1 in the reviews/s ratio, so one run per
 value says little.
 
@@ -34,8 +33,8 @@ import gen  # noqa: E402
 from tests.webhook.fake_apiserver import NRTS, FakeApiServer  # noqa: E402
 from tests.webhook.fake_apiserver_churn import nrt_available  # noqa: E402
 
-# Forces the interval in the numagate processes only (they alone get the variable):
-# serve_worker's own sys.setswitchinterval call is turned into this value.
+# Forces the interval in the numagate processes only (they alone get the variable); a
+# later sys.setswitchinterval call there is turned into this value too.
 SITECUSTOMIZE = """\
 import os, sys
 _forced = os.environ.get("NUMAGATE_AB_SWITCH_INTERVAL")

@@ -99,13 +99,6 @@ def release_free_heap() -> bool:
 _M_ARENA_MAX = -8
 MALLOC_ARENAS = 2
 
-# How long a thread holding the GIL keeps it while another waits (Python's default is
-# 5 ms). A watch thread parsing events holds it whenever the event loop blocks on I/O,
-# so with the default each of a review's socket waits could cost the loop up to 5 ms
-# (the convoy effect): at 100,000 nodes and 1,667 NRT events/s, p99 5.0x and reviews/s
-# 0.70 of no churn with 5 ms, 1.1x and 0.88 with 1 ms (docs/benchmarks.md, round 5).
-SWITCH_INTERVAL_SECONDS = 0.001
-
 
 def limit_malloc_arenas(count: int = MALLOC_ARENAS) -> bool:
     """Cap glibc's malloc arenas (as ``MALLOC_ARENA_MAX`` would); False where there is no
@@ -292,7 +285,6 @@ async def serve_worker(
     ``on_ready`` receives the bound port once TLS is being served; ``preloaded`` is the
     static inventory built once by the parent (see :func:`run_workers`)."""
     limit_malloc_arenas()  # before the watch and evaluation threads start
-    sys.setswitchinterval(SWITCH_INTERVAL_SECONDS)
     holder = ConfigHolder(opts.config)
     metrics = WebhookMetrics()
     state = InventoryState(metrics=metrics, freeze_gc=True)

@@ -20,7 +20,7 @@ import pytest
 from kubernetes.client.exceptions import ApiException
 
 from tests.builders.objects import SMALL
-from tests.launch import serving, wait_for
+from tests.launch import wait_for
 from tests.webhook.fake_apiserver import NODES, FakeApiServer, node
 from webhook.inventory.live import NODES as NODE_RESOURCE
 from webhook.inventory.loader import LoadError
@@ -33,11 +33,7 @@ from webhook.inventory.state import (
     load_demo,
 )
 from webhook.inventory.stream import api_get
-from webhook.server import (
-    SWITCH_INTERVAL_SECONDS,
-    pause_gc_until_ready,
-    release_free_heap,
-)
+from webhook.server import pause_gc_until_ready, release_free_heap
 
 TIMING = Timing(
     watch_timeout=1,
@@ -274,7 +270,6 @@ for t in threads:
 @pytest.mark.parametrize("limit", [False, True])
 def test_malloc_arenas_are_capped(limit: bool) -> None:
     import subprocess
-    import sys
 
     from tests.paths import ROOT
 
@@ -286,17 +281,3 @@ def test_malloc_arenas_are_capped(limit: bool) -> None:
         assert 1 <= arenas <= 2
     else:
         assert arenas > 2  # the default: threads that contend get arenas of their own
-
-
-def test_a_serving_worker_hands_the_gil_over_within_a_millisecond(tmp_path: Path) -> None:
-    """The watch threads parse while the event loop waits on sockets: with Python's 5 ms
-    default the loop waited up to 5 ms per wait for the GIL back (docs/benchmarks.md,
-    round 5); the served worker runs with SWITCH_INTERVAL_SECONDS."""
-    before = sys.getswitchinterval()
-    sys.setswitchinterval(0.005)
-    try:
-        with serving(tmp_path):
-            assert sys.getswitchinterval() == pytest.approx(SWITCH_INTERVAL_SECONDS)
-    finally:
-        sys.setswitchinterval(before)
-    assert SWITCH_INTERVAL_SECONDS <= 0.001
