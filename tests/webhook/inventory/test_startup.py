@@ -9,7 +9,6 @@ import ctypes
 import gc
 import pickle
 import random
-import sys
 import threading
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -270,6 +269,7 @@ for t in threads:
 @pytest.mark.parametrize("limit", [False, True])
 def test_malloc_arenas_are_capped(limit: bool) -> None:
     import subprocess
+    import sys
 
     from tests.paths import ROOT
 
