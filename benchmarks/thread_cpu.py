@@ -6,9 +6,10 @@ read, HTTP chunking, JSON, ``parse_object``), from ``/proc/<pid>/task/<tid>/stat
 per event, over ``--seconds`` after ``--warmup`` seconds of churn.
 
     .venv/bin/python benchmarks/thread_cpu.py [--nodes 10000] [--rate 1666.67]
-        [--seconds 10] [--warmup 3]
+        [--seconds 10] [--warmup 3] [--windows 1]
 
-Prints one JSON line. Figures: docs/benchmarks.md ("Inventory under churn").
+Prints one JSON line per window (with the worker's RSS and the seconds of churn so far).
+Figures: docs/benchmarks.md ("Inventory under churn").
 """
 
 from __future__ import annotations
@@ -47,9 +48,13 @@ def thread_cpu(pid: int) -> dict[int, float]:
     return out
 
 
-def measure(nodes: int, rate: float, seconds: float, warmup: float) -> dict[str, float]:
+def measure(
+    nodes: int, rate: float, seconds: float, warmup: float, windows: int = 1
+) -> list[dict[str, float]]:
+    """One figure per window of ``seconds`` (``windows`` in a row, churn going on)."""
     work = Path(tempfile.mkdtemp(prefix="numagate-threads-"))
     fake = churn.fake_cluster(work, nodes)
+    out = []
     try:
         kubeconfig = fake.write_kubeconfig(work / "kubeconfig")
         ng = parts.start_numagate(
@@ -59,17 +64,34 @@ def measure(nodes: int, rate: float, seconds: float, warmup: float) -> dict[str,
             fake.churn(NRTS, rate, nrt_available, exclude=(parts.PROBE,))
             time.sleep(warmup)
             before, events0 = thread_cpu(ng.worker), fake.churned(NRTS)
-            time.sleep(seconds)
-            after, events1 = thread_cpu(ng.worker), fake.churned(NRTS)
+            for k in range(windows):
+                time.sleep(seconds)
+                after, events1 = thread_cpu(ng.worker), fake.churned(NRTS)
+                figure = _figure(nodes, ng.worker, before, after, events1 - events0, seconds)
+                figure["churn_s"] = round(warmup + (k + 1) * seconds, 1)
+                figure["rss_mib"] = ng.rss_mib()
+                out.append(figure)
+                before, events0 = after, events1
             fake.churn(NRTS, 0, nrt_available)
         finally:
             ng.stop()
     finally:
         fake.stop()
         shutil.rmtree(work, ignore_errors=True)
-    events = max(1, events1 - events0)
+    return out
+
+
+def _figure(
+    nodes: int,
+    worker: int,
+    before: dict[int, float],
+    after: dict[int, float],
+    events: int,
+    seconds: float,
+) -> dict[str, float]:
+    events = max(1, events)
     spent = {tid: cpu - before.get(tid, 0.0) for tid, cpu in after.items()}
-    loop = spent.pop(ng.worker, 0.0)  # the main thread's id is the process id
+    loop = spent.pop(worker, 0.0)  # the main thread's id is the process id
     others = sum(spent.values())
     return {
         "nodes": nodes,
@@ -86,8 +108,11 @@ def main() -> int:
     p.add_argument("--rate", type=float, default=1666.67, help="NRT events/s")
     p.add_argument("--seconds", type=float, default=10.0)
     p.add_argument("--warmup", type=float, default=3.0)
+    p.add_argument("--windows", type=int, default=1,
+                   help="windows of --seconds in a row (sustained churn: per-event cost, RSS)")  # fmt: skip
     args = p.parse_args()
-    print(json.dumps(measure(args.nodes, args.rate, args.seconds, args.warmup)))
+    for figure in measure(args.nodes, args.rate, args.seconds, args.warmup, args.windows):
+        print(json.dumps(figure), flush=True)
     return 0
 
 
