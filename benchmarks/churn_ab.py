@@ -19,7 +19,6 @@ import os
 import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +27,7 @@ sys.path[:0] = [str(HERE.parent), str(HERE)]
 
 import churn  # noqa: E402
 import churn_parts as parts  # noqa: E402
+import churn_report as report  # noqa: E402
 import gen  # noqa: E402
 
 from tests.webhook.fake_apiserver import NRTS, FakeApiServer  # noqa: E402
@@ -46,26 +46,19 @@ if _forced:
 
 
 def one_run(fake: FakeApiServer, work: Path, load: parts.Load, rate: float) -> dict[str, Any]:
+    """A worker started afresh; wrk without churn, then at ``rate`` (churn.churn_points)."""
     kubeconfig = fake.write_kubeconfig(work / "kubeconfig")
     ng = parts.start_numagate(["--kubeconfig", str(kubeconfig)], work / "certs",
                               work / "api.log", 900)  # fmt: skip
     try:
-        points = []
-        for r in (0.0, rate):
-            fake.churn(NRTS, r, nrt_available, exclude=(parts.PROBE,))
-            time.sleep(3)
-            before, t0 = fake.churned(NRTS), time.monotonic()
-            reviews, healthz = parts.wrk_pair(ng, load)
-            observed = (fake.churned(NRTS) - before) / (time.monotonic() - t0)
-            points.append((reviews["reviews_per_s"], reviews["p99_ms"], healthz["p99_ms"],
-                           observed))  # fmt: skip
+        base, last = churn.churn_points(fake, ng, load, [0.0, rate], warmup=3.0)
         fake.churn(NRTS, 0, nrt_available)
     finally:
         ng.stop()
-    (rps0, p0, h0, _), (rps1, p1, h1, observed) = points
-    return {"reviews_per_s": (rps0, rps1), "ratio": round(rps1 / rps0, 2),
-            "p99_ms": (p0, p1), "p99_ratio": round(p1 / p0, 2), "healthz_p99_ms": (h0, h1),
-            "observed_rate": round(observed, 1)}  # fmt: skip
+    ratio, p99_ratio, _ = report.pair_ratios(base, last)
+    return {"reviews_per_s": (base["reviews"]["reviews_per_s"], last["reviews"]["reviews_per_s"]),
+            "ratio": ratio, "p99_ms": (base["reviews"]["p99_ms"], last["reviews"]["p99_ms"]),
+            "p99_ratio": p99_ratio, "observed_rate": last["observed_rate"]}  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -157,10 +157,6 @@ class IncrementalInventory:
             if self._objects.get(key) != parsed:
                 self.set(parsed)
 
-    @property
-    def pending(self) -> int:
-        return len(self._dirty | self._usage)
-
     def flush(self) -> dict[str, NodeTopology | None]:
         """Merge every touched node name; its new record, or None when it is gone."""
         out: dict[str, NodeTopology | None] = {}
