@@ -13,8 +13,8 @@ A removed node's index is filled by the last node (its bits move), so indexes st
 dense; the order of ``nodes`` is therefore the order of arrival, not the names' (a full
 build sorts by name).
 
-Shapes nobody uses any more stay in the evaluation order (``topo_shapes``) until half
-of their class is dead (they have no nodes: evaluation skips them); then their slots of
+Shapes nobody uses any more stay in the evaluation order (``topo_shapes``) until an
+eighth of their class is dead (they have no nodes: evaluation skips them); then their slots of
 the packed arrays are freed, and reused by new shapes with as many NUMA zones once no
 reader can still use them (``reuse_after``), so the arrays stay a small multiple of the
 live shapes under churn. A node with a resource the packed table does not have needs a
@@ -52,6 +52,12 @@ from core.feasibility.snapshot import (
 from core.model import NodeTopology
 
 ShapeKey = tuple[Any, Any]
+
+# A class's dead shapes are dropped from its evaluation order once they are more than
+# 1/_DEAD_FRACTION of it: every review that scans the class walks them (at 1/2, a minute
+# of churn at 100,000 nodes made reviews 5x slower), and dropping them costs a pass over
+# the class, so amortized ~_DEAD_FRACTION steps per dead shape.
+_DEAD_FRACTION = 8
 
 
 class SnapshotEditor:
@@ -298,7 +304,7 @@ class _Draft:
             dead = ed.dead.setdefault(t, [])
             dead.append((s, n))
             self.shape_rep[s] = -1
-            if len(dead) > 16 + len(self.topo_shapes[t]) // 2:
+            if len(dead) > 16 + len(self.topo_shapes[t]) // _DEAD_FRACTION:
                 self._compact(t)
         elif self.shape_rep[s] == i:
             b = expand(self.shape_bits[s])

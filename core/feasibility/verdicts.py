@@ -70,13 +70,14 @@ class _Evaluator:
         self.runs: dict[int, tuple[str, int, int]] = {}  # topology -> (policy, code, flags)
         self.usage: set[int] = set()  # classes whose verdict depends on usage
 
-    def topology(self, t: int) -> _ShapeVerdict | None:
+    def topology(self, t: int, i: int) -> _ShapeVerdict | None:
         """The verdict shared by every node of topology class t, or None when it depends
-        on each node's usage."""
+        on each node's usage. ``i``: a node of the class."""
         snap = self.snap
-        # a class may list dead shapes (no nodes, core/feasibility/delta.py): a live one
-        s0 = next(s for s in snap.topo_shapes[t] if snap.shape_rep[s] >= 0)
-        node = snap.nodes[snap.shape_rep[s0]]
+        # The node's own shape: a class may list dead shapes first (no nodes,
+        # core/feasibility/delta.py), and scanning past them cost O(dead) per review.
+        s0 = snap.shape_of[i]
+        node = snap.nodes[i]
         ok, why = compat.compatible(self.intent, node)
         if not node.zones:
             return _ShapeVerdict("unknown-topology", reason="no NUMA data", compatible=ok)
@@ -161,7 +162,7 @@ def evaluate(
         tally.counts["not-selected"] += tbits.bit_count() - sel_t.bit_count()
         if not sel_t:
             continue
-        shared = ev.topology(t)
+        shared = ev.topology(t, (sel_t & -sel_t).bit_length() - 1)
         if shared is not None:
             if tally.add(shared, sel_t, snapshot.topo_shapes[t]):
                 return tally.early()

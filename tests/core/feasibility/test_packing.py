@@ -88,3 +88,22 @@ def test_appends_and_late_reuse_do_not_copy_the_arrays() -> None:
         snap = _churn(editor, inventory, rng, rng.sample(NAMES, 2))
     assert snap.packed.zones is first or len(snap.packed.zones) > len(first)
     assert editor.store.free  # some slots still wait for their readers
+
+
+def test_dead_shapes_stay_a_small_part_of_each_class() -> None:
+    # Every review that scans a class walks its dead shapes: under churn (every event a
+    # new shape) they must not pile up to the size of the class.
+    rng = random.Random(5)
+    inventory = IncrementalInventory()
+    editor = SnapshotEditor(Snapshot.build(()), clock=Clock(), reuse_after=1.0)
+    names = [f"n{i}" for i in range(300)]
+    _churn(editor, inventory, rng, names)
+    worst = 0
+    for _ in range(150):
+        snap = _churn(editor, inventory, rng, rng.sample(names, 20))
+        for shapes in snap.topo_shapes:
+            dead = sum(1 for s in shapes if snap.shape_rep[s] < 0)
+            assert dead <= 20 + (len(shapes) - dead) // 6, (dead, len(shapes))
+            worst = max(worst, dead)
+    assert worst > 0  # shapes did die: the bound was exercised
+    assert _verdicts(snap) == _verdicts(Snapshot.build(inventory.nodes()))
