@@ -123,8 +123,10 @@ class EditedColumn(Generic[T]):
         return value
 
     def freeze(self) -> Column[T]:
-        chunks = tuple(
-            tuple(chunk) if c in self._own else chunk  # type: ignore[misc]
-            for c, chunk in enumerate(self._chunks)
-        )
-        return Column(chunks, self._len)  # type: ignore[arg-type]
+        # Only the written chunks in Python: a pass over every chunk per batch was 4% of
+        # the event loop under churn at 100,000 nodes (py-spy).
+        chunks = self._chunks
+        for c in self._own:
+            chunks[c] = tuple(chunks[c])
+        self._own = set()
+        return Column(tuple(chunks), self._len)  # type: ignore[arg-type]

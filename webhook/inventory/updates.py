@@ -153,6 +153,7 @@ class InventoryUpdates:
                 self._full_build("first build")
             return
         started, cpu = time.monotonic(), time.thread_time()
+        self.state.before_batch()
         budget = self._budget(started)
         drained = self._drain(self._slice)
         changes = self.inventory.flush()
@@ -257,6 +258,7 @@ class InventoryUpdates:
         self.full_builds += 1
         if self.metrics is not None:
             self.metrics.inventory_updates.rebuilt(time.monotonic() - started)
+        self.state.before_batch()  # the reviews' garbage of the build's seconds
         self._install(snapshot, drained, started)
         if self._queue:
             self._schedule()

@@ -288,7 +288,7 @@ def test_server_state_freezes_the_installed_view() -> None:
         gc.unfreeze()
 
 
-def test_an_incremental_install_collects_the_young_and_freezes_the_rest() -> None:
+def test_an_incremental_update_collects_the_young_first_and_freezes_what_it_made() -> None:
     import weakref
 
     class Node:
@@ -298,15 +298,18 @@ def test_an_incremental_install_collects_the_young_and_freezes_the_rest() -> Non
     try:
         state = InventoryState(freeze_gc=True)
         load_demo(state)
-        kept = Node()  # a record the batch made: young, alive
         dead = Node()
         dead.self = dead  # type: ignore[attr-defined]  # young cyclic garbage of a review
         gone = weakref.ref(dead)
         del dead
+        state.before_batch()
+        assert gone() is None  # collected before the batch, not frozen forever
+        kept = Node()  # a record the batch made: young, alive
+        before = gc.get_freeze_count()
         state.install(demo_view(), quiet=True)
-        assert gone() is None  # collected before the freeze, not frozen forever
         young = [o for g in range(3) for o in gc.get_objects(generation=g)]
         assert not any(o is kept for o in young)  # frozen: no collection walks it again
+        assert gc.get_freeze_count() > before
     finally:
         gc.unfreeze()
 
