@@ -5,7 +5,7 @@ rewritten at a given rate, as NFD's topology-updater does (each node every 60 s 
 events per second).
 
     .venv/bin/python benchmarks/churn.py [--nodes 10000] [--rates 0,0.5,2,20,170]
-        [--duration 10] [--probes 10] [--outage 40] [--large] [--quick]
+        [--duration 10] [--probes 10] [--outage 40] [--large] [--quick] [--pin]
 
 Measured: reviews/s and p99 of /validate driven by wrk with every pod different, at each
 NRT churn rate, as ratios to no churn, with /healthz p99 beside it; the time from an NRT
@@ -15,6 +15,8 @@ ready from the API and from a JSON ``List`` file; the worker's RSS; recovery aft
 API outage (connections refused for ``--outage`` seconds; a change written during it;
 seconds from the API's return to the watches resumed and to the change visible).
 ``--large`` adds 100,000 nodes at 1,700 events/s and the 100,000-node file (minutes).
+``--pin`` puts the worker alone on CPU 0 and the harness (test API server, wrk) on the
+other CPUs once it is ready.
 
 Prints a Markdown table and writes benchmarks/results/churn.json and churn.md.
 """
@@ -67,6 +69,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--distinct-usage", action="store_true",
                    help="every NRT with free amounts of its own from the start (a running "
                         "cluster's), not the generator's few levels")  # fmt: skip
+    p.add_argument("--pin", action="store_true",
+                   help="the worker alone on CPU 0, the test API server and wrk on the others "
+                        "(from ready on)")  # fmt: skip
     p.add_argument("--timeout", type=float, default=900.0, help="seconds to wait for ready")
     p.add_argument("--out", type=Path, default=bench.RESULTS)
     args = p.parse_args(argv)
@@ -184,6 +189,7 @@ def api_run(args: argparse.Namespace, work: Path, load: parts.Load, nodes: int,
             args.timeout,
         )  # fmt: skip
         sampler = parts.RssSampler(ng)
+        pinning = parts.Pinning(ng, args.pin)
         try:
             out: dict[str, Any] = {"nodes": nodes, "ready_s": ng.ready_s,
                                    "rss_mib_ready": ng.rss_mib()}  # fmt: skip
@@ -211,6 +217,7 @@ def api_run(args: argparse.Namespace, work: Path, load: parts.Load, nodes: int,
             out["nrt_list_requests"] = len(fake.list_requests(NRTS))  # pages; more = relists
             return out
         finally:
+            pinning.release()
             sampler.stop()
             ng.stop()
     finally:

@@ -89,6 +89,33 @@ def start_numagate(source: list[str], cert_dir: Path, log: Path, timeout: float)
     raise bench.BenchError(f"numagate not ready after {timeout:.0f} s:\n{_tail(log)}")
 
 
+def pin_threads(pid: int, cpus: set[int]) -> None:
+    """Every thread of ``pid`` on ``cpus`` (threads it starts later inherit the CPUs of
+    the thread that starts them)."""
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        with contextlib.suppress(OSError):  # a thread that has just exited
+            os.sched_setaffinity(int(tid), cpus)
+
+
+class Pinning:
+    """``--pin``: the worker alone on CPU 0, this process (the test API server) and the
+    wrk it starts on the others, as in a cluster where the worker has a core (a CPU limit
+    of 1) and the API server runs elsewhere. Unpinned, the test API server's churn (~84 us
+    of CPU per event) and wrk take CPU from the worker under churn but not in the
+    baseline, on a machine of two cores."""
+
+    def __init__(self, ng: Numagate, on: bool) -> None:
+        self.on = on and (os.cpu_count() or 1) > 1
+        self.all = os.sched_getaffinity(0)
+        if self.on:
+            pin_threads(ng.worker, {0})
+            pin_threads(os.getpid(), self.all - {0})
+
+    def release(self) -> None:
+        if self.on:
+            pin_threads(os.getpid(), self.all)
+
+
 def _tail(path: Path) -> str:
     with contextlib.suppress(OSError):
         return "\n".join(path.read_text(errors="replace").splitlines()[-15:])

@@ -131,7 +131,12 @@ def markdown(result: dict[str, Any]) -> str:
         f"Machine: {m['nproc']} CPUs ({m['cpu']}), load average at start "
         f"{m['loadavg_at_start']:.2f}. One worker; wrk {a['threads']} threads, "
         f"{a['connections']} connections, {a['duration']} s per rate, /validate with every "
-        "pod different; /healthz paced at 50/s beside it.",
+        "pod different; /healthz paced at 50/s beside it."
+        + (
+            " The worker alone on CPU 0, the test API server and wrk on the others (--pin)."
+            if a.get("pin")
+            else ""
+        ),
         "",
         *_rate_table(result["api"]),
     ]

@@ -23,7 +23,7 @@ def test_quick_churn_benchmark_reports_every_figure(tmp_path: Path) -> None:
         pytest.skip("wrk is not installed (apt-get install -y wrk)")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     done = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "churn.py"), "--quick", "--out", str(tmp_path)],
+        [sys.executable, str(ROOT / "benchmarks" / "churn.py"), "--quick", "--pin", "--out", str(tmp_path)],
         capture_output=True, text=True, timeout=300, env=env, check=False, cwd=ROOT,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
@@ -49,4 +49,5 @@ def test_quick_churn_benchmark_reports_every_figure(tmp_path: Path) -> None:
     assert "| NRT events/s (observed) | reviews/s |" in text
     assert "| reviews/s under the highest rate / no churn |" in text
     assert "back to back, 2 times" in text
+    assert ("(--pin)" in text) == ((os.cpu_count() or 1) > 1)
     assert text in done.stdout
