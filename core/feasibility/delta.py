@@ -16,7 +16,7 @@ build sorts by name).
 Shapes nobody uses any more stay in the evaluation order (``topo_shapes``) until an
 eighth of their class is dead (they have no nodes: evaluation skips them); then their slots of
 the packed arrays are freed, and reused by new shapes with as many NUMA zones once no
-reader can still use them (``reuse_after``), so the arrays stay a small multiple of the
+registered reader can still use them (``readers``), so the arrays stay close to the
 live shapes under churn. A node with a resource the packed table does not have needs a
 new table: ``apply`` then builds the snapshot whole (``rebuilt`` counts those).
 """
@@ -24,7 +24,8 @@ new table: ``apply`` then builds the snapshot whole (``rebuilt`` counts those).
 from __future__ import annotations
 
 from array import array
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
+from dataclasses import replace
 from operator import attrgetter
 from typing import Any
 
@@ -37,7 +38,7 @@ from core.feasibility.bitsets import (
     with_member,
     without_member,
 )
-from core.feasibility.packing import PackedStore
+from core.feasibility.packing import PackedStore, Readers
 from core.feasibility.snapshot import (
     ShapeRows,
     Snapshot,
@@ -63,20 +64,13 @@ _DEAD_FRACTION = 8
 class SnapshotEditor:
     """Owns a lineage of snapshots: the current one and the writer-side indexes."""
 
-    def __init__(
-        self,
-        snapshot: Snapshot,
-        *,
-        clock: Callable[[], float] | None = None,
-        reuse_after: float = 0.0,
-    ) -> None:
-        """``clock``/``reuse_after``: a freed shape slot is rewritten in place only
-        ``reuse_after`` seconds after it was freed (see core/feasibility/packing.py);
-        without a clock, rewrites copy the packed arrays."""
+    def __init__(self, snapshot: Snapshot, *, readers: Readers | None = None) -> None:
+        """``readers``: a freed shape slot is rewritten in place once no registered reader
+        of a snapshot that had it is left (core/feasibility/packing.py); without it,
+        rewrites copy the packed arrays."""
         self.snapshot = snapshot
         self.rebuilt = 0
-        self._clock = clock
-        self._reuse_after = reuse_after
+        self._readers = readers
         self._usage_memo: tuple[Mapping[str, NodeTopology | None], set[str]] | None = None
         self._index(snapshot)
 
@@ -85,7 +79,7 @@ class SnapshotEditor:
         self.shape_key: list[ShapeKey | None] = []
         self.topo_index: dict[Any, int] = {}
         self.count = [count(b) for b in snap.shape_bits]
-        self.store = PackedStore(snap.packed, clock=self._clock, reuse_after=self._reuse_after)
+        self.store = PackedStore(snap.packed, readers=self._readers)
         # Dead shapes still listed in their class's ``topo_shapes`` (no nodes: evaluation
         # skips them), as (slot, zone count): the tuple is filtered once half of it is
         # dead, not once per dead shape (a class holds thousands of shapes under churn).
@@ -183,7 +177,8 @@ class SnapshotEditor:
                 nodes.pop(name, None)
             else:
                 nodes[name] = node
-        self.snapshot = Snapshot.build([nodes[k] for k in sorted(nodes)])
+        built = Snapshot.build([nodes[k] for k in sorted(nodes)])
+        self.snapshot = replace(built, generation=self.snapshot.generation + 1)
         self._index(self.snapshot)
         self.rebuilt += 1
         return self.snapshot
@@ -212,7 +207,7 @@ class _Draft:
         self.touched_keys: set[str] = set()
         self.rows: dict[int, ShapeRows] = {}  # shapes written in this batch
         self.structural = False
-        editor.store.begin()
+        editor.store.begin(snap.generation)
 
     # -- nodes -----------------------------------------------------------------------------
 
@@ -434,6 +429,7 @@ class _Draft:
             values_of=self._values_of(),
             structure=object() if self.structural else old.structure,
             usage_gen=self.usage_gen,
+            generation=old.generation + 1,
         )
 
 

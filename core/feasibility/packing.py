@@ -7,17 +7,20 @@ arrays with spare capacity (x1.5 when full) and writes a new shape past the end 
 what any earlier snapshot uses: snapshots share the arrays, each reading only its own
 ``n_shapes``/``zone_count`` prefix, so an append is invisible to them.
 
-A freed slot (a shape no node has any more) is rewritten in place only when the caller
-says that no reader can still use it (``reuse_after``: the server passes a clock and the
-longest time a review may read an older snapshot, webhook/inventory/updates.py); without
-a clock the arrays are copied first, so every earlier snapshot stays exactly as it was.
+A freed slot (a shape no node has any more) is rewritten in place only when no reader
+can still use it: the caller registers every read of a snapshot that may overlap a
+later batch (:class:`Readers`: the server's kernel threads, webhook/review/feasibility.py),
+and a slot freed while generation g was current waits until no reader of g or older is
+left. Readers on the writer's own thread (the event loop's inline evaluations) never
+overlap a batch and need no entry. Without ``readers`` the arrays are copied before an
+in-place write, so every earlier snapshot stays exactly as it was.
 """
 
 from __future__ import annotations
 
+import threading
 from array import array
 from collections import deque
-from collections.abc import Callable
 
 from core.feasibility.codes import SHAPE_FIELDS
 from core.feasibility.snapshot import Packed, ShapeRows, packed_from
@@ -25,51 +28,114 @@ from core.feasibility.snapshot import Packed, ShapeRows, packed_from
 _FIELDS = ("shape_info", "zones", "node_alloc", "unaligned", "dist", "states", "idle_states")
 
 
+class Readers:
+    """The snapshot generations read right now off the writer's thread.
+
+    ``enter`` (on the writer's thread, when the snapshot is taken: no batch can run in
+    between) returns a :class:`Reading`; the reading thread calls ``start`` before it
+    reads and ``done`` after, and the writer's side ``drop`` when it stops waiting (a
+    reading that never started is released then; one that started releases itself).
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._count: dict[int, int] = {}
+
+    def enter(self, generation: int) -> Reading:
+        with self._lock:
+            self._count[generation] = self._count.get(generation, 0) + 1
+        return Reading(self, generation)
+
+    def _release(self, generation: int) -> None:
+        with self._lock:
+            left = self._count[generation] - 1
+            if left:
+                self._count[generation] = left
+            else:
+                del self._count[generation]
+
+    def oldest(self) -> int | None:
+        """The oldest generation still read, None when none is."""
+        with self._lock:
+            return min(self._count) if self._count else None
+
+
+class Reading:
+    """One registered read (``Readers.enter``): waiting, then running, then released."""
+
+    def __init__(self, readers: Readers, generation: int) -> None:
+        self.readers = readers
+        self.generation = generation
+        self._state = "waiting"
+        self._lock = threading.Lock()
+
+    def start(self) -> bool:
+        """Called by the reader before it reads: False when dropped meanwhile (then it
+        must not read: the snapshot's freed slots may have been rewritten)."""
+        with self._lock:
+            if self._state != "waiting":
+                return False
+            self._state = "running"
+            return True
+
+    def done(self) -> None:
+        self._finish("running")
+
+    def drop(self) -> None:
+        """The writer's side stops waiting: a reading that has not started never will."""
+        self._finish("waiting")
+
+    def _finish(self, expected: str) -> None:
+        with self._lock:
+            if self._state != expected:
+                return
+            self._state = "released"
+        self.readers._release(self.generation)
+
+
 class PackedStore:
     """Owns the arrays behind a lineage of Packed tables (one resource table)."""
 
-    def __init__(
-        self,
-        packed: Packed,
-        *,
-        clock: Callable[[], float] | None = None,
-        reuse_after: float = 0.0,
-    ) -> None:
+    def __init__(self, packed: Packed, *, readers: Readers | None = None) -> None:
         self.base = packed
-        self.clock = clock
-        self.reuse_after = reuse_after
+        self.readers = readers
+        self.generation = 0  # of the newest snapshot a freed slot may still be read by
         self.n_shapes = packed.n_shapes
         self.zone_count = packed.zone_count
         self.dist_len = packed.n_shapes and _dist_end(packed)
         # The arrays of ``packed`` are shared until the first write needs room or a copy.
         self.arrays = {name: getattr(packed, name) for name in _FIELDS}
-        self.free: dict[int, deque[tuple[int, float]]] = {}  # zones -> (slot, freed at)
+        self.free: dict[int, deque[tuple[int, int]]] = {}  # zones -> (slot, generation)
         self._copied = False  # this batch already works on fresh copies
 
     # -- slots -----------------------------------------------------------------------------
 
     def release(self, s: int, n: int) -> None:
         """Slot s (a shape of n NUMA zones) is free from now on."""
-        self.free.setdefault(n, deque()).append((s, self.clock() if self.clock else 0.0))
+        self.free.setdefault(n, deque()).append((s, self.generation))
 
     def take(self, n: int) -> int | None:
         """A free slot for a shape of n zones whose readers are gone, if any."""
         slots = self.free.get(n)
         if not slots:
             return None
-        if self.clock is not None and self.clock() - slots[0][1] < self.reuse_after:
-            return None
+        if self.readers is not None:
+            oldest = self.readers.oldest()
+            if oldest is not None and oldest <= slots[0][1]:
+                return None
         return slots.popleft()[0]
 
     # -- writes ----------------------------------------------------------------------------
 
-    def begin(self) -> None:
-        """A new batch: its first in-place rewrite without a clock copies the arrays."""
+    def begin(self, generation: int) -> None:
+        """A new batch, made while snapshot ``generation`` is the newest: its first
+        in-place rewrite without ``readers`` copies the arrays."""
+        self.generation = generation
         self._copied = False
 
     def write(self, s: int, rows: ShapeRows) -> None:
         """Rows of the shape in slot s (a slot that exists, of the same zone count)."""
-        if self.clock is None and not self._copied:
+        if self.readers is None and not self._copied:
             self.arrays = {k: array("q", v) for k, v in self.arrays.items()}
             self._copied = True
         a, nres = self.arrays, self.base.n_res

@@ -256,6 +256,9 @@ class Snapshot:
     # topology, policies); ``usage_gen[t]`` counts the usage changes of topology class t.
     structure: object = field(default_factory=object, compare=False, repr=False)
     usage_gen: array[int] = field(default_factory=lambda: array("q"))
+    # Counts the snapshots of one editor's lineage (delta.py): readers register the one
+    # they read, so that the slots it uses are not rewritten meanwhile (packing.py).
+    generation: int = field(default=0, compare=False)
     _kernels: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod

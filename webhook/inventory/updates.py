@@ -27,7 +27,6 @@ from typing import Any
 from core.feasibility.delta import SnapshotEditor
 from core.feasibility.snapshot import Snapshot
 from core.inventory.incremental import IncrementalInventory, ObjectKey, parse_object
-from webhook.config import MAX_TIMEOUT_SECONDS
 from webhook.inventory.live import LiveSource
 from webhook.inventory.reflector import Key, Reflector, fingerprint
 from webhook.inventory.state import InventoryState, InventoryView
@@ -250,11 +249,9 @@ class InventoryUpdates:
             self.state.record_failure(f"cluster inventory: {exc}")
             return
         self.inventory.share_usage(False)  # from now on, events one by one
-        # A review reads the snapshot it started with for at most MAX_TIMEOUT_SECONDS
-        # (then its answer is given without it): only then is a freed slot rewritten.
-        self.editor = SnapshotEditor(
-            snapshot, clock=time.monotonic, reuse_after=MAX_TIMEOUT_SECONDS + 1
-        )
+        # A review that evaluates in a thread registers the snapshot it reads
+        # (webhook/review/feasibility.py): a freed slot is rewritten once none is left.
+        self.editor = SnapshotEditor(snapshot, readers=self.state.readers)
         self.full_builds += 1
         if self.metrics is not None:
             self.metrics.inventory_updates.rebuilt(time.monotonic() - started)

@@ -1,6 +1,7 @@
 """PackedStore: the packed arrays of the incremental inventory grow in place, and no
-snapshot handed out earlier ever sees a write (appends land past its prefix; a freed
-slot is rewritten in place only after ``reuse_after`` seconds, else on a copy)."""
+snapshot a registered reader holds ever sees a write (appends land past its prefix; a
+freed slot is rewritten in place only once no reader of a snapshot that had it is left;
+without ``Readers``, on a copy)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import random
 from typing import Any
 
 from core.feasibility.delta import SnapshotEditor
+from core.feasibility.packing import Readers, Reading
 from core.feasibility.snapshot import Snapshot
 from core.feasibility.verdicts import evaluate
 from core.inventory.incremental import IncrementalInventory, parse_object
@@ -20,14 +22,6 @@ KEPT = 30  # snapshots still read after later batches (longer than compaction ta
 PODS = [
     pod_intent(scheduler_name="", containers=[container(cpu=c, memory=2**30)]) for c in (4, 12, 30)
 ]
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def _verdicts(snap: Snapshot) -> list[dict[str, Any]]:
@@ -47,47 +41,85 @@ def _churn(editor: SnapshotEditor, inventory: IncrementalInventory, rng: random.
     return editor.apply(inventory.flush())
 
 
-def _run(clock: Clock | None, reuse_after: float) -> int:
+def _run(readers: Readers | None) -> int:
     """200 batches of usage churn; every snapshot is checked against its own verdicts
-    (taken when it was made) after every later batch."""
+    (taken when it was made) after every later batch while it is kept (registered as
+    read when there are ``readers``)."""
     rng = random.Random(3)
     inventory = IncrementalInventory()
-    editor = SnapshotEditor(Snapshot.build(()), clock=clock, reuse_after=reuse_after)
-    kept: list[tuple[Snapshot, list[dict[str, Any]]]] = []
+    editor = SnapshotEditor(Snapshot.build(()), readers=readers)
+    kept: list[tuple[Snapshot, list[dict[str, Any]], Reading | None]] = []
     for step in range(200):
-        if clock is not None:
-            clock.now += 0.1
         snap = _churn(editor, inventory, rng, NAMES if not step else rng.sample(NAMES, 3))
-        kept.append((snap, _verdicts(snap)))
-        kept = kept[-KEPT:]  # the readers still around: the last KEPT snapshots
-        for old, verdicts in kept:
+        reading = readers.enter(snap.generation) if readers is not None else None
+        assert reading is None or reading.start()
+        kept.append((snap, _verdicts(snap), reading))
+        for _, _, gone in kept[:-KEPT]:  # the readers still around: the last KEPT snapshots
+            if gone is not None:
+                gone.done()
+        kept = kept[-KEPT:]
+        for old, verdicts, _ in kept:
             assert _verdicts(old) == verdicts
     assert _verdicts(kept[-1][0]) == _verdicts(Snapshot.build(inventory.nodes()))
     return editor.snapshot.packed.n_shapes
 
 
-def test_without_a_clock_every_earlier_snapshot_stays_as_it_was() -> None:
-    _run(None, 0.0)
+def test_without_readers_every_earlier_snapshot_stays_as_it_was() -> None:
+    _run(None)
 
 
 def test_in_place_reuse_waits_for_the_readers_to_be_gone() -> None:
-    # 0.1 s per batch, readers kept KEPT batches: slots reused after that are never read
-    shapes = _run(Clock(), KEPT * 0.1 + 0.05)
+    shapes = _run(Readers())
     assert shapes < 10 + 3 * (KEPT + 30)  # slots were reused: not one new slot per event
+
+
+def test_a_reader_holds_the_slots_of_its_snapshot_until_it_is_done() -> None:
+    rng = random.Random(6)
+    inventory = IncrementalInventory()
+    readers = Readers()
+    editor = SnapshotEditor(Snapshot.build(()), readers=readers)
+    first = _churn(editor, inventory, rng, NAMES)
+    reading = readers.enter(first.generation)
+    assert reading.start()
+    verdicts = _verdicts(first)
+    for _ in range(100):
+        _churn(editor, inventory, rng, rng.sample(NAMES, 3))
+    assert _verdicts(first) == verdicts
+    held = editor.snapshot.packed.n_shapes
+    assert held > 200  # nothing freed after ``first`` was taken could be reused
+    reading.done()
+    assert readers.oldest() is None
+    for _ in range(100):
+        _churn(editor, inventory, rng, rng.sample(NAMES, 3))
+    assert editor.snapshot.packed.n_shapes < held + 60  # reused again
+
+
+def test_a_reading_dropped_before_it_starts_never_reads_and_is_released() -> None:
+    readers = Readers()
+    waiting, running = readers.enter(4), readers.enter(5)
+    assert readers.oldest() == 4
+    assert running.start()
+    waiting.drop()  # the review stopped waiting before its thread began
+    assert not waiting.start()
+    assert readers.oldest() == 5
+    running.drop()  # stopped waiting, but the thread reads on: still registered
+    assert readers.oldest() == 5
+    running.done()
+    running.done()
+    assert readers.oldest() is None
 
 
 def test_appends_and_late_reuse_do_not_copy_the_arrays() -> None:
     rng = random.Random(4)
     inventory = IncrementalInventory()
-    clock = Clock()
-    editor = SnapshotEditor(Snapshot.build(()), clock=clock, reuse_after=1.0)
+    readers = Readers()
+    editor = SnapshotEditor(Snapshot.build(()), readers=readers)
     _churn(editor, inventory, rng, NAMES)
     first = _churn(editor, inventory, rng, NAMES[:3]).packed.zones  # grown once here
     for _ in range(100):
-        clock.now += 0.05
         snap = _churn(editor, inventory, rng, rng.sample(NAMES, 2))
     assert snap.packed.zones is first or len(snap.packed.zones) > len(first)
-    assert editor.store.free  # some slots still wait for their readers
+    assert snap.packed.n_shapes < 40  # freed slots were rewritten in place
 
 
 def test_dead_shapes_stay_a_small_part_of_each_class() -> None:
@@ -95,7 +127,7 @@ def test_dead_shapes_stay_a_small_part_of_each_class() -> None:
     # new shape) they must not pile up to the size of the class.
     rng = random.Random(5)
     inventory = IncrementalInventory()
-    editor = SnapshotEditor(Snapshot.build(()), clock=Clock(), reuse_after=1.0)
+    editor = SnapshotEditor(Snapshot.build(()), readers=Readers())
     names = [f"n{i}" for i in range(300)]
     _churn(editor, inventory, rng, names)
     worst = 0
