@@ -57,6 +57,7 @@ bench: install
 	$(PY) benchmarks/server.py
 	$(PY) benchmarks/churn.py
 	$(PY) benchmarks/thread_cpu.py
+	$(PY) benchmarks/sustained.py
 	$(PY) benchmarks/worst_case.py
 
 # Ten minutes of steady load (zero errors, flat memory), then a ten-minute fuzz run of the

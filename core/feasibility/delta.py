@@ -14,10 +14,10 @@ dense; the order of ``nodes`` is therefore the order of arrival, not the names' 
 build sorts by name).
 
 Shapes nobody uses any more stay in the evaluation order (``topo_shapes``) until an
-eighth of their class is dead (they have no nodes: evaluation skips them); then their slots of
-the packed arrays are freed, and reused by new shapes with as many NUMA zones once no
-registered reader can still use them (``readers``), so the arrays stay close to the
-live shapes under churn. A node with a resource the packed table does not have needs a
+eighth of their class is dead (they have no nodes: evaluation skips them); then their
+slots of the packed arrays are freed, and reused by new shapes with as many NUMA zones
+once no registered reader can still use them (``readers``), so the arrays stay close to
+the live shapes under churn. A node with a resource the packed table does not have needs a
 new table: ``apply`` then builds the snapshot whole (``rebuilt`` counts those).
 """
 
@@ -81,8 +81,8 @@ class SnapshotEditor:
         self.count = [count(b) for b in snap.shape_bits]
         self.store = PackedStore(snap.packed, readers=self._readers)
         # Dead shapes still listed in their class's ``topo_shapes`` (no nodes: evaluation
-        # skips them), as (slot, zone count): the tuple is filtered once half of it is
-        # dead, not once per dead shape (a class holds thousands of shapes under churn).
+        # skips them), as (slot, zone count): the list is filtered once an eighth of it
+        # is dead, not once per dead shape (a class holds thousands of shapes under churn).
         # Their slots are reused only after that, so their rows stay in place meanwhile.
         self.dead: dict[int, list[tuple[int, int]]] = {}
         for s, rep in enumerate(snap.shape_rep):
