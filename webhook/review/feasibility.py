@@ -96,23 +96,20 @@ async def _evaluate_all(
         # runs must not rewrite the packed rows it reads (core/feasibility/packing.py).
         reading = runtime.inventory.readers.enter(snapshot.generation)
 
-        def registered() -> list[Evaluation] | None:
+        def registered() -> list[Evaluation]:
             if not reading.start():
-                return None  # dropped before it started: the answer went without it
+                return []  # dropped before it started: nobody waits for this answer
             try:
                 return work()
             finally:
                 reading.done()
 
         try:
-            got = await asyncio.wait_for(asyncio.to_thread(registered), remaining)
+            results = await asyncio.wait_for(asyncio.to_thread(registered), remaining)
         except TimeoutError:
             return None
         finally:
             reading.drop()
-        if got is None:
-            return None
-        results = got
     if costs:
         decayed = 0.0 if cost is None else cost * COST_DECAY
         view.memo[EVALUATION_COST] = max(costs[0], decayed)
