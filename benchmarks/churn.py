@@ -6,6 +6,7 @@ events per second).
 
     .venv/bin/python benchmarks/churn.py [--nodes 10000] [--rates 0,0.5,2,20,170]
         [--duration 10] [--probes 10] [--outage 40] [--large] [--quick] [--pin]
+        [--inventory-process]
 
 Measured: reviews/s and p99 of /validate driven by wrk with every pod different, at each
 NRT churn rate, as ratios to no churn, with /healthz p99 beside it; the time from an NRT
@@ -16,7 +17,8 @@ API outage (connections refused for ``--outage`` seconds; a change written durin
 seconds from the API's return to the watches resumed and to the change visible).
 ``--large`` adds 100,000 nodes at 1,700 events/s and the 100,000-node file (minutes).
 ``--pin`` puts the worker alone on CPU 0 and the harness (test API server, wrk) on the
-other CPUs once it is ready.
+other CPUs once it is ready. ``--inventory-process`` serves with ``--inventory-process``
+(the watches and the merge in a helper process; its RSS is reported beside the worker's).
 
 Prints a Markdown table and writes benchmarks/results/churn.json and churn.md.
 """
@@ -69,6 +71,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--distinct-usage", action="store_true",
                    help="every NRT with free amounts of its own from the start (a running "
                         "cluster's), not the generator's few levels")  # fmt: skip
+    p.add_argument("--inventory-process", action="store_true",
+                   help="serve --inventory-process: watch and merge in a helper process")  # fmt: skip
     p.add_argument("--pin", action="store_true",
                    help="the worker alone on CPU 0, the test API server and wrk on the others "
                         "(from ready on)")  # fmt: skip
@@ -184,15 +188,15 @@ def api_run(args: argparse.Namespace, work: Path, load: parts.Load, nodes: int,
     fake = fake_cluster(work, nodes, distinct=args.distinct_usage)
     try:
         kubeconfig = fake.write_kubeconfig(work / "kubeconfig")
-        ng = parts.start_numagate(
-            ["--kubeconfig", str(kubeconfig)], work / "certs", work / f"api-{nodes}.log",
-            args.timeout,
-        )  # fmt: skip
+        source = ["--kubeconfig", str(kubeconfig)]
+        source += ["--inventory-process"] if args.inventory_process else []
+        ng = parts.start_numagate(source, work / "certs", work / f"api-{nodes}.log", args.timeout)
         sampler = parts.RssSampler(ng)
         pinning = parts.Pinning(ng, args.pin)
         try:
             out: dict[str, Any] = {"nodes": nodes, "ready_s": ng.ready_s,
-                                   "rss_mib_ready": ng.rss_mib()}  # fmt: skip
+                                   "rss_mib_ready": ng.rss_mib(),
+                                   "helpers_rss_mib_ready": ng.helpers_rss_mib()}  # fmt: skip
             prober = parts.Prober(ng)
             timeout = max(120.0, args.timeout / 4)
             out["probe_timeout_s"] = timeout
@@ -214,6 +218,7 @@ def api_run(args: argparse.Namespace, work: Path, load: parts.Load, nodes: int,
             if nodes == args.nodes:
                 out["recovery"] = recovery(fake, prober, args.outage)
             out["rss_mib_peak"] = sampler.stop()
+            out["helpers_rss_mib_peak"] = sampler.helpers_peak
             out["nrt_list_requests"] = len(fake.list_requests(NRTS))  # pages; more = relists
             return out
         finally:

@@ -57,6 +57,14 @@ class Numagate:
         kib = bench.rss_kib(self.worker) if self.worker else None
         return round(kib / 1024, 1) if kib else 0.0
 
+    def helpers(self) -> list[int]:
+        """The worker's child processes (the inventory process of --inventory-process)."""
+        return children(self.worker) if self.worker else []
+
+    def helpers_rss_mib(self) -> float:
+        kib = sum(bench.rss_kib(pid) or 0 for pid in self.helpers())
+        return round(kib / 1024, 1)
+
     def stop(self) -> None:
         bench.Server("numagate", self.proc, self.port, self.log).stop()
 
@@ -89,6 +97,17 @@ def start_numagate(source: list[str], cert_dir: Path, log: Path, timeout: float)
     raise bench.BenchError(f"numagate not ready after {timeout:.0f} s:\n{_tail(log)}")
 
 
+def children(pid: int) -> list[int]:
+    """The child processes of ``pid`` (any of its threads')."""
+    out: list[int] = []
+    with contextlib.suppress(OSError):
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            with contextlib.suppress(OSError):
+                text = Path(f"/proc/{pid}/task/{tid}/children").read_text()
+                out.extend(int(c) for c in text.split())
+    return out
+
+
 def pin_threads(pid: int, cpus: set[int]) -> None:
     """Every thread of ``pid`` on ``cpus`` (threads it starts later inherit the CPUs of
     the thread that starts them)."""
@@ -102,7 +121,8 @@ class Pinning:
     wrk it starts on the others, as in a cluster where the worker has a core (a CPU limit
     of 1) and the API server runs elsewhere. Unpinned, the test API server's churn (~84 us
     of CPU per event) and wrk take CPU from the worker under churn but not in the
-    baseline, on a machine of two cores."""
+    baseline, on a machine of two cores. The worker's inventory process
+    (--inventory-process) goes with the harness: a process of its own is the point of it."""
 
     def __init__(self, ng: Numagate, on: bool) -> None:
         self.on = on and (os.cpu_count() or 1) > 1
@@ -110,6 +130,8 @@ class Pinning:
         if self.on:
             pin_threads(ng.worker, {0})
             pin_threads(os.getpid(), self.all - {0})
+            for helper in ng.helpers():
+                pin_threads(helper, self.all - {0})
 
     def release(self) -> None:
         if self.on:
@@ -123,11 +145,13 @@ def _tail(path: Path) -> str:
 
 
 class RssSampler:
-    """The worker's RSS every 0.5 s in a thread; ``peak`` is the largest seen."""
+    """The worker's RSS every 0.5 s in a thread; ``peak`` is the largest seen, and
+    ``helpers_peak`` that of its child processes together."""
 
     def __init__(self, ng: Numagate) -> None:
         self.ng = ng
         self.peak = 0.0
+        self.helpers_peak = 0.0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
@@ -135,10 +159,12 @@ class RssSampler:
     def _run(self) -> None:
         while not self._stop.wait(0.5):
             self.peak = max(self.peak, self.ng.rss_mib())
+            self.helpers_peak = max(self.helpers_peak, self.ng.helpers_rss_mib())
 
     def stop(self) -> float:
         self._stop.set()
         self._thread.join()
+        self.helpers_peak = max(self.helpers_peak, self.ng.helpers_rss_mib())
         return max(self.peak, self.ng.rss_mib())
 
 

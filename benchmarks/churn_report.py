@@ -80,9 +80,15 @@ def figures(result: dict[str, Any]) -> dict[str, float | str | None]:
 
 def _rate_table(run: dict[str, Any]) -> list[str]:
     base = run["points"][0]
+    helpers = ""
+    if run.get("helpers_rss_mib_peak"):
+        helpers = (
+            f"; the inventory process {run['helpers_rss_mib_ready']} MiB, peak "
+            f"{run['helpers_rss_mib_peak']} MiB"
+        )
     lines = [
         f"{run['nodes']} nodes, ready from the API in {run['ready_s']} s "
-        f"(RSS {run['rss_mib_ready']} MiB; peak {run['rss_mib_peak']} MiB):",
+        f"(RSS {run['rss_mib_ready']} MiB; peak {run['rss_mib_peak']} MiB{helpers}):",
         "",
         "| NRT events/s (observed) | reviews/s | ratio | p99 ms | p99 ratio | /healthz p99 ms "
         "| worker CPU ms/review | non-2xx + socket errors |",
@@ -135,6 +141,11 @@ def markdown(result: dict[str, Any]) -> str:
         + (
             " The worker alone on CPU 0, the test API server and wrk on the others (--pin)."
             if a.get("pin")
+            else ""
+        )
+        + (
+            " The cluster watched from an inventory process (serve --inventory-process)."
+            if a.get("inventory_process")
             else ""
         ),
         "",

@@ -6,7 +6,7 @@ read, HTTP chunking, JSON, ``parse_object``), from ``/proc/<pid>/task/<tid>/stat
 per event, over ``--seconds`` after ``--warmup`` seconds of churn.
 
     .venv/bin/python benchmarks/thread_cpu.py [--nodes 10000] [--rate 1666.67]
-        [--seconds 10] [--warmup 3] [--windows 1]
+        [--seconds 10] [--warmup 3] [--windows 1] [--inventory-process]
 
 Prints one JSON line per window (with the worker's RSS and the seconds of churn so far).
 Figures: docs/benchmarks.md ("Inventory under churn").
@@ -49,7 +49,12 @@ def thread_cpu(pid: int) -> dict[int, float]:
 
 
 def measure(
-    nodes: int, rate: float, seconds: float, warmup: float, windows: int = 1
+    nodes: int,
+    rate: float,
+    seconds: float,
+    warmup: float,
+    windows: int = 1,
+    inventory_process: bool = False,
 ) -> list[dict[str, float]]:
     """One figure per window of ``seconds`` (``windows`` in a row, churn going on)."""
     work = Path(tempfile.mkdtemp(prefix="numagate-threads-"))
@@ -57,21 +62,28 @@ def measure(
     out = []
     try:
         kubeconfig = fake.write_kubeconfig(work / "kubeconfig")
-        ng = parts.start_numagate(
-            ["--kubeconfig", str(kubeconfig)], work / "certs", work / "api.log", 900
-        )
+        source = ["--kubeconfig", str(kubeconfig)]
+        source += ["--inventory-process"] if inventory_process else []
+        ng = parts.start_numagate(source, work / "certs", work / "api.log", 900)
         try:
             fake.churn(NRTS, rate, nrt_available, exclude=(parts.PROBE,))
             time.sleep(warmup)
+            helpers = ng.helpers()
             before, events0 = thread_cpu(ng.worker), fake.churned(NRTS)
+            helped0 = sum(sum(thread_cpu(h).values()) for h in helpers)
             for k in range(windows):
                 time.sleep(seconds)
                 after, events1 = thread_cpu(ng.worker), fake.churned(NRTS)
+                helped1 = sum(sum(thread_cpu(h).values()) for h in helpers)
                 figure = _figure(nodes, ng.worker, before, after, events1 - events0, seconds)
                 figure["churn_s"] = round(warmup + (k + 1) * seconds, 1)
                 figure["rss_mib"] = ng.rss_mib()
+                if helpers:
+                    spent = (helped1 - helped0) / max(1, events1 - events0)
+                    figure["inventory_process_us_per_event"] = round(spent * 1e6, 1)
+                    figure["inventory_process_rss_mib"] = ng.helpers_rss_mib()
                 out.append(figure)
-                before, events0 = after, events1
+                before, events0, helped0 = after, events1, helped1
             fake.churn(NRTS, 0, nrt_available)
         finally:
             ng.stop()
@@ -110,8 +122,12 @@ def main() -> int:
     p.add_argument("--warmup", type=float, default=3.0)
     p.add_argument("--windows", type=int, default=1,
                    help="windows of --seconds in a row (sustained churn: per-event cost, RSS)")  # fmt: skip
+    p.add_argument("--inventory-process", action="store_true",
+                   help="serve --inventory-process; its CPU per event and RSS are reported too")  # fmt: skip
     args = p.parse_args()
-    for figure in measure(args.nodes, args.rate, args.seconds, args.warmup, args.windows):
+    for figure in measure(
+        args.nodes, args.rate, args.seconds, args.warmup, args.windows, args.inventory_process
+    ):
         print(json.dumps(figure), flush=True)
     return 0
 

@@ -202,6 +202,11 @@ class InventoryUpdateMetrics:
             "Duration of whole-inventory builds (in a thread, off the event loop).",
             buckets=UPDATE_BUCKETS,
         )
+        self.process_restarts = f.counter(
+            "numagate_inventory_process_restarts_total",
+            "Restarts of the inventory process (serve --inventory-process): it exited, or"
+            " sent a change the worker could not apply.",
+        )
         # Several workers: the worst one, so a lagging worker shows.
         self.watch_lag = f.gauge(
             "numagate_inventory_watch_lag_seconds",

@@ -74,6 +74,7 @@ class ServeOptions:
     in_cluster: bool = False
     config: str | None = None
     log_level: str = "info"
+    inventory_process: bool = False  # watch in a helper process (webhook/inventory/feed.py)
 
 
 @dataclass
@@ -136,7 +137,7 @@ def _start_live(
     the collector's pause)."""
     from webhook.inventory.kube import build_api_client, describe
     from webhook.inventory.live import LiveSource
-    from webhook.inventory.updates import InventoryUpdates, report_sync
+    from webhook.inventory.updates import InventoryUpdates, reflector_sync, report_sync
 
     loop = asyncio.get_running_loop()
     paused = pause_gc_until_ready(state, GC_PAUSE_MAX_SECONDS)
@@ -154,8 +155,36 @@ def _start_live(
     state.synced = lambda: live.synced and updates.editor is not None
     live.start()
     log.info("watching the cluster", extra={"host": describe(client)})
-    tasks = [loop.create_task(report_sync(live, updates))]
+    sync = loop.create_task(report_sync(lambda: reflector_sync(live), updates.lag, state.metrics))
+    tasks = [sync]
     return live.stop, tasks if paused is None else [paused, *tasks]
+
+
+def _start_fed(
+    opts: ServeOptions, state: InventoryState, *, watch_pods: bool
+) -> tuple[Callable[[], None], list[asyncio.Task[Any]]]:
+    """Watch the cluster from an inventory process (``--inventory-process``): it lists,
+    watches, parses and merges, and this worker applies the changes it sends
+    (webhook/inventory/feed.py). The worker's collector is not paused: the first view
+    arrives built."""
+    from webhook.inventory.feed import FedInventory, FeederSpec
+    from webhook.inventory.updates import report_sync
+
+    loop = asyncio.get_running_loop()
+    spec = FeederSpec(
+        kubeconfig=opts.kubeconfig,
+        context=opts.context,
+        in_cluster=opts.in_cluster,
+        include_pods=watch_pods,
+        log_level=opts.log_level,
+    )
+    fed = FedInventory(state, loop, spec, metrics=state.metrics)
+    state.live = True
+    state.last_sync = lambda: fed.last_sync
+    state.synced = lambda: fed.synced
+    fed.start()
+    tasks = [loop.create_task(report_sync(fed.sync, fed.lag, state.metrics))]
+    return fed.stop, tasks
 
 
 def start_sources(
@@ -180,7 +209,8 @@ def start_sources(
             static.load()
         tasks.append(asyncio.get_running_loop().create_task(static.run()))
     elif opts.kubeconfig or opts.in_cluster:
-        stop, started = _start_live(opts, state, watch_pods=holder.current.inventory.watch_pods)
+        start = _start_fed if opts.inventory_process else _start_live
+        stop, started = start(opts, state, watch_pods=holder.current.inventory.watch_pods)
         tasks.extend(started)
     else:
         load_demo(state)

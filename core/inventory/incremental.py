@@ -17,7 +17,7 @@ through ``parse_object`` and applies the results on its event loop).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from operator import attrgetter
 from typing import Any
@@ -83,6 +83,9 @@ class IncrementalInventory:
         self._merge_errors: dict[str, tuple[str, ...]] = {}
         self.records: dict[str, NodeTopology] = {}
         self.errors_changed = False  # since the last ``errors()``
+        # The names of the last ``flush`` whose new record differs from the one before
+        # only in free amounts (``_with_usage``): what a compact delta can carry.
+        self.usage_flushed: list[str] = []
 
     def __len__(self) -> int:
         return len(self.records)
@@ -160,6 +163,7 @@ class IncrementalInventory:
     def flush(self) -> dict[str, NodeTopology | None]:
         """Merge every touched node name; its new record, or None when it is gone."""
         out: dict[str, NodeTopology | None] = {}
+        usage_flushed = self.usage_flushed = []
         for name in self._usage:
             if name in self._dirty:
                 continue
@@ -170,6 +174,7 @@ class IncrementalInventory:
                 self._dirty.add(name)  # the rules of merge are needed: merged whole
             elif record is not old:
                 self.records[name] = out[name] = record
+                usage_flushed.append(name)
         self._usage.clear()
         for name in self._dirty:
             parts = self._parts.get(name)
@@ -272,18 +277,26 @@ def _with_usage(record: NodeTopology, nrt: NrtData) -> NodeTopology | None:
     zones, records = record.zones, nrt.zones
     if not zones or records is None or len(zones) != len(records):
         return None  # e.g. an untrusted Node: merge left the zones out
-    fresh = []
-    changed = False
+    available = []
     for zone in zones:
         rec = records.get(zone.id)
         if rec is None or rec.available.keys() != rec.allocatable.keys():
             return None
-        if rec.available == zone.available:
+        available.append(rec.available)
+    return with_available(record, available)
+
+
+def with_available(record: NodeTopology, available: Sequence[Mapping[str, int]]) -> NodeTopology:
+    """``record`` with zone ``k``'s free amounts replaced by ``available[k]`` (one per
+    zone, in order); ``record`` itself when none changed. The inventory process sends a
+    worker these for a usage-only change instead of the record (webhook/inventory/feed.py)."""
+    fresh = []
+    changed = False
+    for zone, free in zip(record.zones, available, strict=True):
+        if free == zone.available:
             fresh.append(zone)
         else:
-            fresh.append(
-                NumaZone(zone.id, zone.capacity, zone.allocatable, rec.available, zone.costs)
-            )
+            fresh.append(NumaZone(zone.id, zone.capacity, zone.allocatable, free, zone.costs))
             changed = True
     if not changed:
         return record

@@ -1,6 +1,7 @@
 """`inventory.watchPods`: the live source of `serve --kubeconfig` watches bound Pods, so what
 only they carry (kube-scheduler's requested amounts for FitPlus, HAMi card usage,
-Koordinator NUMA states) reaches the inventory; switched off, nodes carry none of it."""
+Koordinator NUMA states) reaches the inventory; switched off, nodes carry none of it. The
+same through the inventory process (``--inventory-process``)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,9 @@ from webhook.inventory.state import InventoryState
 pytestmark = pytest.mark.slow  # starts a test API server and the live source
 
 
-async def _bound_requests(tmp_path: Path, *, watch_pods: bool) -> object:
+async def _bound_requests(
+    tmp_path: Path, *, watch_pods: bool, inventory_process: bool = False
+) -> object:
     config = tmp_path / "config.yaml"
     config.write_text(f"inventory: {{watchPods: {str(watch_pods).lower()}}}\n")
     with running_apiserver(tmp_path) as fake:
@@ -26,12 +29,17 @@ async def _bound_requests(tmp_path: Path, *, watch_pods: bool) -> object:
             fake.apply(obj)
         kubeconfig = fake.write_kubeconfig(tmp_path / "kubeconfig")
         opts = server_module.ServeOptions(
-            host="127.0.0.1", port=0, cert="", key="", kubeconfig=str(kubeconfig)
+            host="127.0.0.1",
+            port=0,
+            cert="",
+            key="",
+            kubeconfig=str(kubeconfig),
+            inventory_process=inventory_process,
         )
         state = InventoryState()
         sources = server_module.start_sources(opts, state, ConfigHolder(config))
         try:
-            for _ in range(200):
+            for _ in range(400):
                 if state.ready:
                     break
                 await asyncio.sleep(0.05)
@@ -44,11 +52,18 @@ async def _bound_requests(tmp_path: Path, *, watch_pods: bool) -> object:
                 task.cancel()
 
 
-async def test_bound_pods_reach_the_live_inventory(tmp_path: Path) -> None:
+@pytest.mark.parametrize("inventory_process", [False, True], ids=["in-worker", "process"])
+async def test_bound_pods_reach_the_live_inventory(tmp_path: Path, inventory_process: bool) -> None:
     # a container without requests counts as 100m CPU / 200Mi, as kube-scheduler's NodeInfo does
-    requests = await _bound_requests(tmp_path, watch_pods=True)
+    requests = await _bound_requests(tmp_path, watch_pods=True, inventory_process=inventory_process)
     assert requests is not None and requests["cpu"] == 100
 
 
-async def test_watch_pods_off_leaves_bound_requests_unknown(tmp_path: Path) -> None:
-    assert await _bound_requests(tmp_path, watch_pods=False) is None
+@pytest.mark.parametrize("inventory_process", [False, True], ids=["in-worker", "process"])
+async def test_watch_pods_off_leaves_bound_requests_unknown(
+    tmp_path: Path, inventory_process: bool
+) -> None:
+    assert (
+        await _bound_requests(tmp_path, watch_pods=False, inventory_process=inventory_process)
+        is None
+    )

@@ -71,6 +71,13 @@ def add_serve(sub: Subparsers) -> None:
     )
     src.add_argument("--in-cluster", action="store_true", help="watch the cluster numagate runs in")
     _add_context(serve)
+    serve.add_argument(
+        "--inventory-process",
+        action="store_true",
+        help="with --kubeconfig or --in-cluster: list, watch, parse and merge the cluster's "
+        "objects in a helper process per worker, which sends the worker only what changed "
+        "(for clusters of tens of thousands of nodes: docs/inventory.md)",
+    )
     serve.add_argument("--config", metavar="FILE", help="configuration file, reloaded on change")
     serve.add_argument(
         "--cert-dir",

@@ -38,6 +38,8 @@ def _check_args(args: argparse.Namespace) -> str | None:
             return f"{flag} {value!r}: no such file"
     if args.context and not args.kubeconfig:
         return "--context needs --kubeconfig FILE"
+    if args.inventory_process and not (args.kubeconfig or args.in_cluster):
+        return "--inventory-process needs --kubeconfig FILE or --in-cluster"
     return None
 
 
@@ -84,6 +86,7 @@ def run(args: argparse.Namespace) -> int:
         in_cluster=args.in_cluster,
         config=args.config,
         log_level=args.log_level,
+        inventory_process=args.inventory_process,
     )
     source = args.inventory or args.kubeconfig or ("in-cluster" if args.in_cluster else "demo")
     print(f"numagate: CA certificate: {paths.ca}", flush=True)

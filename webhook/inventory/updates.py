@@ -21,7 +21,7 @@ import asyncio
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from core.feasibility.delta import SnapshotEditor
@@ -49,6 +49,55 @@ MIN_SLICE = 32
 MAX_SLICE = 20_000
 # Queued: (monotonic time received, resource name, event type, key, parsed object or None).
 Queued = tuple[float, str, str, ObjectKey, Any]
+
+
+def queue_object(
+    inventory: IncrementalInventory, reflector: Reflector, kind: str, key: Key, item: dict[str, Any]
+) -> Queued:
+    """A watch event, parsed (in the reflector's thread) and stamped for the queue."""
+    resource = reflector.resource
+    parsed = None if kind == "DELETED" else parse_object(item, inventory.units)
+    return (time.monotonic(), resource.name, kind, (resource.kind, *key), parsed)
+
+
+def relist_difference(
+    inventory: IncrementalInventory,
+    reflector: Reflector,
+    old: Mapping[Key, Any],
+    new: Mapping[Key, dict[str, Any]],
+) -> list[Queued]:
+    """What a (re)list changed against what was held (by fingerprint), deletions included."""
+    resource = reflector.resource
+    now = time.monotonic()
+    units = inventory.units
+    items: list[Queued] = []
+    for key, item in new.items():
+        if old.get(key) != fingerprint(item):
+            items.append(
+                (now, resource.name, "ADDED", (resource.kind, *key), parse_object(item, units))
+            )
+    for key in old.keys() - new.keys():
+        items.append((now, resource.name, "DELETED", (resource.kind, *key), None))
+    return items
+
+
+def apply_events(
+    queue: deque[Queued], inventory: IncrementalInventory, limit: int | None = None
+) -> list[Queued]:
+    """Take up to ``limit`` events off ``queue`` into ``inventory`` (not flushed); the
+    events taken. Only the last state of each object matters (events of different objects
+    commute: the result is the build of the final objects), so earlier ones are skipped."""
+    drained: list[Queued] = []
+    while queue and (limit is None or len(drained) < limit):
+        drained.append(queue.popleft())
+    last = {item[3]: item for item in drained}
+    for item in last.values() if len(last) < len(drained) else drained:
+        parsed = item[4]
+        if parsed is None:
+            inventory.delete(item[3])
+        else:
+            inventory.set(parsed)
+    return drained
 
 
 class InventoryUpdates:
@@ -83,10 +132,7 @@ class InventoryUpdates:
     # ------------------------------------------------------------------ reflector threads
 
     def on_event(self, reflector: Reflector, kind: str, key: Key, item: dict[str, Any]) -> None:
-        resource = reflector.resource
-        okey = (resource.kind, *key)
-        parsed = None if kind == "DELETED" else parse_object(item, self.inventory.units)
-        self._put((time.monotonic(), resource.name, kind, okey, parsed))
+        self._put(queue_object(self.inventory, reflector, kind, key, item))
 
     def on_replaced(
         self,
@@ -96,17 +142,7 @@ class InventoryUpdates:
         changed: bool,
     ) -> None:
         """A (re)list: queue what differs from what was held, by fingerprint."""
-        resource = reflector.resource
-        now = time.monotonic()
-        units = self.inventory.units
-        items: list[Queued] = []
-        for key, item in new.items():
-            if old.get(key) != fingerprint(item):
-                items.append(
-                    (now, resource.name, "ADDED", (resource.kind, *key), parse_object(item, units))
-                )
-        for key in old.keys() - new.keys():
-            items.append((now, resource.name, "DELETED", (resource.kind, *key), None))
+        items = relist_difference(self.inventory, reflector, old, new)
         if items:
             self._put(*items)
         else:
@@ -182,45 +218,14 @@ class InventoryUpdates:
         return min(MAX_SLICE_SECONDS, SLICE_SECONDS * lag / BACKLOG_SECONDS)
 
     def _drain(self, limit: int | None = None) -> list[Queued]:
-        drained: list[Queued] = []
-        queue, inventory = self._queue, self.inventory
-        while queue and (limit is None or len(drained) < limit):
-            drained.append(queue.popleft())
-        # Only the last state of each object matters (events of different objects commute:
-        # the result is the build of the final objects), so earlier ones are skipped.
-        last = {item[3]: item for item in drained}
-        for item in last.values() if len(last) < len(drained) else drained:
-            parsed = item[4]
-            if parsed is None:
-                inventory.delete(item[3])
-            else:
-                inventory.set(parsed)
-        return drained
+        return apply_events(self._queue, self.inventory, limit)
 
     def _install(self, snapshot: Snapshot, drained: list[Queued], started: float) -> None:
-        old = self.state.view
-        if self.inventory.errors_changed or old is None:
+        if self.inventory.errors_changed or self.state.view is None:
             self._errors = self.inventory.errors()
-        view = InventoryView(snapshot.nodes, snapshot, self._errors, SOURCE, time.monotonic())
-        if old is not None and old.snapshot.structure is snapshot.structure:
-            # Only usage changed: what the request path memoized per view still holds.
-            view.memo.update(old.memo)
-        self.state.install(view, quiet=old is not None)
-        done = time.monotonic()
+        install_update(self.state, snapshot, self._errors, drained, started, self.metrics)
         self.applied += len(drained)
         self.batches += 1
-        if self.metrics is not None:
-            self.metrics.inventory_updates.record(drained, done, done - started)
-        if drained:
-            log.debug(
-                "inventory updated",
-                extra={
-                    "events": len(drained),
-                    "nodes": len(snapshot.nodes),
-                    "applyMs": round((done - started) * 1000, 3),
-                    "lagMs": round((done - drained[0][0]) * 1000, 3),
-                },
-            )
 
     def _full_build(self, why: str) -> None:
         self._building = True
@@ -261,17 +266,57 @@ class InventoryUpdates:
             self._schedule()
 
 
-async def report_sync(live: LiveSource, updates: InventoryUpdates, every: float = 1.0) -> None:
-    """Keep the per-resource sync age and the watch lag gauges current."""
-    metrics = updates.metrics
+def install_update(
+    state: InventoryState,
+    snapshot: Snapshot,
+    errors: tuple[str, ...],
+    events: Sequence[tuple[Any, ...]],
+    started: float,
+    metrics: WebhookMetrics | None,
+) -> None:
+    """Serve ``snapshot`` (a batch of ``events``, items (received, resource, type, ...),
+    applied since ``started``): the new view, the update metrics, the debug line."""
+    old = state.view
+    view = InventoryView(snapshot.nodes, snapshot, errors, SOURCE, time.monotonic())
+    if old is not None and old.snapshot.structure is snapshot.structure:
+        # Only usage changed: what the request path memoized per view still holds.
+        view.memo.update(old.memo)
+    state.install(view, quiet=old is not None)
+    done = time.monotonic()
+    if metrics is not None:
+        metrics.inventory_updates.record(events, done, done - started)
+    if events:
+        log.debug(
+            "inventory updated",
+            extra={
+                "events": len(events),
+                "nodes": len(snapshot.nodes),
+                "applyMs": round((done - started) * 1000, 3),
+                "lagMs": round((done - events[0][0]) * 1000, 3),
+            },
+        )
+
+
+async def report_sync(
+    sync: Callable[[], Iterable[tuple[str, float | None]]],
+    lag: Callable[[float], float],
+    metrics: WebhookMetrics | None,
+    every: float = 1.0,
+) -> None:
+    """Keep the per-resource sync age (``sync``: each resource type and the monotonic time
+    it is known in sync up to) and the watch lag gauges current."""
     if metrics is None:
         return
     gauges = metrics.inventory_updates
     while True:
         now = time.monotonic()
-        for reflector in live.reflectors:
-            until = reflector.synced_until()
+        for resource, until in sync():
             age = float("nan") if until is None else now - until
-            gauges.sync_age.set(age, resource=reflector.resource.name)
-        gauges.watch_lag.set(updates.lag(now))
+            gauges.sync_age.set(age, resource=resource)
+        gauges.watch_lag.set(lag(now))
         await asyncio.sleep(every)
+
+
+def reflector_sync(live: LiveSource) -> list[tuple[str, float | None]]:
+    """Per resource type, the time it is known in sync up to (``report_sync``)."""
+    return [(r.resource.name, r.synced_until()) for r in live.reflectors]

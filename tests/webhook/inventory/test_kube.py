@@ -124,3 +124,7 @@ def test_serve_checks_the_kubeconfig_before_certificates_or_listening(
     assert "not a usable kubeconfig" in capsys.readouterr().err and not cert_dir.exists()
     assert main(["serve", "--context", "x", "--cert-dir", str(cert_dir)]) == 2
     assert "--context needs --kubeconfig" in capsys.readouterr().err
+    assert main(["serve", "--inventory-process", "--cert-dir", str(cert_dir)]) == 2
+    err = capsys.readouterr().err
+    assert "--inventory-process needs --kubeconfig FILE or --in-cluster" in err
+    assert not cert_dir.exists()

@@ -1,0 +1,298 @@
+"""The inventory process (webhook/inventory/feed.py, ``serve --inventory-process``): what it
+sends a worker, applied there, gives the inventory of a full build of the final objects;
+a usage-only change travels as free amounts; a change the worker cannot place restarts the
+process; against the list/watch test server over TLS, with the real process, an event
+changes exactly its node's verdicts and a killed process is replaced while the last good
+view is served."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import pickle
+import signal
+import time
+from collections.abc import Callable
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from core.feasibility.snapshot import Snapshot
+from core.feasibility.verdicts import evaluate
+from core.inventory.build import build_inventory
+from core.inventory.incremental import ObjectKey
+from core.model import PodIntent
+from tests.builders.events import events
+from tests.builders.model import container, intent, intents
+from tests.builders.objects import nrt, zone
+from tests.webhook.fake_apiserver import node as api_node
+from tests.webhook.fake_apiserver import nrt as api_nrt
+from tests.webhook.fake_apiserver import running_apiserver
+from webhook.inventory.feed import Batch, FedInventory, Feed, FeederSpec, Whole
+from webhook.inventory.live import BOUND_PODS, NODE_RESOURCE_TOPOLOGIES, NODES, NUMATOPOLOGIES
+from webhook.inventory.state import InventoryState
+from webhook.metrics import WebhookMetrics
+
+RESOURCES = {
+    "Node": NODES,
+    "NodeResourceTopology": NODE_RESOURCE_TOPOLOGIES,
+    "Numatopology": NUMATOPOLOGIES,
+    "Pod": BOUND_PODS,
+}
+FAST = {"watch_timeout": 1, "backoff_initial": 0.05, "backoff_max": 0.4, "request_timeout": 5.0}
+
+
+def _event(feed: Feed, obj: dict[str, Any], *, delete: bool = False) -> None:
+    meta = obj["metadata"]
+    reflector = SimpleNamespace(resource=RESOURCES[obj["kind"]])
+    key = (meta.get("namespace", ""), meta["name"])
+    feed.on_event(reflector, "DELETED" if delete else "MODIFIED", key, obj)
+
+
+def _messages(sent: list[bytes]) -> list[Whole | Batch]:
+    out = [pickle.loads(b) for b in sent]
+    sent.clear()
+    return out
+
+
+async def _apply(fed: FedInventory, messages: list[Whole | Batch]) -> None:
+    for message in messages:
+        fed.accept(message)
+    while not fed.idle:  # a resource new to the packed table: a build in a thread
+        await asyncio.sleep(0.001)
+
+
+def _verdicts(snap: Snapshot, pod: PodIntent) -> dict[str, tuple[Any, ...]]:
+    return {
+        v.name: (v.verdict, v.numa, v.preferred, v.reason) for v in evaluate(pod, snap).verdicts
+    }
+
+
+def _cpu_pod(cpus: int) -> PodIntent:
+    return intent(scheduler_name="", containers=[container(cpu=cpus, memory=2**30)])
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    events=events,
+    first=st.integers(0, 10),
+    batch=st.integers(1, 6),
+    probes=st.lists(intents(), min_size=1, max_size=3),
+)
+def test_what_the_process_sends_gives_the_full_build(
+    events: list[tuple[bool, dict[str, Any]]], first: int, batch: int, probes: list[PodIntent]
+) -> None:
+    """Events before the first build arrive in the Whole, later ones in Batches of at most
+    ``batch`` events; the worker's view is the full build of the final objects."""
+    sent: list[bytes] = []
+    feed = Feed(sent.append, max_batch=batch)
+    final: dict[ObjectKey, dict[str, Any]] = {}
+
+    def play(part: list[tuple[bool, dict[str, Any]]]) -> None:
+        for delete, obj in part:
+            meta = obj["metadata"]
+            key = (obj["kind"], meta.get("namespace", ""), meta["name"])
+            if delete:
+                final.pop(key, None)
+            else:
+                final[key] = obj
+            _event(feed, obj, delete=delete)
+
+    async def run() -> InventoryState:
+        state = InventoryState()
+        fed = FedInventory(state, asyncio.get_running_loop(), FeederSpec())
+        play(events[:first])
+        feed.step()
+        for start in range(first, len(events), 3):
+            play(events[start : start + 3])
+            feed.step()
+        messages = _messages(sent)
+        assert isinstance(messages[0], Whole)
+        assert all(isinstance(m, Batch) and len(m.events) <= batch for m in messages[1:])
+        await _apply(fed, messages)
+        return state
+
+    state = asyncio.run(run())
+    full = build_inventory(list(final.values()))
+    assert state.view is not None
+    snap = state.view.snapshot
+    assert sorted(snap.nodes, key=lambda n: n.name) == list(full.nodes)
+    assert sorted(state.view.errors) == sorted(full.errors)
+    expected = Snapshot.build(full.nodes)
+    for pod in [*probes, _cpu_pod(4), _cpu_pod(20)]:
+        assert _verdicts(snap, pod) == _verdicts(expected, pod)
+
+
+def _free_nrt(name: str, free: str) -> dict[str, Any]:
+    memory = ("128Gi", "120Gi", "100Gi")
+    zones = [
+        zone(i, {"cpu": ("32", "31", free if i == 0 else "31"), "memory": memory}) for i in (0, 1)
+    ]
+    return nrt(name, zones)
+
+
+def test_a_change_of_free_amounts_travels_as_free_amounts() -> None:
+    sent: list[bytes] = []
+    feed = Feed(sent.append)
+    for name in ("a", "b"):
+        _event(feed, _free_nrt(name, "31"))
+    feed.step()
+    _event(feed, _free_nrt("a", "3"))
+    feed.step()
+    whole, batch = _messages(sent)
+    assert isinstance(whole, Whole) and isinstance(batch, Batch)
+    assert batch.records == ()
+    ((name, free),) = batch.usage
+    assert name == "a" and free[0]["cpu"] == 3000 and free[1]["cpu"] == 31000
+    assert len(batch.events) == 1 and batch.events[0][1:] == ("noderesourcetopologies", "MODIFIED")
+
+    async def run() -> InventoryState:
+        state = InventoryState()
+        fed = FedInventory(state, asyncio.get_running_loop(), FeederSpec())
+        await _apply(fed, [whole, batch])
+        return state
+
+    state = asyncio.run(run())
+    assert state.view is not None
+    nodes = {n.name: n for n in state.view.nodes}
+    assert nodes == feed.inventory.records  # the worker's records are the process's
+    assert nodes["a"].zones[0].available["cpu"] == 3000
+
+
+class _Process:
+    """The handle ``start`` returns, for a process this test plays itself."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.exitcode: int | None = None
+        self.killed = False
+
+    def kill(self) -> None:
+        self.killed = True
+
+    terminate = kill
+
+    def join(self, timeout: float | None = None) -> None:
+        return None
+
+    def is_alive(self) -> bool:
+        return not self.killed
+
+
+def test_a_delta_for_a_node_the_worker_lacks_restarts_the_process() -> None:
+    import multiprocessing
+
+    started: list[_Process] = []
+    ends: list[Any] = []
+
+    def start(spec: FeederSpec) -> tuple[Any, Any]:
+        started.append(_Process(1000 + len(started)))
+        receive, send = multiprocessing.Pipe(duplex=False)
+        ends.append(send)  # open: the reader waits (this test hands messages to accept)
+        return started[-1], receive
+
+    sent: list[bytes] = []
+    feed = Feed(sent.append)
+    _event(feed, _free_nrt("a", "31"))
+    feed.step()
+    (whole,) = _messages(sent)
+    stray = Batch((("zz", ({"cpu": 1},)),), (), None, (), whole.status)
+
+    async def run() -> tuple[FedInventory, InventoryState]:
+        state = InventoryState(metrics=WebhookMetrics())
+        fed = FedInventory(
+            state, asyncio.get_running_loop(), FeederSpec(), metrics=state.metrics, start=start
+        )
+        fed.start()
+        fed.accept(whole)
+        served = state.view
+        fed.accept(stray)
+        assert state.view is served  # the last good view stays
+        return fed, state
+
+    fed, state = asyncio.run(run())
+    for end in ends:
+        end.close()
+    assert fed.restarts == 1 and started[0].killed
+    assert state.metrics is not None
+    assert state.metrics.inventory_updates.process_restarts.value() == 1
+
+
+def _wait(predicate: Callable[[], bool], timeout: float, what: str) -> Any:
+    async def wait() -> None:
+        deadline = time.monotonic() + timeout
+        while not predicate():
+            assert time.monotonic() < deadline, f"timed out waiting for {what}"
+            await asyncio.sleep(0.01)
+
+    return wait()
+
+
+def _busy(name: str, free: int) -> dict[str, Any]:
+    obj = api_nrt(name)
+    for z in obj["zones"]:
+        z["resources"][0]["available"] = str(free)
+    return obj
+
+
+@pytest.mark.slow
+async def test_the_inventory_process_feeds_the_worker_and_is_replaced_when_killed(
+    tmp_path: Path,
+) -> None:
+    names = [f"n{i}" for i in range(8)]
+    with running_apiserver(tmp_path) as fake:
+        for name in names:
+            fake.apply(api_node(name))
+            fake.apply(api_nrt(name))
+        spec = FeederSpec(kubeconfig=str(fake.write_kubeconfig(tmp_path / "kc")), live=FAST)
+        state = InventoryState(metrics=WebhookMetrics())
+        fed = FedInventory(state, asyncio.get_running_loop(), spec, metrics=state.metrics)
+        state.live, state.synced = True, lambda: fed.synced
+        state.last_sync = lambda: fed.last_sync
+        fed.start()
+        try:
+            await _wait(lambda: state.ready, 30, "ready")
+            first = fed.pid
+            assert first is not None and first != os.getpid()
+            assert fed.full_builds == 1 and len(state.view.nodes) == 8  # type: ignore[union-attr]
+            assert {r for r, _ in fed.sync()} == {
+                "nodes",
+                "noderesourcetopologies",
+                "numatopologies",
+            }
+            before = state.view
+            fake.apply(_busy("n3", 2))
+
+            def cpu(name: str) -> int:
+                view = state.view
+                assert view is not None
+                return {n.name: n for n in view.nodes}[name].zones[0].available["cpu"]
+
+            await _wait(lambda: cpu("n3") == 2000, 10, "n3's change")
+            after = state.view
+            assert fed.full_builds == 1  # applied as a change, not a build
+            old = _verdicts(before.snapshot, _cpu_pod(16))  # type: ignore[union-attr]
+            new = _verdicts(after.snapshot, _cpu_pod(16))  # type: ignore[union-attr]
+            assert {n for n in names if old[n] != new[n]} == {"n3"}
+            metrics = state.metrics
+            assert metrics is not None
+            events = metrics.inventory_updates.events
+            assert events.value(resource="noderesourcetopologies", type="MODIFIED") >= 1
+            assert metrics.inventory_updates.latency.count() >= 1
+
+            os.kill(first, signal.SIGKILL)
+            await _wait(lambda: fed.restarts == 1, 10, "the restart")
+            assert state.view is after  # served meanwhile
+            await _wait(lambda: fed.full_builds == 2, 30, "the new process's build")
+            assert fed.pid not in (None, first)
+            assert metrics.inventory_updates.process_restarts.value() == 1
+            fake.apply(_busy("n5", 1))
+            await _wait(lambda: cpu("n5") == 1000, 10, "a change through the new process")
+            assert cpu("n3") == 2000
+        finally:
+            fed.stop()
+        assert fed._proc is not None and not fed._proc.is_alive()
