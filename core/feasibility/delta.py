@@ -64,13 +64,19 @@ _DEAD_FRACTION = 8
 class SnapshotEditor:
     """Owns a lineage of snapshots: the current one and the writer-side indexes."""
 
-    def __init__(self, snapshot: Snapshot, *, readers: Readers | None = None) -> None:
+    def __init__(
+        self, snapshot: Snapshot, *, readers: Readers | None = None, reserve: bool = False
+    ) -> None:
         """``readers``: a freed shape slot is rewritten in place once no registered reader
         of a snapshot that had it is left (core/feasibility/packing.py); without it,
-        rewrites copy the packed arrays."""
+        rewrites copy the packed arrays. ``reserve``: make room in the packed arrays now
+        for every node to have a shape of its own plus the dead shapes classes keep
+        (what usage churn leads to: NFD's free amounts differ per node), so that they do
+        not grow under churn (a live inventory)."""
         self.snapshot = snapshot
         self.rebuilt = 0
         self._readers = readers
+        self._reserve = reserve
         self._usage_memo: tuple[Mapping[str, NodeTopology | None], set[str]] | None = None
         self._index(snapshot)
 
@@ -80,6 +86,9 @@ class SnapshotEditor:
         self.topo_index: dict[Any, int] = {}
         self.count = [count(b) for b in snap.shape_bits]
         self.store = PackedStore(snap.packed, readers=self._readers)
+        if self._reserve:
+            nodes = len(snap.nodes)
+            self.store.reserve(nodes + nodes // _DEAD_FRACTION + 64)
         # Dead shapes still listed in their class's ``topo_shapes`` (no nodes: evaluation
         # skips them), as (slot, zone count): the list is filtered once an eighth of it
         # is dead, not once per dead shape (a class holds thousands of shapes under churn).

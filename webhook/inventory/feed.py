@@ -435,7 +435,7 @@ class FedInventory:
         snapshot = message.snapshot
         if self.editor is not None:  # generations only grow (core/feasibility/packing.py)
             snapshot = replace(snapshot, generation=self.editor.snapshot.generation + 1)
-        self.editor = SnapshotEditor(snapshot, readers=self.state.readers)
+        self.editor = SnapshotEditor(snapshot, readers=self.state.readers, reserve=True)
         self._fresh = False
         self._restart_delay = RESTART_INITIAL
         self.status = message.status

@@ -139,3 +139,25 @@ def test_dead_shapes_stay_a_small_part_of_each_class() -> None:
             worst = max(worst, dead)
     assert worst > 0  # shapes did die: the bound was exercised
     assert _verdicts(snap) == _verdicts(Snapshot.build(inventory.nodes()))
+
+
+def test_a_reserved_store_does_not_grow_under_usage_churn() -> None:
+    # A live inventory reserves room for a shape per node and the dead ones a class keeps
+    # (SnapshotEditor(reserve=True)): churn that gives every node a shape of its own never
+    # grows (copies) an array on the event loop. Built with one shape for all 300 nodes.
+    rng = random.Random(6)
+    inventory = IncrementalInventory()
+    names = [f"n{i}" for i in range(300)]
+    for name in names:
+        obj = nrt(name, [zone(i, {"cpu": ("32", "31", "31")}) for i in (0, 1)],
+                  attributes={"topologyManagerPolicy": "single-numa-node"})  # fmt: skip
+        inventory.set(parse_object(obj, inventory.units))
+    inventory.flush()
+    editor = SnapshotEditor(Snapshot.build(inventory.nodes()), readers=Readers(), reserve=True)
+    assert editor.snapshot.packed.n_shapes == 1
+    arrays = dict(editor.store.arrays)
+    for _ in range(100):
+        snap = _churn(editor, inventory, rng, rng.sample(names, 30))
+    assert snap.packed.n_shapes > 250  # nearly every node has a shape of its own
+    assert all(editor.store.arrays[k] is a for k, a in arrays.items())
+    assert _verdicts(snap) == _verdicts(Snapshot.build(inventory.nodes()))
