@@ -10,7 +10,9 @@ from __future__ import annotations
 import asyncio
 import os
 import pickle
+import random
 import signal
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -29,6 +31,8 @@ from core.model import PodIntent
 from tests.builders.events import events
 from tests.builders.model import container, intent, intents
 from tests.builders.objects import nrt, zone
+from tests.webhook.fake_apiserver import NODES as API_NODES
+from tests.webhook.fake_apiserver import NRTS as API_NRTS
 from tests.webhook.fake_apiserver import node as api_node
 from tests.webhook.fake_apiserver import nrt as api_nrt
 from tests.webhook.fake_apiserver import running_apiserver
@@ -296,3 +300,57 @@ async def test_the_inventory_process_feeds_the_worker_and_is_replaced_when_kille
         finally:
             fed.stop()
         assert fed._proc is not None and not fed._proc.is_alive()
+
+
+@pytest.mark.slow
+async def test_relist_after_410_through_the_process_while_events_keep_coming(
+    tmp_path: Path,
+) -> None:
+    names = [f"n{i}" for i in range(20)]
+    with running_apiserver(tmp_path) as fake:
+        for name in names:
+            fake.apply(api_node(name))
+            fake.apply(api_nrt(name))
+        spec = FeederSpec(kubeconfig=str(fake.write_kubeconfig(tmp_path / "kc")), live=FAST)
+        state = InventoryState()
+        fed = FedInventory(state, asyncio.get_running_loop(), spec)
+        state.live, state.synced = True, lambda: fed.synced
+        fed.start()
+        stop = threading.Event()
+
+        def churn() -> None:
+            rng = random.Random(5)
+            while not stop.is_set():
+                fake.apply(_busy(rng.choice(names), rng.randint(0, 30)))
+                time.sleep(0.005)
+
+        churner = threading.Thread(target=churn, daemon=True)
+        try:
+            await _wait(lambda: state.ready, 30, "ready")
+            lists = len(fake.list_requests(API_NRTS))
+            churner.start()
+            await asyncio.sleep(0.3)
+            fake.down()
+            fake.delete(API_NODES, "n2")
+            fake.apply(api_node("n77"))
+            fake.apply(api_nrt("n77"))
+            fake.compact()  # the process's resourceVersions are gone: 410, relist
+            fake.up()
+
+            def nodes() -> dict[str, Any]:
+                view = state.view
+                return {} if view is None else {n.name: n for n in view.nodes}
+
+            await _wait(lambda: "n77" in nodes(), 15, "n77 through the relist")
+            await asyncio.sleep(0.3)
+            stop.set()
+            churner.join(5)
+            objects = [o for r in (API_NODES, API_NRTS) for o in fake.objects(r)]
+            truth = {n.name: n for n in build_inventory(objects).nodes}
+            await _wait(lambda: nodes() == truth, 15, "the final objects")
+            assert len(fake.list_requests(API_NRTS)) > lists  # relisted
+            assert fed.full_builds == 1  # the relist arrived as a difference, not a Whole
+            assert fed.restarts == 0
+        finally:
+            stop.set()
+            fed.stop()
