@@ -75,7 +75,6 @@ class Status:
     """What the inventory process knows of its watches (monotonic times: one clock for
     every process on the machine)."""
 
-    sent: float
     synced: bool  # every resource type listed, or known not installed
     last_sync: float | None  # LiveSource.last_sync
     sync: tuple[tuple[str, float | None], ...]  # per resource type
@@ -137,6 +136,7 @@ class Feed:
         self.last_sync: Callable[[], float | None] = lambda: None
         self.sync: Callable[[], Sequence[tuple[str, float | None]]] = lambda: ()
         self.built = False
+        self.on_built: Callable[[], None] = lambda: None  # after the Whole is sent
         self._queue: deque[Queued] = deque()
         self._wake = threading.Event()
 
@@ -182,7 +182,7 @@ class Feed:
             oldest = queue[0][0] if queue else None
         except IndexError:
             oldest = None
-        return Status(time.monotonic(), self.synced(), self.last_sync(), tuple(self.sync()), oldest)
+        return Status(self.synced(), self.last_sync(), tuple(self.sync()), oldest)
 
     def _send(self, message: Whole | Batch) -> None:
         self.send(pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL))
@@ -202,6 +202,7 @@ class Feed:
         events = tuple((d[0], d[1], d[2]) for d in drained)
         self._send(Whole(snapshot, self.inventory.errors(), events, seconds, self._status()))
         self.built = True
+        self.on_built()
 
     def _send_batch(self) -> None:
         inventory = self.inventory
@@ -238,22 +239,22 @@ def feeder_main(conn: Connection, spec: FeederSpec) -> None:
     feed.synced = lambda: live.synced
     feed.last_sync = lambda: live.last_sync
     feed.sync = lambda: [(r.resource.name, r.synced_until()) for r in live.reflectors]
-    stopping = threading.Event()
+    feed.on_built = _collect_from_now_on
     live.start()
     try:
-        while not feed.built:
-            feed.step()
-            if not feed.built:
-                feed._wake.wait(feed.heartbeat)
-                feed._wake.clear()
-        gc.freeze()
-        gc.set_threshold(GC_YOUNG_THRESHOLD, *gc.get_threshold()[1:])
-        gc.enable()
-        feed.run(stopping)
+        feed.run(threading.Event())
     except (BrokenPipeError, EOFError, OSError):
         pass  # the worker is gone
     finally:
         live.stop(timeout=1.0)
+
+
+def _collect_from_now_on() -> None:
+    """After the first build: what it made stays (frozen), and the collector runs as in
+    the worker, rarely (webhook/inventory/state.py)."""
+    gc.freeze()
+    gc.set_threshold(GC_YOUNG_THRESHOLD, *gc.get_threshold()[1:])
+    gc.enable()
 
 
 def _die_with_parent() -> None:
@@ -395,7 +396,7 @@ class FedInventory:
     def _lost(self, proc: BaseProcess) -> None:
         if self._stopping or proc is not self._proc:
             return  # stopped, or restarted on purpose
-        proc.join(1.0)
+        proc.join(0.05)  # it has closed the pipe: exiting, or gone
         self.restart(f"exited with code {proc.exitcode}")
 
     # Messages, in order, on the event loop
@@ -452,16 +453,10 @@ class FedInventory:
         self.status = message.status
         if message.errors is not None:
             self._errors = message.errors
-        if not (message.usage or message.records):
-            if message.events:  # events that changed nothing still count
-                install_update(
-                    self.state,
-                    self.editor.snapshot,
-                    self._errors,
-                    message.events,
-                    time.monotonic(),
-                    self.metrics,
-                )  # type: ignore[union-attr]
+        if not (message.usage or message.records or message.errors is not None):
+            if message.events and self.metrics is not None:  # changed nothing; counted
+                self.metrics.inventory_updates.record(message.events, time.monotonic(), 0.0)
+            self.applied += len(message.events)
             return
         started = time.monotonic()
         editor = self.editor
