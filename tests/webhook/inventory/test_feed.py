@@ -36,6 +36,7 @@ from tests.webhook.fake_apiserver import NRTS as API_NRTS
 from tests.webhook.fake_apiserver import node as api_node
 from tests.webhook.fake_apiserver import nrt as api_nrt
 from tests.webhook.fake_apiserver import running_apiserver
+from webhook.inventory import feed as feed_module
 from webhook.inventory.feed import Batch, FedInventory, Feed, FeederSpec, Whole
 from webhook.inventory.live import BOUND_PODS, NODE_RESOURCE_TOPOLOGIES, NODES, NUMATOPOLOGIES
 from webhook.inventory.state import InventoryState
@@ -353,4 +354,46 @@ async def test_relist_after_410_through_the_process_while_events_keep_coming(
             assert fed.restarts == 0
         finally:
             stop.set()
+            fed.stop()
+
+
+@pytest.mark.slow
+async def test_while_the_process_is_down_the_view_ages_into_stale(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A dead inventory process is a watch that is down: the last good view is served,
+    its sync time stops advancing, and past staleAfterSeconds it is stale (never denies);
+    the new process's first build makes it fresh again."""
+    monkeypatch.setattr(feed_module, "RESTART_INITIAL", 5.0)
+    with running_apiserver(tmp_path) as fake:
+        fake.apply(api_node("n1"))
+        fake.apply(api_nrt("n1"))
+        spec = FeederSpec(kubeconfig=str(fake.write_kubeconfig(tmp_path / "kc")), live=FAST)
+        state = InventoryState()
+        fed = FedInventory(state, asyncio.get_running_loop(), spec)
+        state.live, state.synced = True, lambda: fed.synced
+        state.last_sync = lambda: fed.last_sync
+        fed.start()
+        try:
+            await _wait(lambda: state.ready, 30, "ready")
+            await asyncio.sleep(1.2)  # a heartbeat: the sync time moves while it runs
+            assert not state.is_stale(3.0)  # watches end every second or two (FAST)
+            first = fed.pid
+            assert first is not None
+            os.kill(first, signal.SIGKILL)
+            await _wait(lambda: fed.restarts == 1, 10, "the loss noticed")
+            frozen = fed.last_sync
+            await asyncio.sleep(3.5)  # the restart waits 5 s
+            assert fed.last_sync == frozen and state.view is not None
+            assert state.is_stale(3.0)  # older than the threshold: never denies
+            assert state.ready  # as with a watch that is down: served, stale
+            fake.hold_lists(API_NODES)  # the new process cannot finish its first list
+            await _wait(lambda: fed.pid not in (None, first), 10, "the new process")
+            await asyncio.sleep(2.5)  # its heartbeats (not synced yet) come meanwhile
+            assert state.ready and fed.last_sync == frozen  # the old status stands
+            assert fed.full_builds == 1
+            fake.release_lists(API_NODES)
+            await _wait(lambda: fed.full_builds == 2, 30, "the new process's build")
+            assert not state.is_stale(3.0)
+        finally:
             fed.stop()
