@@ -50,6 +50,7 @@ from webhook.inventory.state import GC_YOUNG_THRESHOLD, InventoryState
 from webhook.inventory.updates import (
     Queued,
     apply_events,
+    build_whole,
     install_update,
     queue_object,
     relist_difference,
@@ -189,15 +190,8 @@ class Feed:
 
     def _send_whole(self) -> None:
         started = time.monotonic()
-        drained = apply_events(self._queue, self.inventory)
-        self.inventory.flush()
-        records = self.inventory.records
-        snapshot = Snapshot.build([records[k] for k in sorted(records)])
+        snapshot, drained = build_whole(self._queue, self.inventory, "first build")
         seconds = time.monotonic() - started
-        log.info(
-            "inventory built whole",
-            extra={"reason": "first build", "nodes": len(records), "seconds": round(seconds, 3)},
-        )
         self.inventory.share_usage(False)  # from now on, events one by one
         events = tuple((d[0], d[1], d[2]) for d in drained)
         self._send(Whole(snapshot, self.inventory.errors(), events, seconds, self._status()))

@@ -234,15 +234,7 @@ class InventoryUpdates:
 
     def _build_in_thread(self, why: str) -> tuple[Snapshot, list[Queued], float]:
         started = time.monotonic()
-        drained = self._drain()
-        self.inventory.flush()
-        records = self.inventory.records
-        snapshot = Snapshot.build([records[k] for k in sorted(records)])
-        duration = time.monotonic() - started
-        log.info(
-            "inventory built whole",
-            extra={"reason": why, "nodes": len(records), "seconds": round(duration, 3)},
-        )
+        snapshot, drained = build_whole(self._queue, self.inventory, why)
         return snapshot, drained, started
 
     def _built(self, task: asyncio.Future[tuple[Snapshot, list[Queued], float]]) -> None:
@@ -264,6 +256,24 @@ class InventoryUpdates:
         self._install(snapshot, drained, started)
         if self._queue:
             self._schedule()
+
+
+def build_whole(
+    queue: deque[Queued], inventory: IncrementalInventory, why: str
+) -> tuple[Snapshot, list[Queued]]:
+    """Every queued event applied and the snapshot built whole (the first build, a
+    resource new to the packed table); logged with ``why``."""
+    started = time.monotonic()
+    drained = apply_events(queue, inventory)
+    inventory.flush()
+    records = inventory.records
+    snapshot = Snapshot.build([records[k] for k in sorted(records)])
+    duration = time.monotonic() - started
+    log.info(
+        "inventory built whole",
+        extra={"reason": why, "nodes": len(records), "seconds": round(duration, 3)},
+    )
+    return snapshot, drained
 
 
 def install_update(

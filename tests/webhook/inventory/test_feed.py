@@ -8,13 +8,14 @@ view is served."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import pickle
 import random
 import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -33,9 +34,9 @@ from tests.builders.model import container, intent, intents
 from tests.builders.objects import nrt, zone
 from tests.webhook.fake_apiserver import NODES as API_NODES
 from tests.webhook.fake_apiserver import NRTS as API_NRTS
+from tests.webhook.fake_apiserver import FakeApiServer, running_apiserver
 from tests.webhook.fake_apiserver import node as api_node
 from tests.webhook.fake_apiserver import nrt as api_nrt
-from tests.webhook.fake_apiserver import running_apiserver
 from webhook.inventory import feed as feed_module
 from webhook.inventory.feed import Batch, FedInventory, Feed, FeederSpec, Whole
 from webhook.inventory.live import BOUND_PODS, NODE_RESOURCE_TOPOLOGIES, NODES, NUMATOPOLOGIES
@@ -237,18 +238,12 @@ def _wait(predicate: Callable[[], bool], timeout: float, what: str) -> Any:
     return wait()
 
 
-def _busy(name: str, free: int) -> dict[str, Any]:
-    obj = api_nrt(name)
-    for z in obj["zones"]:
-        z["resources"][0]["available"] = str(free)
-    return obj
-
-
-@pytest.mark.slow
-async def test_the_inventory_process_feeds_the_worker_and_is_replaced_when_killed(
-    tmp_path: Path,
-) -> None:
-    names = [f"n{i}" for i in range(8)]
+@contextlib.asynccontextmanager
+async def _feeding(
+    tmp_path: Path, names: list[str]
+) -> AsyncIterator[tuple[FakeApiServer, InventoryState, FedInventory]]:
+    """The test API server holding a Node and an NRT per name, and a worker's inventory
+    fed by a real inventory process watching it, ready; stopped on the way out."""
     with running_apiserver(tmp_path) as fake:
         for name in names:
             fake.apply(api_node(name))
@@ -261,46 +256,58 @@ async def test_the_inventory_process_feeds_the_worker_and_is_replaced_when_kille
         fed.start()
         try:
             await _wait(lambda: state.ready, 30, "ready")
-            first = fed.pid
-            assert first is not None and first != os.getpid()
-            assert fed.full_builds == 1 and len(state.view.nodes) == 8  # type: ignore[union-attr]
-            assert {r for r, _ in fed.sync()} == {
-                "nodes",
-                "noderesourcetopologies",
-                "numatopologies",
-            }
-            before = state.view
-            fake.apply(_busy("n3", 2))
-
-            def cpu(name: str) -> int:
-                view = state.view
-                assert view is not None
-                return {n.name: n for n in view.nodes}[name].zones[0].available["cpu"]
-
-            await _wait(lambda: cpu("n3") == 2000, 10, "n3's change")
-            after = state.view
-            assert fed.full_builds == 1  # applied as a change, not a build
-            old = _verdicts(before.snapshot, _cpu_pod(16))  # type: ignore[union-attr]
-            new = _verdicts(after.snapshot, _cpu_pod(16))  # type: ignore[union-attr]
-            assert {n for n in names if old[n] != new[n]} == {"n3"}
-            metrics = state.metrics
-            assert metrics is not None
-            events = metrics.inventory_updates.events
-            assert events.value(resource="noderesourcetopologies", type="MODIFIED") >= 1
-            assert metrics.inventory_updates.latency.count() >= 1
-
-            os.kill(first, signal.SIGKILL)
-            await _wait(lambda: fed.restarts == 1, 10, "the restart")
-            assert state.view is after  # served meanwhile
-            await _wait(lambda: fed.full_builds == 2, 30, "the new process's build")
-            assert fed.pid not in (None, first)
-            assert metrics.inventory_updates.process_restarts.value() == 1
-            fake.apply(_busy("n5", 1))
-            await _wait(lambda: cpu("n5") == 1000, 10, "a change through the new process")
-            assert cpu("n3") == 2000
+            yield fake, state, fed
         finally:
             fed.stop()
-        assert fed._proc is not None and not fed._proc.is_alive()
+
+
+def _busy(name: str, free: int) -> dict[str, Any]:
+    obj = api_nrt(name)
+    for z in obj["zones"]:
+        z["resources"][0]["available"] = str(free)
+    return obj
+
+
+@pytest.mark.slow
+async def test_the_inventory_process_feeds_the_worker_and_is_replaced_when_killed(
+    tmp_path: Path,
+) -> None:
+    names = [f"n{i}" for i in range(8)]
+
+    def cpu(name: str) -> int:
+        view = state.view
+        assert view is not None
+        return {n.name: n for n in view.nodes}[name].zones[0].available["cpu"]
+
+    async with _feeding(tmp_path, names) as (fake, state, fed):
+        first = fed.pid
+        assert first is not None and first != os.getpid()
+        assert fed.full_builds == 1 and len(state.view.nodes) == 8  # type: ignore[union-attr]
+        assert {r for r, _ in fed.sync()} == {"nodes", "noderesourcetopologies", "numatopologies"}
+        before = state.view
+        fake.apply(_busy("n3", 2))
+        await _wait(lambda: cpu("n3") == 2000, 10, "n3's change")
+        after = state.view
+        assert fed.full_builds == 1  # applied as a change, not a build
+        old = _verdicts(before.snapshot, _cpu_pod(16))  # type: ignore[union-attr]
+        new = _verdicts(after.snapshot, _cpu_pod(16))  # type: ignore[union-attr]
+        assert {n for n in names if old[n] != new[n]} == {"n3"}
+        metrics = state.metrics
+        assert metrics is not None
+        events = metrics.inventory_updates.events
+        assert events.value(resource="noderesourcetopologies", type="MODIFIED") >= 1
+        assert metrics.inventory_updates.latency.count() >= 1
+
+        os.kill(first, signal.SIGKILL)
+        await _wait(lambda: fed.restarts == 1, 10, "the restart")
+        assert state.view is after  # served meanwhile
+        await _wait(lambda: fed.full_builds == 2, 30, "the new process's build")
+        assert fed.pid not in (None, first)
+        assert metrics.inventory_updates.process_restarts.value() == 1
+        fake.apply(_busy("n5", 1))
+        await _wait(lambda: cpu("n5") == 1000, 10, "a change through the new process")
+        assert cpu("n3") == 2000
+    assert fed._proc is not None and not fed._proc.is_alive()  # stopped with the worker
 
 
 @pytest.mark.slow
@@ -308,16 +315,13 @@ async def test_relist_after_410_through_the_process_while_events_keep_coming(
     tmp_path: Path,
 ) -> None:
     names = [f"n{i}" for i in range(20)]
-    with running_apiserver(tmp_path) as fake:
-        for name in names:
-            fake.apply(api_node(name))
-            fake.apply(api_nrt(name))
-        spec = FeederSpec(kubeconfig=str(fake.write_kubeconfig(tmp_path / "kc")), live=FAST)
-        state = InventoryState()
-        fed = FedInventory(state, asyncio.get_running_loop(), spec)
-        state.live, state.synced = True, lambda: fed.synced
-        fed.start()
-        stop = threading.Event()
+    stop = threading.Event()
+
+    def nodes() -> dict[str, Any]:
+        view = state.view
+        return {} if view is None else {n.name: n for n in view.nodes}
+
+    async with _feeding(tmp_path, names) as (fake, state, fed):
 
         def churn() -> None:
             rng = random.Random(5)
@@ -326,10 +330,9 @@ async def test_relist_after_410_through_the_process_while_events_keep_coming(
                 time.sleep(0.005)
 
         churner = threading.Thread(target=churn, daemon=True)
+        lists = len(fake.list_requests(API_NRTS))
+        churner.start()
         try:
-            await _wait(lambda: state.ready, 30, "ready")
-            lists = len(fake.list_requests(API_NRTS))
-            churner.start()
             await asyncio.sleep(0.3)
             fake.down()
             fake.delete(API_NODES, "n2")
@@ -337,24 +340,17 @@ async def test_relist_after_410_through_the_process_while_events_keep_coming(
             fake.apply(api_nrt("n77"))
             fake.compact()  # the process's resourceVersions are gone: 410, relist
             fake.up()
-
-            def nodes() -> dict[str, Any]:
-                view = state.view
-                return {} if view is None else {n.name: n for n in view.nodes}
-
             await _wait(lambda: "n77" in nodes(), 15, "n77 through the relist")
             await asyncio.sleep(0.3)
-            stop.set()
-            churner.join(5)
-            objects = [o for r in (API_NODES, API_NRTS) for o in fake.objects(r)]
-            truth = {n.name: n for n in build_inventory(objects).nodes}
-            await _wait(lambda: nodes() == truth, 15, "the final objects")
-            assert len(fake.list_requests(API_NRTS)) > lists  # relisted
-            assert fed.full_builds == 1  # the relist arrived as a difference, not a Whole
-            assert fed.restarts == 0
         finally:
             stop.set()
-            fed.stop()
+            churner.join(5)
+        objects = [o for r in (API_NODES, API_NRTS) for o in fake.objects(r)]
+        truth = {n.name: n for n in build_inventory(objects).nodes}
+        await _wait(lambda: nodes() == truth, 15, "the final objects")
+        assert len(fake.list_requests(API_NRTS)) > lists  # relisted
+        assert fed.full_builds == 1  # the relist arrived as a difference, not a Whole
+        assert fed.restarts == 0
 
 
 @pytest.mark.slow
@@ -365,35 +361,23 @@ async def test_while_the_process_is_down_the_view_ages_into_stale(
     its sync time stops advancing, and past staleAfterSeconds it is stale (never denies);
     the new process's first build makes it fresh again."""
     monkeypatch.setattr(feed_module, "RESTART_INITIAL", 5.0)
-    with running_apiserver(tmp_path) as fake:
-        fake.apply(api_node("n1"))
-        fake.apply(api_nrt("n1"))
-        spec = FeederSpec(kubeconfig=str(fake.write_kubeconfig(tmp_path / "kc")), live=FAST)
-        state = InventoryState()
-        fed = FedInventory(state, asyncio.get_running_loop(), spec)
-        state.live, state.synced = True, lambda: fed.synced
-        state.last_sync = lambda: fed.last_sync
-        fed.start()
-        try:
-            await _wait(lambda: state.ready, 30, "ready")
-            await asyncio.sleep(1.2)  # a heartbeat: the sync time moves while it runs
-            assert not state.is_stale(3.0)  # watches end every second or two (FAST)
-            first = fed.pid
-            assert first is not None
-            os.kill(first, signal.SIGKILL)
-            await _wait(lambda: fed.restarts == 1, 10, "the loss noticed")
-            frozen = fed.last_sync
-            await asyncio.sleep(3.5)  # the restart waits 5 s
-            assert fed.last_sync == frozen and state.view is not None
-            assert state.is_stale(3.0)  # older than the threshold: never denies
-            assert state.ready  # as with a watch that is down: served, stale
-            fake.hold_lists(API_NODES)  # the new process cannot finish its first list
-            await _wait(lambda: fed.pid not in (None, first), 10, "the new process")
-            await asyncio.sleep(2.5)  # its heartbeats (not synced yet) come meanwhile
-            assert state.ready and fed.last_sync == frozen  # the old status stands
-            assert fed.full_builds == 1
-            fake.release_lists(API_NODES)
-            await _wait(lambda: fed.full_builds == 2, 30, "the new process's build")
-            assert not state.is_stale(3.0)
-        finally:
-            fed.stop()
+    async with _feeding(tmp_path, ["n1"]) as (fake, state, fed):
+        await asyncio.sleep(1.2)  # a heartbeat: the sync time moves while it runs
+        assert not state.is_stale(3.0)  # watches end every second or two (FAST)
+        first = fed.pid
+        assert first is not None
+        os.kill(first, signal.SIGKILL)
+        await _wait(lambda: fed.restarts == 1, 10, "the loss noticed")
+        frozen = fed.last_sync
+        await asyncio.sleep(3.5)  # the restart waits 5 s
+        assert fed.last_sync == frozen and state.view is not None
+        assert state.is_stale(3.0)  # older than the threshold: never denies
+        assert state.ready  # as with a watch that is down: served, stale
+        fake.hold_lists(API_NODES)  # the new process cannot finish its first list
+        await _wait(lambda: fed.pid not in (None, first), 10, "the new process")
+        await asyncio.sleep(2.5)  # its heartbeats (not synced yet) come meanwhile
+        assert state.ready and fed.last_sync == frozen  # the old status stands
+        assert fed.full_builds == 1
+        fake.release_lists(API_NODES)
+        await _wait(lambda: fed.full_builds == 2, 30, "the new process's build")
+        assert not state.is_stale(3.0)
