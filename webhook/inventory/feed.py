@@ -214,14 +214,25 @@ class Feed:
 def feeder_main(conn: Connection, spec: FeederSpec) -> None:
     """The inventory process: watch, merge, send, until the worker is gone (the pipe
     breaks, or the kernel's parent-death signal)."""
-    from webhook.inventory.kube import build_api_client
-    from webhook.inventory.live import LiveSource
     from webhook.logs import setup_logging
 
     _die_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a terminal's Ctrl-C: the worker stops us
     setup_logging(spec.log_level)
     gc.disable()  # until the first build: its millions of objects stay (as in the worker)
+    try:
+        _watch_and_send(conn, spec)
+    except (BrokenPipeError, EOFError):
+        pass  # the worker is gone
+    except Exception:  # the worker restarts us; the log line says why
+        log.exception("inventory process failed")
+        raise SystemExit(1) from None
+
+
+def _watch_and_send(conn: Connection, spec: FeederSpec) -> None:
+    from webhook.inventory.kube import build_api_client
+    from webhook.inventory.live import LiveSource
+
     client = build_api_client(
         kubeconfig=spec.kubeconfig,
         context=spec.context,
@@ -237,8 +248,6 @@ def feeder_main(conn: Connection, spec: FeederSpec) -> None:
     live.start()
     try:
         feed.run(threading.Event())
-    except (BrokenPipeError, EOFError, OSError):
-        pass  # the worker is gone
     finally:
         live.stop(timeout=1.0)
 

@@ -381,3 +381,22 @@ async def test_while_the_process_is_down_the_view_ages_into_stale(
         fake.release_lists(API_NODES)
         await _wait(lambda: fed.full_builds == 2, 30, "the new process's build")
         assert not state.is_stale(3.0)
+
+
+@pytest.mark.slow
+async def test_a_failing_inventory_process_says_why_and_is_restarted(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    spec = FeederSpec(kubeconfig=str(tmp_path / "missing-kubeconfig"), live=FAST)
+    state = InventoryState(metrics=WebhookMetrics())
+    fed = FedInventory(state, asyncio.get_running_loop(), spec, metrics=state.metrics)
+    fed.start()
+    try:
+        first = fed._proc
+        await _wait(lambda: fed.restarts >= 1, 20, "the restart")
+        assert first is not None and first.exitcode == 1
+        assert not state.ready
+    finally:
+        fed.stop()
+    err = capfd.readouterr().err
+    assert '"msg":"inventory process failed"' in err and "missing-kubeconfig" in err
