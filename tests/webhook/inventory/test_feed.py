@@ -282,6 +282,8 @@ async def test_the_inventory_process_feeds_the_worker_and_is_replaced_when_kille
     async with _feeding(tmp_path, names) as (fake, state, fed):
         first = fed.pid
         assert first is not None and first != os.getpid()
+        # Reviews go first when the worker and its inventory process compete for a core.
+        assert os.getpriority(os.PRIO_PROCESS, first) > os.getpriority(os.PRIO_PROCESS, 0)
         assert fed.full_builds == 1 and len(state.view.nodes) == 8  # type: ignore[union-attr]
         assert {r for r, _ in fed.sync()} == {"nodes", "noderesourcetopologies", "numatopologies"}
         before = state.view
