@@ -47,6 +47,7 @@ from core.feasibility.delta import SnapshotEditor
 from core.feasibility.snapshot import Snapshot
 from core.inventory.incremental import IncrementalInventory, with_available
 from core.model import NodeTopology
+from webhook.heap import limit_malloc_arenas, release_free_heap
 from webhook.inventory.state import GC_YOUNG_THRESHOLD, InventoryState
 from webhook.inventory.updates import (
     Queued,
@@ -225,6 +226,7 @@ def feeder_main(conn: Connection, spec: FeederSpec) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a terminal's Ctrl-C: the worker stops us
     with contextlib.suppress(OSError):
         os.nice(NICENESS)
+    limit_malloc_arenas()  # before the watch threads start, as in the worker
     setup_logging(spec.log_level)
     gc.disable()  # until the first build: its millions of objects stay (as in the worker)
     try:
@@ -260,11 +262,12 @@ def _watch_and_send(conn: Connection, spec: FeederSpec) -> None:
 
 
 def _collect_from_now_on() -> None:
-    """After the first build: what it made stays (frozen), and the collector runs as in
-    the worker, rarely (webhook/inventory/state.py)."""
+    """After the first build: what it made stays (frozen), the collector runs as in the
+    worker, rarely (webhook/inventory/state.py), and the heap's free pages go back."""
     gc.freeze()
     gc.set_threshold(GC_YOUNG_THRESHOLD, *gc.get_threshold()[1:])
     gc.enable()
+    release_free_heap()  # the list's pages and the pickled first build are garbage now
 
 
 def _die_with_parent() -> None:

@@ -21,6 +21,7 @@ from kubernetes.client.exceptions import ApiException
 from tests.builders.objects import SMALL
 from tests.launch import wait_for
 from tests.webhook.fake_apiserver import NODES, FakeApiServer, node
+from webhook.heap import release_free_heap
 from webhook.inventory.live import NODES as NODE_RESOURCE
 from webhook.inventory.loader import LoadError
 from webhook.inventory.objects import Key, Timing, fingerprint
@@ -32,7 +33,7 @@ from webhook.inventory.state import (
     load_demo,
 )
 from webhook.inventory.stream import api_get
-from webhook.server import pause_gc_until_ready, release_free_heap
+from webhook.server import pause_gc_until_ready
 
 TIMING = Timing(
     watch_timeout=1,
@@ -244,7 +245,7 @@ def test_the_file_helper_builds_the_same_inventory_forked_or_spawned(
 _ARENAS = """
 import ctypes, sys, threading
 sys.path.insert(0, {root!r})
-from webhook.server import limit_malloc_arenas
+from webhook.heap import limit_malloc_arenas
 if {limit}:
     assert limit_malloc_arenas(2)
 start = threading.Barrier(9)

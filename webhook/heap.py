@@ -1,0 +1,29 @@
+"""The C heap of a server process (glibc): what the collector and reference counting
+free, malloc keeps unless told. Used by the workers and the inventory process."""
+
+from __future__ import annotations
+
+import ctypes
+
+
+def release_free_heap() -> bool:
+    """Return the C heap's free pages to the system (glibc ``malloc_trim``; False where
+    there is none). The first list leaves several MiB of them behind, freed page buffers
+    and parse garbage that RSS would otherwise keep counting."""
+    trim = getattr(ctypes.CDLL(None), "malloc_trim", None)
+    return bool(trim(0)) if trim is not None else False
+
+
+# glibc's M_ARENA_MAX (malloc.h). Each thread that allocates under contention gets a
+# malloc arena of its own, up to 8 per core, and keeps its pages: the watch threads and
+# the evaluation threads cost ~5 MiB of RSS per worker at 10,000 nodes that two arenas
+# do not (docs/benchmarks.md, round 4).
+_M_ARENA_MAX = -8
+MALLOC_ARENAS = 2
+
+
+def limit_malloc_arenas(count: int = MALLOC_ARENAS) -> bool:
+    """Cap glibc's malloc arenas (as ``MALLOC_ARENA_MAX`` would); False where there is no
+    glibc ``mallopt``. Takes effect for threads that have not allocated yet."""
+    mallopt = getattr(ctypes.CDLL(None), "mallopt", None)
+    return bool(mallopt(_M_ARENA_MAX, count)) if mallopt is not None else False
