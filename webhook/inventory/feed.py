@@ -323,8 +323,6 @@ class FedInventory:
         self._stopping = False
         self._errors: tuple[str, ...] = ()
         self._restart_delay = RESTART_INITIAL
-        self.applied = 0
-        self.batches = 0
         self.full_builds = 0
         self.restarts = 0
 
@@ -459,8 +457,6 @@ class FedInventory:
             self.metrics.inventory_updates.rebuilt(message.seconds)
         self.state.before_batch()
         install_update(self.state, snapshot, self._errors, message.events, started, self.metrics)
-        self.applied += len(message.events)
-        self.batches += 1
 
     def _batch(self, message: Batch) -> None:
         self.status = message.status
@@ -469,7 +465,6 @@ class FedInventory:
         if not (message.usage or message.records or message.errors is not None):
             if message.events and self.metrics is not None:  # changed nothing; counted
                 self.metrics.inventory_updates.record(message.events, time.monotonic(), 0.0)
-            self.applied += len(message.events)
             return
         started = time.monotonic()
         editor = self.editor
@@ -485,7 +480,10 @@ class FedInventory:
             changes[name] = with_available(nodes[i], free)
         changes.update(message.records)
         if editor.fits(changes):
-            self._installed(editor.apply(changes), message, started)
+            snapshot = editor.apply(changes)
+            install_update(
+                self.state, snapshot, self._errors, message.events, started, self.metrics
+            )
             return
         # A resource new to the packed table: the snapshot is built whole, in a thread;
         # later messages wait for it.
@@ -505,10 +503,5 @@ class FedInventory:
         self.full_builds += 1
         if self.metrics is not None:
             self.metrics.inventory_updates.rebuilt(time.monotonic() - started)
-        self._installed(snapshot, message, started)
-        self._next()
-
-    def _installed(self, snapshot: Snapshot, message: Batch, started: float) -> None:
         install_update(self.state, snapshot, self._errors, message.events, started, self.metrics)
-        self.applied += len(message.events)
-        self.batches += 1
+        self._next()
