@@ -170,21 +170,13 @@ class PackedStore:
         grow once, now, instead of x1.5 at a time as churn makes shapes. Each growth
         copies an array on the writer's thread: at 100,000 nodes the zones array's took
         40-190 ms, the p99 of the first minute of churn (docs/inventory.md)."""
-        n, nres = max(self.n_shapes, 1), self.base.n_res
-        zones, dist = self.zone_count / n, self.dist_len / n
-        per_shape = {
-            "shape_info": SHAPE_FIELDS,
-            "zones": zones * nres * 3,
-            "node_alloc": nres,
-            "unaligned": nres,
-            "dist": dist,
-            "states": zones,
-            "idle_states": zones,
-        }
-        for name, size in per_shape.items():
-            want = int(size * shapes) + 1
+        if not self.n_shapes:
+            return  # no shape to size them by
+        for name in _FIELDS:
+            used = self._used(name)
+            want = int(used / self.n_shapes * shapes) + 1
             if want > len(self.arrays[name]):
-                self._grow(name, want, self._used(name))
+                self._grow(name, want, used)
 
     def _used(self, name: str) -> int:
         """How much of array ``name`` the slots so far use."""

@@ -55,6 +55,7 @@ from webhook.inventory.updates import (
     build_whole,
     install_update,
     queue_object,
+    reflector_sync,
     relist_difference,
 )
 from webhook.logs import get_logger
@@ -162,8 +163,9 @@ class Feed:
         self._wake.set()
 
     # The loop
-    def run(self, stopping: threading.Event) -> None:
-        while not stopping.is_set():
+    def run(self) -> None:
+        """Until sending fails (the worker is gone)."""
+        while True:
             if self._wake.wait(self.heartbeat):
                 time.sleep(self.window)  # gather a window of events
             self._wake.clear()
@@ -184,11 +186,8 @@ class Feed:
                 return
 
     def _status(self) -> Status:
-        queue = self._queue
-        try:
-            oldest = queue[0][0] if queue else None
-        except IndexError:
-            oldest = None
+        queue = self._queue  # drained only on this thread: no race with the emptiness test
+        oldest = queue[0][0] if queue else None
         return Status(self.synced(), self.last_sync(), tuple(self.sync()), oldest)
 
     def _send(self, message: Whole | Batch) -> None:
@@ -199,8 +198,8 @@ class Feed:
         snapshot, drained = build_whole(self._queue, self.inventory, "first build")
         seconds = time.monotonic() - started
         self.inventory.share_usage(False)  # from now on, events one by one
-        events = tuple((d[0], d[1], d[2]) for d in drained)
-        self._send(Whole(snapshot, self.inventory.errors(), events, seconds, self._status()))
+        errors = self.inventory.errors()
+        self._send(Whole(snapshot, errors, _events(drained), seconds, self._status()))
         self.built = True
         self.on_built()
 
@@ -213,8 +212,13 @@ class Feed:
             for name in inventory.usage_flushed
         )
         errors = inventory.errors() if inventory.errors_changed else None
-        events = tuple((d[0], d[1], d[2]) for d in drained)
-        self._send(Batch(usage, tuple(changes.items()), errors, events, self._status()))
+        records = tuple(changes.items())
+        self._send(Batch(usage, records, errors, _events(drained), self._status()))
+
+
+def _events(drained: Sequence[Queued]) -> tuple[Event, ...]:
+    """What the worker's metrics need of each event: received, resource, type."""
+    return tuple((d[0], d[1], d[2]) for d in drained)
 
 
 def feeder_main(conn: Connection, spec: FeederSpec) -> None:
@@ -252,11 +256,11 @@ def _watch_and_send(conn: Connection, spec: FeederSpec) -> None:
     live = LiveSource(client, updates=feed, include_pods=spec.include_pods, **spec.live)
     feed.synced = lambda: live.synced
     feed.last_sync = lambda: live.last_sync
-    feed.sync = lambda: [(r.resource.name, r.synced_until()) for r in live.reflectors]
+    feed.sync = lambda: reflector_sync(live)
     feed.on_built = _collect_from_now_on
     live.start()
     try:
-        feed.run(threading.Event())
+        feed.run()
     finally:
         live.stop(timeout=1.0)
 
