@@ -38,12 +38,9 @@ from webhook.app import Health, make_app
 from webhook.config import ConfigHolder, Shutdown
 from webhook.heap import limit_malloc_arenas, release_free_heap
 from webhook.inventory.state import (
-    ISOLATE_ABOVE_BYTES,
     FileBuild,
     InventoryState,
     StaticFileSource,
-    build_file_pickled_isolated,
-    file_signature,
     load_demo,
 )
 from webhook.logs import get_logger, setup_logging
@@ -364,25 +361,16 @@ def reserve_port(host: str, port: int) -> socket.socket:
     return sock
 
 
-def prebuild_inventory(opts: ServeOptions) -> bytes | None:
-    """A large static inventory, parsed and built once for all workers in a helper
-    process: the pickled FileBuild (None: the workers load it themselves). A worker that
-    parsed the YAML itself would pay the parse once per worker and keep its fragmented
-    heap; unpickling the built view is far cheaper and leaves only the view (figures:
-    docs/benchmarks.md, R6). A bad file raises here, before any worker starts."""
-    if not opts.inventory:
-        return None
-    sig = file_signature(opts.inventory)
-    if sig is None or sig[1] <= ISOLATE_ABOVE_BYTES:
-        return None
-    return build_file_pickled_isolated(opts.inventory)
-
-
-def run_workers(opts: ServeOptions, workers: int) -> int:
+def run_workers(opts: ServeOptions, workers: int, *, preloaded: bytes | None = None) -> int:
     """Start ``workers`` processes on ``opts.port``, forward SIGTERM/SIGINT, wait for them.
     Their metrics go to a private directory (prometheus-client's multiprocess mode: any
-    worker's /metrics shows them all), removed when the last worker has exited."""
-    preloaded = prebuild_inventory(opts)
+    worker's /metrics shows them all), removed when the last worker has exited.
+
+    ``preloaded``: a large static inventory, built once for all of them in a helper
+    process (``serve``: webhook.inventory.file_build), as the pickled FileBuild. A
+    worker that parsed the file itself would pay the parse once per worker and keep its
+    fragmented heap; unpickling the built view is far cheaper and leaves only the view
+    (figures: docs/benchmarks.md, R6)."""
     metrics_dir = tempfile.mkdtemp(prefix="numagate-metrics-")
     previous = os.environ.get(MULTIPROC_ENV)
     # Read by prometheus-client when a spawned worker imports it: set before they start.

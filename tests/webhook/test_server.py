@@ -233,20 +233,22 @@ def test_large_inventory_built_once_then_reloaded_in_every_worker(
 async def test_workers_adopt_the_prebuilt_inventory(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The parent's build is what a worker installs: the worker does not parse the file
+    """The helper's build is what a worker installs: the worker does not parse the file
     again (here the file is broken by then, which a worker's own load would refuse)."""
     from webhook import server as server_module
     from webhook.config import ConfigHolder
+    from webhook.inventory import file_build
     from webhook.inventory.state import InventoryState
 
-    monkeypatch.setattr(server_module, "ISOLATE_ABOVE_BYTES", 0)
+    monkeypatch.setattr(file_build, "ISOLATE_ABOVE_BYTES", 0)
     path = tmp_path / "inv.yaml"
     path.write_text(SMALL.read_text())
     opts = server_module.ServeOptions(
         host="127.0.0.1", port=0, cert="", key="", inventory=str(path)
     )
-    payload = server_module.prebuild_inventory(opts)
-    assert payload is not None
+    build = file_build.start_file_build(opts.inventory)
+    assert build is not None
+    payload = build.result()
     path.write_text("{{{ not yaml")
     state = InventoryState()
     sources = server_module.start_sources(opts, state, ConfigHolder(None), preloaded=payload)
@@ -256,5 +258,5 @@ async def test_workers_adopt_the_prebuilt_inventory(
     finally:
         for task in sources.tasks:
             task.cancel()
-    monkeypatch.setattr(server_module, "ISOLATE_ABOVE_BYTES", 1 << 20)
-    assert server_module.prebuild_inventory(opts) is None  # small files: workers load them
+    monkeypatch.setattr(file_build, "ISOLATE_ABOVE_BYTES", 1 << 20)
+    assert file_build.start_file_build(opts.inventory) is None  # small: workers load them

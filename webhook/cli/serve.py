@@ -1,16 +1,16 @@
-"""``numagate serve``: the admission webhook over TLS (DESIGN 4.1)."""
+"""``numagate serve``: the admission webhook over TLS (DESIGN 4.1).
+
+A large inventory file starts building in a helper process first thing; the heavy
+imports, the certificates and the TLS setup come after, beside it (``run``).
+"""
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 from pathlib import Path
 
-from certs.authority import CertError, ensure_serving_certs
-from webhook.config import ConfigError, load_config
-from webhook.logs import setup_logging
-from webhook.server import ServeOptions, reserve_port, run_workers, serve_worker
+from webhook.inventory.file_build import FileBuildProcess, start_file_build
 
 EXIT_USAGE = 2
 SAMPLE_REVIEW = "tests/fixtures/reviews/koordinator-pod-create.json"
@@ -66,6 +66,23 @@ def run(args: argparse.Namespace) -> int:
     problem = _check_args(args) or _check_cluster(args)
     if problem:
         return _usage(problem)
+    # Forked now, before the imports below and while this process has one thread.
+    build = start_file_build(args.inventory)
+    try:
+        return _serve(args, build)
+    finally:
+        if build is not None:
+            build.cancel()  # a no-op once its result was taken
+
+
+def _serve(args: argparse.Namespace, build: FileBuildProcess | None) -> int:
+    import asyncio
+
+    from certs.authority import CertError, ensure_serving_certs
+    from webhook.config import ConfigError, load_config
+    from webhook.logs import setup_logging
+    from webhook.server import ServeOptions, reserve_port, run_workers, serve_worker
+
     setup_logging(args.log_level)
     try:
         load_config(args.config)  # fail fast with a clear message, before any worker starts
@@ -97,10 +114,12 @@ def run(args: argparse.Namespace) -> int:
     )
     print(f"numagate: try: {_curl_line(paths.ca, args.host, port)}", flush=True)
     try:
+        # The build's result is passed, not kept here: its holder drops it once used (a
+        # bad file fails here, before any worker starts).
         if args.workers == 1:
-            asyncio.run(serve_worker(opts))
+            asyncio.run(serve_worker(opts, preloaded=build and build.result()))
             return 0
-        return run_workers(opts, args.workers)
+        return run_workers(opts, args.workers, preloaded=build and build.result())
     except Exception as exc:  # startup failure: one line, no traceback
         return _usage(f"{type(exc).__name__}: {exc}")
     finally:

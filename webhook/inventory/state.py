@@ -14,15 +14,12 @@ helper sends back the pickled view, which holds only what the request path needs
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import dataclasses
 import gc
 import hashlib
-import multiprocessing
 import os
 import pickle
 import signal
-import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -35,15 +32,13 @@ from core.feasibility.packing import Readers
 from core.feasibility.snapshot import Snapshot
 from core.inventory.build import build_inventory
 from core.model import NodeTopology
+from webhook.inventory.file_build import ISOLATE_ABOVE_BYTES, FileBuildProcess
 from webhook.inventory.loader import LoadError, parse_objects, read_text
 from webhook.logs import get_logger
 from webhook.metrics import WebhookMetrics
 
 log = get_logger("inventory")
 DEMO_RESOURCE = "data/demo-inventory.yaml"
-# Files above this size are parsed in a helper process (see the module docstring); small
-# ones in-process, where a process start (its imports) would cost more than it saves.
-ISOLATE_ABOVE_BYTES = 1 << 20
 # A file modified this recently may be modified again within the same timestamp tick
 # (Linux file times come from a coarse clock), so its stat signature is not trusted yet
 # (git's "racy git" rule): its content is re-read and hashed on the next check.
@@ -255,7 +250,8 @@ def build_file(path: str, *, now: float) -> FileBuild:
     return FileBuild(view, _digest(text), signature)
 
 
-def _build_file_pickled(path: str) -> bytes:
+def build_file_pickled(path: str) -> bytes:
+    """:func:`build_file`, pickled: what the helper process sends (file_build.py)."""
     # Runs in the helper process (its main thread), which exits afterwards.
     # A forked helper starts with the server's signal handling (the event loop's wakeup
     # fd): back to a fresh interpreter's, so that Ctrl-C and SIGTERM reach it as they would
@@ -271,19 +267,10 @@ def _build_file_pickled(path: str) -> bytes:
 
 
 def build_file_pickled_isolated(path: str, *, method: str | None = None) -> bytes:
-    """:func:`build_file` in a short-lived helper process; the pickled :class:`FileBuild`.
-
-    Forked when this process has one thread (``serve`` at startup): the helper has the
-    imports already (a spawned one spends ~0.4 s importing them again). "spawn" otherwise:
-    forking a multi-threaded process (a reload, from the poll thread) can copy a lock
-    another thread holds (``method`` forces one). Errors (LoadError, CoreError) come back
-    as the same exception.
-    """
-    if method is None:
-        method = "fork" if threading.active_count() == 1 else "spawn"
-    ctx = multiprocessing.get_context(method)
-    with concurrent.futures.ProcessPoolExecutor(max_workers=1, mp_context=ctx) as pool:
-        return pool.submit(_build_file_pickled, path).result()
+    """:func:`build_file` in a short-lived helper process (:class:`FileBuildProcess`);
+    the pickled :class:`FileBuild`. Errors (LoadError, CoreError) come back as the same
+    exception."""
+    return FileBuildProcess(path, method=method).result()
 
 
 def build_file_isolated(path: str, *, now: float) -> FileBuild:

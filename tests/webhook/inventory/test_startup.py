@@ -7,8 +7,10 @@ from __future__ import annotations
 import asyncio
 import ctypes
 import gc
+import os
 import pickle
 import random
+import signal
 import threading
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -240,6 +242,97 @@ def test_the_file_helper_builds_the_same_inventory_forked_or_spawned(
     path.write_text("{{{ not yaml")
     with pytest.raises(LoadError, match="not valid YAML"):
         build_file_pickled_isolated(str(path), method=method)
+
+
+_SERVE_SPY = """
+import json, sys
+sys.path.insert(0, {root!r})
+from webhook.inventory import file_build
+seen = {{}}
+real = file_build.FileBuildProcess.__init__
+def spy(self, *args, **kwargs):
+    seen["loaded"] = sorted(m for m in {heavy!r} if m in sys.modules)
+    real(self, *args, **kwargs)
+    seen["helper"] = self
+file_build.FileBuildProcess.__init__ = spy
+from webhook.cli.main import main
+code = main(["serve", "--inventory", {path!r}, "--config", {config!r},
+             "--cert-dir", {certs!r}, "--port", "0"])
+print(json.dumps({{"code": code, "loaded": seen["loaded"],
+                  "alive": seen["helper"]._proc.is_alive()}}))
+"""
+
+
+@pytest.mark.slow
+def test_serve_builds_a_large_file_beside_its_imports_and_leaves_no_helper(
+    tmp_path: Path,
+) -> None:
+    """``numagate serve --inventory`` starts the build helper before it imports the
+    server, the TLS stack and aiohttp, so the build runs beside them; a startup that fails
+    afterwards (a config that does not load) stops the helper, which here would otherwise
+    wait to hand over its result."""
+    import json
+    import subprocess
+    import sys
+
+    from tests.paths import ROOT
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import gen
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    path = gen.write_inventory(tmp_path / "inventory.yaml", 500)
+    assert path.stat().st_size > 1 << 20  # a helper's, and its result outgrows a pipe
+    config = tmp_path / "config.yaml"
+    config.write_text("inventory: {reloadIntervalSeconds: -1}\n")
+    heavy = ("aiohttp", "cryptography", "webhook.server", "webhook.config")
+    script = _SERVE_SPY.format(
+        root=str(ROOT), heavy=heavy, path=str(path), config=str(config),
+        certs=str(tmp_path / "certs"),
+    )  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
+    outcome = json.loads(done.stdout.strip().splitlines()[-1])
+    assert outcome == {"code": 2, "loaded": [], "alive": False}, done.stderr
+    assert "reloadIntervalSeconds" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def _killed(path: str) -> bytes:
+    os.kill(os.getpid(), signal.SIGKILL)
+    raise AssertionError("not reached")
+
+
+class _Unpicklable(Exception):
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.callback = lambda: None  # what pickle refuses
+
+
+def _raises_unpicklable(path: str) -> bytes:
+    raise _Unpicklable("no NUMA zones in node-7")
+
+
+def test_a_file_helper_that_dies_or_fails_oddly_is_reported_clearly(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A helper killed mid-build (the OOM killer) is a LoadError naming the file and the
+    exit code; an exception that does not pickle still arrives as its type and words.
+    The helper is forked, so it runs the function patched here."""
+    from webhook.inventory import file_build, state
+
+    path = tmp_path / "inv.yaml"
+    path.write_text(SMALL.read_text())
+    monkeypatch.setattr(state, "build_file_pickled", _killed)
+    with pytest.raises(
+        LoadError, match=r"inv\.yaml: the process building the inventory exited with code -9"
+    ):
+        file_build.FileBuildProcess(str(path), method="fork").result()
+    monkeypatch.setattr(state, "build_file_pickled", _raises_unpicklable)
+    with pytest.raises(RuntimeError, match="_Unpicklable: no NUMA zones in node-7"):
+        file_build.FileBuildProcess(str(path), method="fork").result()
 
 
 _ARENAS = """

@@ -1,0 +1,109 @@
+"""A large static inventory file built in a short-lived helper process.
+
+The helper's result is the pickled FileBuild (webhook.inventory.state): the view and
+what the source needs to notice later changes. ``serve`` starts it first thing, before
+its own imports, certificates and TLS setup (~0.5 s): the build runs beside them on
+another core instead of after them (docs/inventory.md, "Startup"). So this module
+imports only the standard library: it is imported before anything heavy.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import os
+import pickle
+import threading
+from multiprocessing.connection import Connection
+from typing import Any
+
+# Files above this size are built in a helper process (webhook.inventory.state explains
+# why); small ones in-process, where a process start would cost more than it saves.
+ISOLATE_ABOVE_BYTES = 1 << 20
+
+_OK, _FAILED = b"ok", b"failed"
+
+
+class FileBuildProcess:
+    """``build_file(path)`` running in a helper process; :meth:`result` waits for it.
+
+    Forked when this process has one thread: the helper has this process's imports
+    already (a spawned one spends ~0.4 s importing them again) and forking a
+    multi-threaded process can copy a lock another thread holds. "spawn" otherwise
+    (``method`` forces one).
+    """
+
+    def __init__(self, path: str, *, method: str | None = None) -> None:
+        if method is None:
+            method = "fork" if threading.active_count() == 1 else "spawn"
+        ctx = multiprocessing.get_context(method)
+        self.path = path
+        self._conn, theirs = ctx.Pipe(duplex=False)
+        self._proc: Any = ctx.Process(
+            target=_build_and_send, args=(path, theirs), name="numagate-file-build", daemon=True
+        )
+        self._proc.start()
+        theirs.close()  # the helper's end: if the helper dies, a read here sees EOF
+
+    def result(self) -> bytes:
+        """The pickled FileBuild; the build's own exception (LoadError, CoreError, ...) if
+        it failed; LoadError if the helper died without a word (killed, out of memory)."""
+        try:
+            tag = self._conn.recv_bytes()
+            payload = self._conn.recv_bytes()
+        except EOFError:
+            from webhook.inventory.loader import LoadError
+
+            self._proc.join()
+            raise LoadError(
+                f"{self.path}: the process building the inventory exited with code "
+                f"{self._proc.exitcode} before it finished"
+            ) from None
+        finally:
+            self._conn.close()
+        self._proc.join()
+        if tag == _FAILED:
+            raise pickle.loads(payload)
+        return payload
+
+    def cancel(self) -> None:
+        """Stop the helper if it still runs (startup failed before its result was used)."""
+        if self._proc.is_alive():
+            self._proc.terminate()
+        self._proc.join()
+        with contextlib.suppress(OSError):
+            self._conn.close()
+
+
+def start_file_build(path: str | None) -> FileBuildProcess | None:
+    """The helper building ``path`` when it is a file large enough to need one; None
+    otherwise (no file, a small one, or one that cannot be read: the in-process load
+    reports that)."""
+    if not path:
+        return None
+    try:
+        size = os.stat(path).st_size
+    except OSError:
+        return None
+    return FileBuildProcess(path) if size > ISOLATE_ABOVE_BYTES else None
+
+
+def _build_and_send(path: str, conn: Connection) -> None:
+    # Runs in the helper, which exits afterwards; imported here, not above: the heavy
+    # modules are the helper's to import (beside the server's own imports, when forked
+    # at startup).
+    from webhook.inventory.state import build_file_pickled
+
+    try:
+        payload = build_file_pickled(path)
+    except BaseException as exc:  # sent back as itself: the caller raises it
+        try:
+            error = pickle.dumps(exc, protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception:  # an exception that does not pickle: its words still arrive
+            error = pickle.dumps(RuntimeError(f"{type(exc).__name__}: {exc}"))
+        tag, payload = _FAILED, error
+    else:
+        tag = _OK
+    with contextlib.suppress(BrokenPipeError):  # the caller left: nobody to tell
+        conn.send_bytes(tag)
+        conn.send_bytes(payload)
