@@ -21,6 +21,7 @@ from __future__ import annotations
 import threading
 from array import array
 from collections import deque
+from collections.abc import Sequence
 
 from core.feasibility.codes import SHAPE_FIELDS
 from core.feasibility.snapshot import Packed, ShapeRows, packed_from
@@ -148,6 +149,24 @@ class PackedStore:
         a["states"][zoff : zoff + rows.n] = array("q", rows.states)
         a["node_alloc"][s * nres : (s + 1) * nres] = array("q", rows.node_alloc)
         a["unaligned"][s * nres : (s + 1) * nres] = array("q", rows.unaligned)
+
+    def rewritable(self) -> bool:
+        """A live slot may be rewritten in place now: no reader off the writer's thread
+        holds any snapshot (readers on its thread never overlap a batch)."""
+        return self.readers is not None and self.readers.oldest() is None
+
+    def write_usage(self, s: int, available: Sequence[array[int]], states: array[int]) -> None:
+        """Slot s's usage (``snapshot.usage_values``) written over its own rows. Only when
+        :meth:`rewritable`: every snapshot sharing the arrays sees it."""
+        a, width = self.arrays, self.base.n_res * 3
+        info = a["shape_info"]
+        base = s * SHAPE_FIELDS
+        n, zoff = info[base], info[base + 1]
+        zones = a["zones"]
+        for pos, row in enumerate(available):
+            start = (zoff + pos) * width
+            zones[start + 2 : start + width : 3] = row
+        a["states"][zoff : zoff + n] = states
 
     def append(self, rows: ShapeRows) -> int:
         """A new slot past every snapshot's prefix, holding ``rows``."""

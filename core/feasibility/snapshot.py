@@ -426,15 +426,25 @@ def usage_rows(node: NodeTopology, ordered: Sequence[str], like: ShapeRows) -> S
     class): the class fixes every row but the zones' available amounts and the NUMA
     states (_topology_key has everything else), so only those are computed. Under watch
     churn most events change usage only (NFD's topology-updater rewrites ``available``)."""
-    zs = sorted(node.zones, key=lambda z: z.id)
     zones = array("q", like.zones)
     width = len(ordered) * 3
-    for pos, z in enumerate(zs):
+    available, states = usage_values(node, ordered, like.n)
+    for pos, row in enumerate(available):
+        zones[pos * width + 2 : (pos + 1) * width : 3] = row
+    return ShapeRows(like.n, like.info, zones, like.dist, states, like.node_alloc, like.unaligned)
+
+
+def usage_values(
+    node: NodeTopology, ordered: Sequence[str], n: int
+) -> tuple[list[array[int]], array[int]]:
+    """What usage contributes to a shape's rows (``n`` zones): each zone's available
+    amounts, in zone id order, and the NUMA states' codes."""
+    rows = []
+    for z in sorted(node.zones, key=lambda z: z.id):
         available = _zone_row(z.available, ordered)
         available[0] //= 1000
-        zones[pos * width + 2 : (pos + 1) * width : 3] = array("q", available)
-    states = _states(node, like.n)
-    return ShapeRows(like.n, like.info, zones, like.dist, states, like.node_alloc, like.unaligned)
+        rows.append(array("q", available))
+    return rows, array("q", _states(node, n))
 
 
 def rows_of(packed: Packed, s: int) -> ShapeRows:

@@ -125,9 +125,11 @@ def test_appends_and_late_reuse_do_not_copy_the_arrays() -> None:
 def test_dead_shapes_stay_a_small_part_of_each_class() -> None:
     # Every review that scans a class walks its dead shapes: under churn (every event a
     # new shape) they must not pile up to the size of the class.
+    # Without readers: a node alone in its shape is not rewritten in place, so every
+    # event makes a new shape and kills one (the case the bound is for).
     rng = random.Random(5)
     inventory = IncrementalInventory()
-    editor = SnapshotEditor(Snapshot.build(()), readers=Readers())
+    editor = SnapshotEditor(Snapshot.build(()))
     names = [f"n{i}" for i in range(300)]
     _churn(editor, inventory, rng, names)
     worst = 0
@@ -139,6 +141,38 @@ def test_dead_shapes_stay_a_small_part_of_each_class() -> None:
             worst = max(worst, dead)
     assert worst > 0  # shapes did die: the bound was exercised
     assert _verdicts(snap) == _verdicts(Snapshot.build(inventory.nodes()))
+
+
+def test_a_node_alone_in_its_shape_has_its_usage_rewritten_in_place() -> None:
+    """With no reader off the writer's thread, a usage change of a node whose shape is its
+    own is written over that shape: no new slot, no dead one. The first batch after the
+    reserve (which replaced the arrays) is seen by the new snapshot; a registered reader
+    turns it back into a new shape, and its snapshot keeps its verdicts."""
+    rng = random.Random(8)
+    inventory = IncrementalInventory()
+    readers = Readers()
+    names = [f"n{i}" for i in range(40)]
+    for k, name in enumerate(names):  # a usage of its own per node: 40 shapes
+        free = (k % 32, k // 32)
+        obj = nrt(name, [zone(i, {"cpu": ("32", "31", str(free[i]))}) for i in (0, 1)],
+                  attributes={"topologyManagerPolicy": "single-numa-node"})  # fmt: skip
+        inventory.set(parse_object(obj, inventory.units))
+    inventory.flush()
+    editor = SnapshotEditor(Snapshot.build(inventory.nodes()), readers=readers, reserve=True)
+    assert editor.snapshot.packed.n_shapes == len(names)
+    for _ in range(30):
+        snap = _churn(editor, inventory, rng, rng.sample(names, 5))
+        assert _verdicts(snap) == _verdicts(Snapshot.build(inventory.nodes()))
+    assert editor.rewrites > 130  # nearly all 150 events (a usage equal to another's joins it)
+    assert snap.packed.n_shapes <= len(names) + 30
+    reading = readers.enter(snap.generation)
+    assert reading.start()
+    held, rewrites = _verdicts(snap), editor.rewrites
+    later = _churn(editor, inventory, rng, names[:5])
+    assert editor.rewrites == rewrites  # read elsewhere: new shapes instead
+    assert _verdicts(snap) == held
+    reading.done()
+    assert _verdicts(later) == _verdicts(Snapshot.build(inventory.nodes()))
 
 
 def test_a_reserved_store_does_not_grow_under_usage_churn() -> None:

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from core.feasibility.decision import decide
 from core.feasibility.delta import SnapshotEditor
+from core.feasibility.packing import Readers
 from core.feasibility.snapshot import (
     ShapeRows,
     Snapshot,
@@ -30,11 +31,7 @@ from core.model import PodIntent
 from tests.builders.events import NAMES, events, object_key
 from tests.builders.model import container, intents
 from tests.builders.model import intent as pod_intent
-from tests.builders.objects import (
-    node,
-    nrt,
-    zone,
-)
+from tests.builders.objects import koord_status, node, nrt, pod, zone
 
 
 def _cpu_pod(cpus: int, **devices: int) -> PodIntent:
@@ -47,12 +44,20 @@ def _verdicts(snap: Snapshot, intent: PodIntent) -> dict[str, tuple[Any, ...]]:
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(events=events, probes=st.lists(intents(), min_size=1, max_size=3), batch=st.integers(1, 6))
+@given(
+    events=events,
+    probes=st.lists(intents(), min_size=1, max_size=3),
+    batch=st.integers(1, 6),
+    in_place=st.booleans(),
+)
 def test_incremental_equals_full_build(
-    events: list[tuple[bool, dict[str, Any]]], probes: list[PodIntent], batch: int
-) -> None:
+    events: list[tuple[bool, dict[str, Any]]], probes: list[PodIntent], batch: int,
+    in_place: bool,
+) -> None:  # fmt: skip
     inventory = IncrementalInventory()
-    editor = SnapshotEditor(Snapshot.build(()))
+    # ``in_place``: the server's editor (readers, none registered), which rewrites a node's
+    # own shape on a usage change; else every change makes a new shape.
+    editor = SnapshotEditor(Snapshot.build(()), readers=Readers() if in_place else None)
     final: dict[ObjectKey, dict[str, Any]] = {}
     for n, (delete, obj) in enumerate(events, 1):
         key = object_key(obj)
@@ -64,6 +69,15 @@ def test_incremental_equals_full_build(
             inventory.set(parse_object(obj, inventory.units))
         if n % batch == 0 or n == len(events):
             editor.apply(inventory.flush())
+    _assert_same_as_full_build(inventory, editor, final, probes)
+
+
+def _assert_same_as_full_build(
+    inventory: IncrementalInventory,
+    editor: SnapshotEditor,
+    final: dict[ObjectKey, dict[str, Any]],
+    probes: list[PodIntent],
+) -> None:
     full = build_inventory(list(final.values()))
     assert inventory.nodes() == full.nodes
     assert sorted(inventory.errors()) == sorted(full.errors)
@@ -83,6 +97,85 @@ def test_incremental_equals_full_build(
     for s in set(snap.shape_of):
         rep = snap.nodes[snap.shape_rep[s]]
         assert _listed(rows_of(snap.packed, s)) == _listed(shape_rows(rep, names))
+
+
+# Usage churn as NFD and koordlet write it: a node's NRT again with new free amounts per
+# zone (and one of two memory amounts), or its Koordinator pod placed on other NUMA nodes
+# (its NUMA states), so most events find the node alone in its shape.
+PLACEMENTS = (None, {0: {"cpu": "4"}}, {1: {"cpu": "2"}}, {0: {"cpu": "1"}, 1: {"cpu": "1"}})
+usage_events = st.lists(
+    st.tuples(
+        st.sampled_from(NAMES),
+        st.integers(0, 31),
+        st.integers(0, 31),
+        st.booleans(),
+        st.sampled_from(range(len(PLACEMENTS))),
+    ),
+    min_size=1,
+    max_size=60,
+)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    changes=usage_events,
+    probes=st.lists(intents(), min_size=1, max_size=3),
+    batch=st.integers(1, 6),
+    policy=st.sampled_from(["single-numa-node", "restricted", "best-effort"]),
+)
+def test_usage_churn_rewritten_in_place_equals_full_build(
+    changes: list[tuple[str, int, int, bool, int]],
+    probes: list[PodIntent],
+    batch: int,
+    policy: str,
+) -> None:
+    inventory = IncrementalInventory()
+    final: dict[ObjectKey, dict[str, Any]] = {}
+
+    def place(name: str, placement: int) -> None:
+        numa = PLACEMENTS[placement]
+        obj = pod(f"p-{name}", node=name, annotations=koord_status(numa or {}, cpuset="1-2"))
+        if numa is None:
+            final.pop(object_key(obj), None)
+            inventory.delete(object_key(obj))
+        else:
+            final[object_key(obj)] = obj
+            inventory.set(parse_object(obj, inventory.units))
+
+    def put(name: str, free: tuple[int, int], full_memory: bool) -> None:
+        memory = ("128Gi", "120Gi", "120Gi" if full_memory else "64Gi")
+        zones = [zone(i, {"cpu": ("32", "31", str(free[i])), "memory": memory}) for i in (0, 1)]
+        obj = nrt(name, zones, attributes={"topologyManagerPolicy": policy})
+        final[object_key(obj)] = obj
+        inventory.set(parse_object(obj, inventory.units))
+
+    for k, name in enumerate(NAMES):
+        put(name, (k, 31 - k), True)
+    inventory.flush()
+    editor = SnapshotEditor(Snapshot.build(inventory.nodes()), readers=Readers(), reserve=True)
+    for n, (name, free0, free1, full_memory, placement) in enumerate(changes, 1):
+        if n % 2:
+            place(name, placement)
+        else:
+            put(name, (free0, free1), full_memory)
+        if n % batch == 0 or n == len(changes):
+            editor.apply(inventory.flush())
+    _assert_same_as_full_build(inventory, editor, final, probes)
+
+
+def test_the_usage_churn_property_rewrites_in_place() -> None:
+    # The property above exercises the in-place path: one of its examples, by hand.
+    inventory = IncrementalInventory()
+    for k, name in enumerate(NAMES):
+        zones = [zone(i, {"cpu": ("32", "31", str(k + i))}) for i in (0, 1)]
+        inventory.set(parse_object(nrt(name, zones), inventory.units))
+    inventory.flush()
+    editor = SnapshotEditor(Snapshot.build(inventory.nodes()), readers=Readers(), reserve=True)
+    for k, name in enumerate(NAMES):
+        zones = [zone(i, {"cpu": ("32", "31", str(20 + k + i))}) for i in (0, 1)]
+        inventory.set(parse_object(nrt(name, zones), inventory.units))
+    editor.apply(inventory.flush())
+    assert editor.rewrites == len(NAMES)
 
 
 def _listed(rows: ShapeRows) -> list[list[int]]:
