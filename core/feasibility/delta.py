@@ -247,7 +247,7 @@ class _Draft:
         key = (tkey, _usage_key(node))
         if self.ed.shape_key[s] == key:
             return
-        if usage_only and self._rewrite(i, s, node, key):
+        if usage_only and self._rewrite(s, node, key):
             return
         # first, so an unchanged shape is not freed and re-made
         self._place(i, node, key, in_class=self.topo_of[s])
@@ -320,12 +320,13 @@ class _Draft:
             self.shape_rep[s] = (b & -b).bit_length() - 1
         self.usage_gen[t] += 1
 
-    def _rewrite(self, i: int, s: int, node: NodeTopology, key: ShapeKey) -> bool:
-        """Node i's new usage written over its shape's rows in place, when the shape is
+    def _rewrite(self, s: int, node: NodeTopology, key: ShapeKey) -> bool:
+        """``node``'s new usage written over the rows of its shape s in place, when s is
         its alone, no shape has that usage already, and no reader off the writer's thread
         can see the write (``PackedStore.rewritable``). Under churn every node comes to
         have a shape of its own and nearly every event is this one: a new slot, its rows
-        and freeing the old one were ~60% of the event's cost (docs/inventory.md)."""
+        and freeing the old one made the patch 38-42 us per event, now 20-22 at 100,000
+        nodes (benchmarks/sustained.py, docs/benchmarks.md round 8)."""
         ed = self.ed
         if ed.count[s] != 1 or key in ed.shape_index or not ed.store.rewritable():
             return False

@@ -67,12 +67,19 @@ def run(args: argparse.Namespace) -> int:
     if problem:
         return _usage(problem)
     # Forked now, before the imports below and while this process has one thread.
-    build = start_file_build(args.inventory)
+    build = start_file_build(args.inventory, _build_file)
     try:
         return _serve(args, build)
     finally:
         if build is not None:
             build.cancel()  # a no-op once its result was taken
+
+
+def _build_file(path: str) -> bytes:
+    # In the helper: the build's modules are imported there, beside the server's own.
+    from webhook.inventory.state import build_file_pickled
+
+    return build_file_pickled(path)
 
 
 def _serve(args: argparse.Namespace, build: FileBuildProcess | None) -> int:

@@ -14,8 +14,11 @@ import multiprocessing
 import os
 import pickle
 import threading
+from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import Any
+
+Build = Callable[[str], bytes]  # path -> the pickled FileBuild (state.build_file_pickled)
 
 # Files above this size are built in a helper process (webhook.inventory.state explains
 # why); small ones in-process, where a process start would cost more than it saves.
@@ -25,7 +28,9 @@ _OK, _FAILED = b"ok", b"failed"
 
 
 class FileBuildProcess:
-    """``build_file(path)`` running in a helper process; :meth:`result` waits for it.
+    """``build(path)`` running in a helper process; :meth:`result` waits for it. ``build``
+    is passed in (a module-level function: a spawned helper imports it by name) so that
+    this module imports nothing of the server's.
 
     Forked when this process has one thread: the helper has this process's imports
     already (a spawned one spends ~0.4 s importing them again) and forking a
@@ -33,14 +38,17 @@ class FileBuildProcess:
     (``method`` forces one).
     """
 
-    def __init__(self, path: str, *, method: str | None = None) -> None:
+    def __init__(self, path: str, build: Build, *, method: str | None = None) -> None:
         if method is None:
             method = "fork" if threading.active_count() == 1 else "spawn"
         ctx = multiprocessing.get_context(method)
         self.path = path
         self._conn, theirs = ctx.Pipe(duplex=False)
         self._proc: Any = ctx.Process(
-            target=_build_and_send, args=(path, theirs), name="numagate-file-build", daemon=True
+            target=_build_and_send,
+            args=(build, path, theirs),
+            name="numagate-file-build",
+            daemon=True,
         )
         self._proc.start()
         theirs.close()  # the helper's end: if the helper dies, a read here sees EOF
@@ -75,27 +83,23 @@ class FileBuildProcess:
             self._conn.close()
 
 
-def start_file_build(path: str | None) -> FileBuildProcess | None:
-    """The helper building ``path`` when it is a file large enough to need one; None
-    otherwise (no file, a small one, or one that cannot be read: the in-process load
-    reports that)."""
+def start_file_build(path: str | None, build: Build) -> FileBuildProcess | None:
+    """The helper running ``build(path)`` when ``path`` is a file large enough to need
+    one; None otherwise (no file, a small one, or one that cannot be read: the
+    in-process load reports that)."""
     if not path:
         return None
     try:
         size = os.stat(path).st_size
     except OSError:
         return None
-    return FileBuildProcess(path) if size > ISOLATE_ABOVE_BYTES else None
+    return FileBuildProcess(path, build) if size > ISOLATE_ABOVE_BYTES else None
 
 
-def _build_and_send(path: str, conn: Connection) -> None:
-    # Runs in the helper, which exits afterwards; imported here, not above: the heavy
-    # modules are the helper's to import (beside the server's own imports, when forked
-    # at startup).
-    from webhook.inventory.state import build_file_pickled
-
+def _build_and_send(build: Build, path: str, conn: Connection) -> None:
+    # Runs in the helper, which exits afterwards.
     try:
-        payload = build_file_pickled(path)
+        payload = build(path)
     except BaseException as exc:  # sent back as itself: the caller raises it
         try:
             error = pickle.dumps(exc, protocol=pickle.HIGHEST_PROTOCOL)

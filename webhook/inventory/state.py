@@ -270,7 +270,7 @@ def build_file_pickled_isolated(path: str, *, method: str | None = None) -> byte
     """:func:`build_file` in a short-lived helper process (:class:`FileBuildProcess`);
     the pickled :class:`FileBuild`. Errors (LoadError, CoreError) come back as the same
     exception."""
-    return FileBuildProcess(path, method=method).result()
+    return FileBuildProcess(path, build_file_pickled, method=method).result()
 
 
 def build_file_isolated(path: str, *, now: float) -> FileBuild:

@@ -315,24 +315,19 @@ def _raises_unpicklable(path: str) -> bytes:
     raise _Unpicklable("no NUMA zones in node-7")
 
 
-def test_a_file_helper_that_dies_or_fails_oddly_is_reported_clearly(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_file_helper_that_dies_or_fails_oddly_is_reported_clearly(tmp_path: Path) -> None:
     """A helper killed mid-build (the OOM killer) is a LoadError naming the file and the
-    exit code; an exception that does not pickle still arrives as its type and words.
-    The helper is forked, so it runs the function patched here."""
-    from webhook.inventory import file_build, state
+    exit code; an exception that does not pickle still arrives as its type and words."""
+    from webhook.inventory.file_build import FileBuildProcess
 
     path = tmp_path / "inv.yaml"
     path.write_text(SMALL.read_text())
-    monkeypatch.setattr(state, "build_file_pickled", _killed)
     with pytest.raises(
         LoadError, match=r"inv\.yaml: the process building the inventory exited with code -9"
     ):
-        file_build.FileBuildProcess(str(path), method="fork").result()
-    monkeypatch.setattr(state, "build_file_pickled", _raises_unpicklable)
+        FileBuildProcess(str(path), _killed, method="fork").result()
     with pytest.raises(RuntimeError, match="_Unpicklable: no NUMA zones in node-7"):
-        file_build.FileBuildProcess(str(path), method="fork").result()
+        FileBuildProcess(str(path), _raises_unpicklable, method="fork").result()
 
 
 _ARENAS = """
