@@ -124,9 +124,9 @@ def _serve(args: argparse.Namespace, build: FileBuildProcess | None) -> int:
         # The build's result is passed, not kept here: its holder drops it once used (a
         # bad file fails here, before any worker starts).
         if args.workers == 1:
-            asyncio.run(serve_worker(opts, preloaded=build and build.result()))
+            asyncio.run(serve_worker(opts, preloaded=build.result() if build else None))
             return 0
-        return run_workers(opts, args.workers, preloaded=build and build.result())
+        return run_workers(opts, args.workers, preloaded=build.result() if build else None)
     except Exception as exc:  # startup failure: one line, no traceback
         return _usage(f"{type(exc).__name__}: {exc}")
     finally:
