@@ -164,7 +164,8 @@ def test_usage_churn_rewritten_in_place_equals_full_build(
 
 
 def test_the_usage_churn_property_rewrites_in_place() -> None:
-    # The property above exercises the in-place path: one of its examples, by hand.
+    # What the property above is for: a usage change of a node alone in its shape is
+    # written in place (else the property would only test the copy-on-write path).
     inventory = IncrementalInventory()
     for k, name in enumerate(NAMES):
         zones = [zone(i, {"cpu": ("32", "31", str(k + i))}) for i in (0, 1)]
