@@ -11,12 +11,17 @@ fixed rate (events per second) on the server's event loop.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime
 import random
 import re
-from collections.abc import Callable, Sequence
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from tests.webhook.fake_apiserver_objects import nrt
 
 Rewrite = Callable[[dict[str, Any], random.Random], None]
 
@@ -46,6 +51,28 @@ def node_heartbeat(obj: dict[str, Any], rng: random.Random) -> None:
     status["conditions"] = conditions
     labels = obj.setdefault("metadata", {}).setdefault("labels", {})
     labels["bench.numagate.io/churn"] = str(rng.randint(0, 9))
+
+
+@contextlib.contextmanager
+def churning(apply: Callable[[dict[str, Any]], Any], names: Sequence[str]) -> Iterator[None]:
+    """While the block runs, a thread writes the NRT of a random one of ``names`` with new
+    free CPUs every 5 ms (``apply``: the server's), so that events keep coming across
+    what the block does (a relist, an outage)."""
+    stop = threading.Event()
+
+    def churn() -> None:
+        rng = random.Random(5)
+        while not stop.is_set():
+            apply(nrt(rng.choice(names), free=rng.randint(0, 30)))
+            time.sleep(0.005)
+
+    churner = threading.Thread(target=churn, daemon=True)
+    churner.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        churner.join(5)
 
 
 @dataclass

@@ -20,12 +20,12 @@ def node(name: str, *, labels: Mapping[str, str] | None = None, cpu: str = "64")
 
 
 def nrt(
-    name: str, *, policy: str = "SingleNUMANodeContainerLevel", zones: int = 2
+    name: str, *, policy: str = "SingleNUMANodeContainerLevel", zones: int = 2, free: int = 30
 ) -> dict[str, Any]:
-    """An NRT of ``zones`` zones of 32 CPUs, 30 available, single-numa-node."""
+    """An NRT of ``zones`` zones of 32 CPUs, ``free`` available in each, single-numa-node."""
     return objects.nrt(
         name,
-        [objects.zone(i, {"cpu": ("32", "32", "30")}) for i in range(zones)],
+        [objects.zone(i, {"cpu": ("32", "32", str(free))}) for i in range(zones)],
         attributes={"topologyManagerPolicy": "single-numa-node"},
         policies=[policy],
     )

@@ -11,9 +11,7 @@ import asyncio
 import contextlib
 import os
 import pickle
-import random
 import signal
-import threading
 import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -37,6 +35,7 @@ from tests.webhook.fake_apiserver import NRTS as API_NRTS
 from tests.webhook.fake_apiserver import FakeApiServer, running_apiserver
 from tests.webhook.fake_apiserver import node as api_node
 from tests.webhook.fake_apiserver import nrt as api_nrt
+from tests.webhook.fake_apiserver_churn import churning
 from webhook.inventory import feed as feed_module
 from webhook.inventory.feed import Batch, FedInventory, Feed, FeederSpec, Whole
 from webhook.inventory.live import BOUND_PODS, NODE_RESOURCE_TOPOLOGIES, NODES, NUMATOPOLOGIES
@@ -261,13 +260,6 @@ async def _feeding(
             fed.stop()
 
 
-def _busy(name: str, free: int) -> dict[str, Any]:
-    obj = api_nrt(name)
-    for z in obj["zones"]:
-        z["resources"][0]["available"] = str(free)
-    return obj
-
-
 @pytest.mark.slow
 async def test_the_inventory_process_feeds_the_worker_and_is_replaced_when_killed(
     tmp_path: Path,
@@ -288,7 +280,7 @@ async def test_the_inventory_process_feeds_the_worker_and_is_replaced_when_kille
         assert fed.full_builds == 1 and len(state.view.nodes) == 8  # type: ignore[union-attr]
         assert {r for r, _ in fed.sync()} == {"nodes", "noderesourcetopologies", "numatopologies"}
         before = state.view
-        fake.apply(_busy("n3", 2))
+        fake.apply(api_nrt("n3", free=2))
         await _wait(lambda: cpu("n3") == 2000, 10, "n3's change")
         after = state.view
         assert fed.full_builds == 1  # applied as a change, not a build
@@ -307,7 +299,7 @@ async def test_the_inventory_process_feeds_the_worker_and_is_replaced_when_kille
         await _wait(lambda: fed.full_builds == 2, 30, "the new process's build")
         assert fed.pid not in (None, first)
         assert metrics.inventory_updates.process_restarts.value() == 1
-        fake.apply(_busy("n5", 1))
+        fake.apply(api_nrt("n5", free=1))
         await _wait(lambda: cpu("n5") == 1000, 10, "a change through the new process")
         assert cpu("n3") == 2000
     assert fed._proc is not None and not fed._proc.is_alive()  # stopped with the worker
@@ -318,24 +310,14 @@ async def test_relist_after_410_through_the_process_while_events_keep_coming(
     tmp_path: Path,
 ) -> None:
     names = [f"n{i}" for i in range(20)]
-    stop = threading.Event()
 
     def nodes() -> dict[str, Any]:
         view = state.view
         return {} if view is None else {n.name: n for n in view.nodes}
 
     async with _feeding(tmp_path, names) as (fake, state, fed):
-
-        def churn() -> None:
-            rng = random.Random(5)
-            while not stop.is_set():
-                fake.apply(_busy(rng.choice(names), rng.randint(0, 30)))
-                time.sleep(0.005)
-
-        churner = threading.Thread(target=churn, daemon=True)
         lists = len(fake.list_requests(API_NRTS))
-        churner.start()
-        try:
+        with churning(fake.apply, names):
             await asyncio.sleep(0.3)
             fake.down()
             fake.delete(API_NODES, "n2")
@@ -345,9 +327,6 @@ async def test_relist_after_410_through_the_process_while_events_keep_coming(
             fake.up()
             await _wait(lambda: "n77" in nodes(), 15, "n77 through the relist")
             await asyncio.sleep(0.3)
-        finally:
-            stop.set()
-            churner.join(5)
         objects = [o for r in (API_NODES, API_NRTS) for o in fake.objects(r)]
         truth = {n.name: n for n in build_inventory(objects).nodes}
         await _wait(lambda: nodes() == truth, 15, "the final objects")

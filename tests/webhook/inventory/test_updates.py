@@ -29,6 +29,7 @@ from tests.webhook.fake_apiserver import (
     node,
     nrt,
 )
+from tests.webhook.fake_apiserver_churn import churning
 from webhook.inventory.live import LiveSource
 from webhook.inventory.state import InventoryState
 from webhook.inventory.updates import InventoryUpdates
@@ -36,13 +37,6 @@ from webhook.metrics import WebhookMetrics
 
 FAST = {"watch_timeout": 1, "backoff_initial": 0.05, "backoff_max": 0.4, "request_timeout": 5.0}
 pytestmark = pytest.mark.slow
-
-
-def busy_nrt(name: str, free: int) -> dict[str, Any]:
-    obj = nrt(name)
-    for zone in obj["zones"]:
-        zone["resources"][0]["available"] = str(free)
-    return obj
 
 
 def cpu_pod(cpus: int) -> PodIntent:
@@ -111,7 +105,7 @@ def test_an_event_changes_exactly_its_node(server, running):
     wait_for(lambda: r.state.view is not None and len(r.state.view.nodes) == 8, 10.0, step=0.01)
     before = r.state.view
     assert r.updates.full_builds == 1
-    server.apply(busy_nrt("n3", 2))
+    server.apply(nrt("n3", free=2))
     wait_for(lambda: r.nodes()["n3"].zones[0].available["cpu"] == 2000, 10.0, step=0.01)
     after = r.state.view
     assert r.updates.full_builds == 1  # applied incrementally
@@ -134,17 +128,7 @@ def test_relist_after_410_while_events_keep_coming(server, running):
     seed(server, names)
     r = running()
     wait_for(lambda: r.state.view is not None and len(r.state.view.nodes) == 20, 10.0, step=0.01)
-    stop = threading.Event()
-
-    def churn() -> None:
-        rng = random.Random(5)
-        while not stop.is_set():
-            server.apply(busy_nrt(rng.choice(names), rng.randint(0, 30)))
-            time.sleep(0.005)
-
-    churner = threading.Thread(target=churn, daemon=True)
-    churner.start()
-    try:
+    with churning(server.apply, names):
         time.sleep(0.3)
         server.down()
         server.delete(NODES, "n2")
@@ -154,9 +138,6 @@ def test_relist_after_410_while_events_keep_coming(server, running):
         server.up()
         wait_for(lambda: r.live.relists >= 2 and "n77" in r.nodes(), 10.0, step=0.01)
         time.sleep(0.3)
-    finally:
-        stop.set()
-        churner.join(5)
     wait_for(lambda: r.nodes() == truth_nodes(server), 10.0, step=0.01)
     assert r.updates.full_builds == 1  # the relist was applied as a difference
     expected = Snapshot.build(tuple(truth_nodes(server)[k] for k in sorted(truth_nodes(server))))
@@ -179,7 +160,7 @@ def test_staleness_is_per_resource_type(server, running):
         stalled = nodes.synced_until()
         assert stalled is not None
         for i in range(12):
-            server.apply(busy_nrt("n1", i))
+            server.apply(nrt("n1", free=i))
             time.sleep(0.05)
         wait_for(lambda: r.nodes()["n1"].zones[0].available["cpu"] == 11000, 10.0, step=0.01)
         assert nodes.synced_until() == stalled
