@@ -21,7 +21,11 @@ class Sharer:
         # IncrementalInventory.share_usage.
         self.usage = usage
         self._strings: dict[str, str] = {}
-        self._maps: dict[tuple[Any, ...], dict[Any, Any]] = {}
+        # Content hash -> the shared map (a list of them on a collision). Keyed by the
+        # hash, not by the content: a key holding the items (as tuples) would keep a
+        # second copy of every map, and most label maps are one node's own (its
+        # hostname): 5.4 MiB of 10,000 nodes' inventory (docs/benchmarks.md, round 9).
+        self._maps: dict[int, dict[Any, Any] | list[dict[Any, Any]]] = {}
         self._zones: dict[tuple[Any, ...], NumaZone] = {}
         self._tuples: dict[tuple[Any, ...], tuple[Any, ...]] = {}
         self._zone_tuples: dict[tuple[int, ...], tuple[NumaZone, ...]] = {}
@@ -39,16 +43,28 @@ class Sharer:
     def mapping(self, raw: Mapping[Any, Any]) -> dict[Any, Any]:
         if self._own.get(id(raw)) is raw:
             return raw  # type: ignore[return-value]
-        # Types are part of the key: True == 1, and a map holding True must stay distinct.
-        key = (tuple(raw.items()), tuple(map(type, raw.values())))
-        got = self._maps.get(key)
-        if got is None:
-            text = self.text
-            got = self._maps[key] = {
-                text(k) if type(k) is str else k: text(v) if type(v) is str else v
-                for k, v in raw.items()
-            }
-            self._own[id(got)] = got
+        items = tuple(raw.items())
+        # Types are part of the content: True == 1, and a map holding True must stay
+        # distinct. Order too: {a, b} and {b, a} are not merged.
+        types = tuple(map(type, raw.values()))
+        key = hash((items, types))
+        held = self._maps.get(key)
+        if held is not None:
+            for got in held if type(held) is list else (held,):
+                if tuple(got.items()) == items and tuple(map(type, got.values())) == types:
+                    return got
+        text = self.text
+        got = {
+            text(k) if type(k) is str else k: text(v) if type(v) is str else v
+            for k, v in raw.items()
+        }
+        if held is None:
+            self._maps[key] = got
+        elif type(held) is list:
+            held.append(got)
+        else:
+            self._maps[key] = [held, got]
+        self._own[id(got)] = got
         return got
 
     def zone(self, zone: NumaZone) -> NumaZone:

@@ -53,6 +53,7 @@ from webhook.inventory.updates import (
     Queued,
     apply_events,
     build_whole,
+    drain_unbuilt,
     install_update,
     queue_object,
     reflector_sync,
@@ -146,6 +147,7 @@ class Feed:
         self.built = False
         self.on_built: Callable[[], None] = lambda: None  # after the Whole is sent
         self._queue: deque[Queued] = deque()
+        self._unbuilt: list[Queued] = []  # events taken in before the first build
         self._wake = threading.Event()
 
     # Listener (reflector threads), as InventoryUpdates
@@ -178,6 +180,7 @@ class Feed:
             if self.synced():
                 self._send_whole()
             else:
+                drain_unbuilt(self._queue, self.inventory, self._unbuilt)
                 self._send(Batch((), (), None, (), self._status()))
             return
         while True:
@@ -195,7 +198,8 @@ class Feed:
 
     def _send_whole(self) -> None:
         started = time.monotonic()
-        snapshot, drained = build_whole(self._queue, self.inventory, "first build")
+        snapshot, drained = build_whole(self._queue, self.inventory, "first build", self._unbuilt)
+        self._unbuilt = []
         seconds = time.monotonic() - started
         self.inventory.share_usage(False)  # from now on, events one by one
         errors = self.inventory.errors()

@@ -125,6 +125,7 @@ class InventoryUpdates:
         self._building = False
         self._slice = MIN_SLICE  # events per slice, adapted to the time a slice took
         self._errors: tuple[str, ...] = ()
+        self._unbuilt: list[Queued] = []  # events taken in before the first build
         self.applied = 0  # events applied (for tests and the debug log)
         self.batches = 0
         self.full_builds = 0
@@ -186,6 +187,8 @@ class InventoryUpdates:
         if self.editor is None:
             if self.synced():
                 self._full_build("first build")
+            else:
+                drain_unbuilt(self._queue, self.inventory, self._unbuilt)
             return
         started, cpu = time.monotonic(), time.thread_time()
         self.state.before_batch()
@@ -234,7 +237,8 @@ class InventoryUpdates:
 
     def _build_in_thread(self, why: str) -> tuple[Snapshot, list[Queued], float]:
         started = time.monotonic()
-        snapshot, drained = build_whole(self._queue, self.inventory, why)
+        snapshot, drained = build_whole(self._queue, self.inventory, why, self._unbuilt)
+        self._unbuilt = []
         return snapshot, drained, started
 
     def _built(self, task: asyncio.Future[tuple[Snapshot, list[Queued], float]]) -> None:
@@ -258,13 +262,28 @@ class InventoryUpdates:
             self._schedule()
 
 
+def drain_unbuilt(
+    queue: deque[Queued], inventory: IncrementalInventory, taken: list[Queued]
+) -> None:
+    """Before the first build, while the lists come in: the queued objects into
+    ``inventory`` (not flushed), where their maps are shared as they go in; their events
+    (without the objects) onto ``taken``, for the first build to report. Left queued
+    until the first build, every object's own copies were alive at once, and their freed
+    blocks stayed scattered in the heap: 25 MiB of RSS at 10,000 nodes (round 9)."""
+    taken.extend((*item[:4], None) for item in apply_events(queue, inventory))
+
+
 def build_whole(
-    queue: deque[Queued], inventory: IncrementalInventory, why: str
+    queue: deque[Queued],
+    inventory: IncrementalInventory,
+    why: str,
+    taken: Sequence[Queued] = (),
 ) -> tuple[Snapshot, list[Queued]]:
     """Every queued event applied and the snapshot built whole (the first build, a
-    resource new to the packed table); logged with ``why``."""
+    resource new to the packed table); logged with ``why``. The events returned are
+    ``taken`` (by :func:`drain_unbuilt`) and the queue's."""
     started = time.monotonic()
-    drained = apply_events(queue, inventory)
+    drained = [*taken, *apply_events(queue, inventory)]
     inventory.flush()
     records = inventory.records
     snapshot = Snapshot.build([records[k] for k in sorted(records)])

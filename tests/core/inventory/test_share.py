@@ -54,6 +54,16 @@ def test_equal_but_different_values_are_not_merged() -> None:
     assert share.mapping({"b": 1, "a": 2}) is not share.mapping({"a": 2, "b": 1})  # order kept
 
 
+def test_maps_whose_contents_hash_alike_stay_apart() -> None:
+    """The sharer keys its maps by the content's hash (no copy of the content held), so
+    equal hashes must still be told apart: hash(-1) == hash(-2) in CPython."""
+    share = _Sharer()
+    minus_one, minus_two = share.mapping({"a": -1}), share.mapping({"a": -2})
+    assert hash(((("a", -1),), (int,))) == hash(((("a", -2),), (int,)))
+    assert minus_one == {"a": -1} and minus_two == {"a": -2}
+    assert share.mapping({"a": -1}) is minus_one and share.mapping({"a": -2}) is minus_two
+
+
 def test_without_usage_free_amounts_are_kept_as_they_are() -> None:
     """The incremental inventory's sharer (usage=False) shares what machines of one model
     have in common, not the free amounts that watch events bring one by one."""

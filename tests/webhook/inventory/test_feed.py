@@ -86,19 +86,35 @@ def _cpu_pod(cpus: int) -> PodIntent:
     events=events,
     first=st.integers(0, 10),
     batch=st.integers(1, 6),
+    unsynced=st.integers(0, 4),
     probes=st.lists(intents(), min_size=1, max_size=3),
 )
 def test_what_the_process_sends_gives_the_full_build(
-    events: list[tuple[bool, dict[str, Any]]], first: int, batch: int, probes: list[PodIntent]
+    events: list[tuple[bool, dict[str, Any]]],
+    first: int,
+    batch: int,
+    unsynced: int,
+    probes: list[PodIntent],
 ) -> None:
     """Events before the first build arrive in the Whole, later ones in Batches of at most
-    ``batch`` events; the worker's view is the full build of the final objects."""
+    ``batch`` events; the worker's view is the full build of the final objects. For the
+    first ``unsynced`` steps a type has not listed yet: the events are taken into the
+    inventory as they come, and the Whole still reports every one of them."""
     sent: list[bytes] = []
     feed = Feed(sent.append, max_batch=batch)
+    steps = [0]
+    feed.synced = lambda: steps[0] >= unsynced
     final: dict[ObjectKey, dict[str, Any]] = {}
+    before_whole = [0]
+
+    def step() -> None:
+        feed.step()
+        steps[0] += 1
+        assert feed.built or not feed._queue  # taken in, not left queued
 
     def play(part: list[tuple[bool, dict[str, Any]]]) -> None:
         for delete, obj in part:
+            before_whole[0] += not feed.built
             meta = obj["metadata"]
             key = (obj["kind"], meta.get("namespace", ""), meta["name"])
             if delete:
@@ -111,13 +127,18 @@ def test_what_the_process_sends_gives_the_full_build(
         state = InventoryState()
         fed = FedInventory(state, asyncio.get_running_loop(), FeederSpec())
         play(events[:first])
-        feed.step()
+        step()
         for start in range(first, len(events), 3):
             play(events[start : start + 3])
-            feed.step()
+            step()
+        while not feed.built:
+            step()
         messages = _messages(sent)
-        assert isinstance(messages[0], Whole)
-        assert all(isinstance(m, Batch) and len(m.events) <= batch for m in messages[1:])
+        whole = next(k for k, m in enumerate(messages) if isinstance(m, Whole))
+        assert whole == min(unsynced, steps[0] - 1)
+        assert all(isinstance(m, Batch) and not m.events for m in messages[:whole])
+        assert len(messages[whole].events) == before_whole[0]
+        assert all(isinstance(m, Batch) and len(m.events) <= batch for m in messages[whole + 1 :])
         await _apply(fed, messages)
         return state
 
