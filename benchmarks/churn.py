@@ -6,7 +6,7 @@ events per second).
 
     .venv/bin/python benchmarks/churn.py [--nodes 10000] [--rates 0,0.5,2,20,170]
         [--duration 10] [--probes 10] [--outage 40] [--large] [--quick] [--pin]
-        [--inventory-process]
+        [--inventory-process[=auto|always|never]]
 
 Measured: reviews/s and p99 of /validate driven by wrk with every pod different, at each
 NRT churn rate, as ratios to no churn, with /healthz p99 beside it; the time from an NRT
@@ -17,8 +17,9 @@ API outage (connections refused for ``--outage`` seconds; a change written durin
 seconds from the API's return to the watches resumed and to the change visible).
 ``--large`` adds 100,000 nodes at 1,700 events/s and the 100,000-node file (minutes).
 ``--pin`` puts the worker alone on CPU 0 and the harness (test API server, wrk) on the
-other CPUs once it is ready. ``--inventory-process`` serves with ``--inventory-process``
-(the watches and the merge in a helper process; its RSS is reported beside the worker's).
+other CPUs once it is ready. ``--inventory-process=WHEN`` is passed to serve (default
+auto, as serve's: the watches and the merge in a helper process from 50,000 nodes on, whose
+RSS is reported beside the worker's); where the cluster was watched is printed per run.
 
 Prints a Markdown table and writes benchmarks/results/churn.json and churn.md.
 """
@@ -71,8 +72,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--distinct-usage", action="store_true",
                    help="every NRT with free amounts of its own from the start (a running "
                         "cluster's), not the generator's few levels")  # fmt: skip
-    p.add_argument("--inventory-process", action="store_true",
-                   help="serve --inventory-process: watch and merge in a helper process")  # fmt: skip
+    p.add_argument("--inventory-process", nargs="?", const="always", default="auto",
+                   choices=("auto", "always", "never"),
+                   help="serve --inventory-process=WHEN (default auto, as serve: the process "
+                        "from 50,000 nodes on; the flag alone: always)")  # fmt: skip
     p.add_argument("--pin", action="store_true",
                    help="the worker alone on CPU 0, the test API server and wrk on the others "
                         "(from ready on)")  # fmt: skip
@@ -189,12 +192,12 @@ def api_run(args: argparse.Namespace, work: Path, load: parts.Load, nodes: int,
     try:
         kubeconfig = fake.write_kubeconfig(work / "kubeconfig")
         source = ["--kubeconfig", str(kubeconfig)]
-        source += ["--inventory-process"] if args.inventory_process else []
+        source += [f"--inventory-process={args.inventory_process}"]
         ng = parts.start_numagate(source, work / "certs", work / f"api-{nodes}.log", args.timeout)
         sampler = parts.RssSampler(ng)
         pinning = parts.Pinning(ng, args.pin)
         try:
-            out: dict[str, Any] = {"nodes": nodes, "ready_s": ng.ready_s,
+            out: dict[str, Any] = {"nodes": nodes, "ready_s": ng.ready_s, "watched": ng.watched,
                                    "rss_mib_ready": ng.rss_mib(),
                                    "helpers_rss_mib_ready": ng.helpers_rss_mib()}  # fmt: skip
             prober = parts.Prober(ng)

@@ -1,6 +1,6 @@
 """The worker's GIL switch interval under churn, A/B (issue 14): one test API server
 holding ``--nodes`` generated nodes; per round and per interval, ``numagate serve
---kubeconfig`` (one worker) is started with its switch interval forced to that value (a
+--kubeconfig --inventory-process=never`` (one worker, watching in itself) is started with its switch interval forced to that value (a
 ``sitecustomize`` on PYTHONPATH; numagate keeps Python's default, 5 ms), then wrk drives
 /validate without churn and at ``--rate`` NRT events/s, as benchmarks/churn.py does. The order of the intervals is reversed every
 round: runs of one process differ by +-0.1 in the reviews/s ratio, so one run per
@@ -48,7 +48,7 @@ if _forced:
 def one_run(fake: FakeApiServer, work: Path, load: parts.Load, rate: float) -> dict[str, Any]:
     """A worker started afresh; wrk without churn, then at ``rate`` (churn.churn_points)."""
     kubeconfig = fake.write_kubeconfig(work / "kubeconfig")
-    ng = parts.start_numagate(["--kubeconfig", str(kubeconfig)], work / "certs",
+    ng = parts.start_numagate(["--kubeconfig", str(kubeconfig), "--inventory-process=never"], work / "certs",
                               work / "api.log", 900)  # fmt: skip
     try:
         base, last = churn.churn_points(fake, ng, load, [0.0, rate], warmup=3.0)

@@ -33,6 +33,7 @@ HEALTHZ_LUA = HERE / "wrk" / "healthz.lua"
 PROBE = "probe-node"
 NO_ROOM = "no node has room now"
 WORKER_LINE = re.compile(r"numagate: worker (\d+) serving")
+WATCHED = re.compile(r"; watched in ([^)]*)\)")
 
 
 # ----------------------------------------------------------------------------- numagate
@@ -48,6 +49,7 @@ class Numagate:
     log: Path
     worker: int = 0
     ready_s: float = 0.0
+    watched: str = ""  # serve's "watched in ...: reason" for a cluster source
 
     @property
     def url(self) -> str:
@@ -89,8 +91,11 @@ def start_numagate(source: list[str], cert_dir: Path, log: Path, timeout: float)
             conn.request("GET", "/readyz")
             if conn.getresponse().status == 200:
                 ng.ready_s = round(time.monotonic() - started, 2)
-                found = WORKER_LINE.search(log.read_text(errors="replace"))
+                text = log.read_text(errors="replace")
+                found = WORKER_LINE.search(text)
                 ng.worker = int(found[1]) if found else proc.pid
+                watched = WATCHED.search(text)
+                ng.watched = watched[1] if watched else ""
                 return ng
         time.sleep(0.05)
     ng.stop()

@@ -87,8 +87,9 @@ def _rate_table(run: dict[str, Any]) -> list[str]:
             f"{run['helpers_rss_mib_peak']} MiB"
         )
     lines = [
-        f"{run['nodes']} nodes, ready from the API in {run['ready_s']} s "
-        f"(RSS {run['rss_mib_ready']} MiB; peak {run['rss_mib_peak']} MiB{helpers}):",
+        f"{run['nodes']} nodes, watched in {run.get('watched') or '?'}; ready from the API "
+        f"in {run['ready_s']} s (RSS {run['rss_mib_ready']} MiB; peak {run['rss_mib_peak']} "
+        f"MiB{helpers}):",
         "",
         "| NRT events/s (observed) | reviews/s | ratio | p99 ms | p99 ratio | /healthz p99 ms "
         "| worker CPU ms/review | non-2xx + socket errors |",
@@ -143,11 +144,7 @@ def markdown(result: dict[str, Any]) -> str:
             if a.get("pin")
             else ""
         )
-        + (
-            " The cluster watched from an inventory process (serve --inventory-process)."
-            if a.get("inventory_process")
-            else ""
-        ),
+        + f" serve --inventory-process={a.get('inventory_process', 'auto')}.",
         "",
         *_rate_table(result["api"]),
     ]

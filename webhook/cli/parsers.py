@@ -9,6 +9,8 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
+from webhook.inventory.mode import AUTO_ABOVE_NODES, MODES
+
 if TYPE_CHECKING:
     Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]
 
@@ -73,10 +75,24 @@ def add_serve(sub: Subparsers) -> None:
     _add_context(serve)
     serve.add_argument(
         "--inventory-process",
-        action="store_true",
+        nargs="?",
+        const="always",
+        default="auto",
+        choices=MODES,
+        metavar="WHEN",
         help="with --kubeconfig or --in-cluster: list, watch, parse and merge the cluster's "
-        "objects in a helper process per worker, which sends the worker only what changed "
-        "(for clusters of tens of thousands of nodes: docs/inventory.md)",
+        "objects in a helper process per worker, which sends the worker only what changed; "
+        "WHEN is auto (the default: counted once at startup, from "
+        "--inventory-process-above nodes on), always (the flag alone) or never "
+        "(docs/inventory.md)",
+    )
+    serve.add_argument(
+        "--inventory-process-above",
+        type=int,
+        default=AUTO_ABOVE_NODES,
+        metavar="NODES",
+        help="--inventory-process=auto takes the process for clusters of at least this many "
+        "nodes; default: %(default)s",
     )
     serve.add_argument("--config", metavar="FILE", help="configuration file, reloaded on change")
     serve.add_argument(

@@ -9,8 +9,12 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from webhook.inventory.file_build import FileBuildProcess, start_file_build
+
+if TYPE_CHECKING:
+    from webhook.inventory.mode import Choice
 
 EXIT_USAGE = 2
 SAMPLE_REVIEW = "tests/fixtures/reviews/koordinator-pod-create.json"
@@ -38,8 +42,10 @@ def _check_args(args: argparse.Namespace) -> str | None:
             return f"{flag} {value!r}: no such file"
     if args.context and not args.kubeconfig:
         return "--context needs --kubeconfig FILE"
-    if args.inventory_process and not (args.kubeconfig or args.in_cluster):
+    if args.inventory_process == "always" and not (args.kubeconfig or args.in_cluster):
         return "--inventory-process needs --kubeconfig FILE or --in-cluster"
+    if args.inventory_process_above < 1:
+        return f"--inventory-process-above {args.inventory_process_above}: must be at least 1"
     return None
 
 
@@ -60,6 +66,32 @@ def _check_cluster(args: argparse.Namespace) -> str | None:
     except KubeConfigError as exc:
         return str(exc)
     return None
+
+
+def _inventory_process(args: argparse.Namespace) -> Choice | None:
+    """For a cluster source: in the worker or through an inventory process (asked once,
+    here, for every worker). None for a file or the demo inventory."""
+    if not (args.kubeconfig or args.in_cluster):
+        return None
+    from webhook.inventory.kube import KubeConfigError, build_api_client
+    from webhook.inventory.mode import choose, count_nodes
+
+    def count() -> int:
+        try:
+            client = build_api_client(
+                kubeconfig=args.kubeconfig,
+                context=args.context,
+                in_cluster=args.in_cluster,
+                use_default=False,
+            )
+        except KubeConfigError as exc:
+            raise LookupError(str(exc)) from exc
+        try:
+            return count_nodes(client)
+        finally:
+            client.close()
+
+    return choose(args.inventory_process, args.inventory_process_above, count)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -87,15 +119,24 @@ def _serve(args: argparse.Namespace, build: FileBuildProcess | None) -> int:
 
     from certs.authority import CertError, ensure_serving_certs
     from webhook.config import ConfigError, load_config
-    from webhook.logs import setup_logging
+    from webhook.logs import get_logger, setup_logging
     from webhook.server import ServeOptions, reserve_port, run_workers, serve_worker
 
     setup_logging(args.log_level)
+    log = get_logger("serve")
     try:
         load_config(args.config)  # fail fast with a clear message, before any worker starts
         paths = ensure_serving_certs(Path(args.cert_dir))
     except (ConfigError, CertError) as exc:
         return _usage(str(exc))
+    choice = _inventory_process(args)
+    watched = ""
+    if choice is not None:
+        watched = "an inventory process per worker" if choice.process else "the worker"
+        unknown = choice.nodes is None and args.inventory_process == "auto"
+        (log.warning if unknown else log.info)(
+            f"the cluster is watched in {watched}", extra={"reason": choice.reason}
+        )
     reservation = reserve_port(args.host, args.port)
     port = reservation.getsockname()[1]
     opts = ServeOptions(
@@ -110,9 +151,11 @@ def _serve(args: argparse.Namespace, build: FileBuildProcess | None) -> int:
         in_cluster=args.in_cluster,
         config=args.config,
         log_level=args.log_level,
-        inventory_process=args.inventory_process,
+        inventory_process=choice is not None and choice.process,
     )
     source = args.inventory or args.kubeconfig or ("in-cluster" if args.in_cluster else "demo")
+    if choice is not None:
+        source += f"; watched in {watched}: {choice.reason}"
     print(f"numagate: CA certificate: {paths.ca}", flush=True)
     print(
         f"numagate: listening on https://{args.host}:{port} "
