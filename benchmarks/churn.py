@@ -18,7 +18,7 @@ seconds from the API's return to the watches resumed and to the change visible).
 ``--large`` adds 100,000 nodes at 1,700 events/s and the 100,000-node file (minutes).
 ``--pin`` puts the worker alone on CPU 0 and the harness (test API server, wrk) on the
 other CPUs once it is ready. ``--inventory-process=WHEN`` is passed to serve (default
-auto, as serve's: the watches and the merge in a helper process from 50,000 nodes on, whose
+auto, as serve's: the watches and the merge in a helper process from 25,000 nodes on, whose
 RSS is reported beside the worker's); where the cluster was watched is printed per run.
 
 Prints a Markdown table and writes benchmarks/results/churn.json and churn.md.
@@ -75,7 +75,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--inventory-process", nargs="?", const="always", default="auto",
                    choices=("auto", "always", "never"),
                    help="serve --inventory-process=WHEN (default auto, as serve: the process "
-                        "from 50,000 nodes on; the flag alone: always)")  # fmt: skip
+                        "from 25,000 nodes on; the flag alone: always)")  # fmt: skip
     p.add_argument("--pin", action="store_true",
                    help="the worker alone on CPU 0, the test API server and wrk on the others "
                         "(from ready on)")  # fmt: skip

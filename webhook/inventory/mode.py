@@ -4,10 +4,10 @@ in an inventory process").
 
 In the worker is one process and the least memory; at 10,000 nodes it meets every target
 of issue 14. At 100,000 nodes the watch threads' parsing shares the worker's GIL with the
-reviews (reviews/s 0.78 of no churn, p99 2.35x at 1,667 NRT events/s), and the inventory
-process keeps them apart (0.91, 1.6-1.8x) for ~0.5 GiB more per worker. ``auto`` asks the
-API how many nodes there are, once at startup, and takes the process from
-``--inventory-process-above`` nodes on.
+reviews (reviews/s 0.78-0.81 of no churn, p99 2.0-2.35x at 1,667 NRT events/s), and the
+inventory process keeps them apart (0.91, 1.6-1.9x) for ~0.5 GiB more per worker
+(docs/benchmarks.md, rounds 8 and 9). ``auto`` asks the API how many nodes there are,
+once at startup, and takes the process from ``--inventory-process-above`` nodes on.
 """
 
 from __future__ import annotations
@@ -17,9 +17,11 @@ from dataclasses import dataclass
 from typing import Any
 
 MODES = ("auto", "always", "never")
-# Measured at 10,000 nodes (in the worker meets every target) and 100,000 (only the
-# process does): at 50,000 nodes the worker's watch threads take ~0.1 of its core.
-AUTO_ABOVE_NODES = 50_000
+# In the worker, at each size's churn (each node once a minute), reviews/s and p99 as
+# ratios of no churn: 10,000 nodes 0.91 / 1.1x, 25,000 0.90 / 1.3x, 50,000 0.83 / 1.8x,
+# 100,000 0.81 / 2.0x; the process at 100,000: 0.91 / 1.7x (docs/benchmarks.md, round 9).
+# Past 25,000 nodes the worker misses the 10,000-node targets (>= 0.9, <= 1.5x).
+AUTO_ABOVE_NODES = 25_000
 COUNT_TIMEOUT = (3.0, 5.0)  # connect, read: startup waits at most this for the count
 
 
