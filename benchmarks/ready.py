@@ -30,6 +30,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--nodes", default="0,10000", help="comma-separated sizes")
     p.add_argument("--starts", type=int, default=5, help="starts per size")
     p.add_argument("--timeout", type=float, default=900.0, help="seconds to wait for ready")
+    p.add_argument("--distinct-usage", action="store_true",
+                   help="every NRT with free amounts of its own (churn.py's option): a "
+                        "running cluster's dump, and a larger file")  # fmt: skip
     return p.parse_args(argv)
 
 
@@ -38,7 +41,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     sizes = [int(n) for n in args.nodes.split(",")]
     with tempfile.TemporaryDirectory(prefix="numagate-ready-") as tmp:
         work = Path(tmp)
-        paths = {n: churn.write_json_list(work / f"inventory-{n}.json", n) for n in sizes}
+        paths = {
+            n: churn.write_json_list(work / f"inventory-{n}.json", n, distinct=args.distinct_usage)
+            for n in sizes
+        }
         megabytes = {n: path.stat().st_size / 1e6 for n, path in paths.items()}
         ready: dict[int, list[float]] = {n: [] for n in sizes}
         rss: dict[int, float] = {}

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
 import gc
 import multiprocessing
 import os
@@ -48,6 +47,7 @@ from core.feasibility.snapshot import Snapshot
 from core.inventory.incremental import IncrementalInventory, with_available
 from core.model import NodeTopology
 from webhook.heap import limit_malloc_arenas, release_free_heap
+from webhook.inventory.file_build import die_with_parent
 from webhook.inventory.state import GC_YOUNG_THRESHOLD, InventoryState
 from webhook.inventory.updates import (
     Queued,
@@ -230,7 +230,7 @@ def feeder_main(conn: Connection, spec: FeederSpec) -> None:
     breaks, or the kernel's parent-death signal)."""
     from webhook.logs import setup_logging
 
-    _die_with_parent()
+    die_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a terminal's Ctrl-C: the worker stops us
     with contextlib.suppress(OSError):
         os.nice(NICENESS)
@@ -276,12 +276,6 @@ def _collect_from_now_on() -> None:
     gc.set_threshold(GC_YOUNG_THRESHOLD, *gc.get_threshold()[1:])
     gc.enable()
     release_free_heap()  # the list's pages and the pickled first build are garbage now
-
-
-def _die_with_parent() -> None:
-    """Linux: SIGKILL this process when the worker dies (prctl PR_SET_PDEATHSIG)."""
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)
 
 
 def start_feeder(spec: FeederSpec) -> tuple[BaseProcess, Connection]:

@@ -10,9 +10,11 @@ module imports only the standard library: it is imported before anything heavy.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import multiprocessing
 import os
 import pickle
+import signal
 import threading
 from collections.abc import Callable
 from multiprocessing.connection import Connection
@@ -111,3 +113,37 @@ def _build_and_send(build: Build, path: str, conn: Connection) -> None:
     with contextlib.suppress(BrokenPipeError):  # the caller left: nobody to tell
         conn.send_bytes(tag)
         conn.send_bytes(payload)
+
+
+def die_with_parent() -> None:
+    """Linux: SIGKILL this process when its parent dies (prctl PR_SET_PDEATHSIG)."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)
+
+
+def forked(work: Callable[[], bytes]) -> Callable[[], bytes | None]:
+    """``work()`` in a child forked now (call it from a process of one thread: the file
+    build's helper); the function returned waits for the child's bytes, None if it failed
+    (the caller then does the work itself)."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: its bytes down the pipe, then out without cleanup
+        os.close(read)
+        code = 1
+        try:
+            die_with_parent()
+            data = work()
+            with os.fdopen(write, "wb") as out:
+                out.write(data)
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(write)
+
+    def wait() -> bytes | None:
+        with os.fdopen(read, "rb") as got:
+            data = got.read()
+        _, status = os.waitpid(pid, 0)
+        return data if os.waitstatus_to_exitcode(status) == 0 else None
+
+    return wait

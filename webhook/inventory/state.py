@@ -30,9 +30,15 @@ from typing import Any
 from core.errors import CoreError
 from core.feasibility.packing import Readers
 from core.feasibility.snapshot import Snapshot
-from core.inventory.build import build_inventory
+from core.inventory.build import (
+    InventoryResult,
+    build_inventory,
+    build_inventory_share,
+    join_shares,
+    split_objects,
+)
 from core.model import NodeTopology
-from webhook.inventory.file_build import ISOLATE_ABOVE_BYTES, FileBuildProcess
+from webhook.inventory.file_build import ISOLATE_ABOVE_BYTES, FileBuildProcess, forked
 from webhook.inventory.loader import LoadError, parse_objects, read_text
 from webhook.logs import get_logger
 from webhook.metrics import WebhookMetrics
@@ -84,11 +90,46 @@ class InventoryView:
         object.__setattr__(self, "memo", {})
 
 
-def build_view(objects: Iterable[Mapping[str, Any]], *, source: str, now: float) -> InventoryView:
-    """Build a view from raw Kubernetes objects (CPU work: call it off the request path)."""
-    result = build_inventory(list(objects))
+# A build of at least this many objects goes on two cores when the file-build helper has
+# them: below it, the second process's fork and pickle cost about what they save.
+SPLIT_ABOVE_OBJECTS = 20_000
+
+
+def build_view(
+    objects: Iterable[Mapping[str, Any]], *, source: str, now: float, split_above: int = 0
+) -> InventoryView:
+    """Build a view from raw Kubernetes objects (CPU work: call it off the request path).
+    ``split_above`` objects or more (0: never): half of the nodes built in a forked child
+    (:func:`build_split`); only for a process of one thread, the file-build helper."""
+    objects = list(objects)
+    if 0 < split_above <= len(objects) and _cores() > 1:
+        result = build_split(objects)
+    else:
+        result = build_inventory(objects)
     nodes = tuple(result.nodes)
     return InventoryView(nodes, Snapshot.build(nodes), tuple(result.errors), source, now)
+
+
+def build_split(objects: list[Mapping[str, Any]]) -> InventoryResult:
+    """:func:`build_inventory` on two cores: the nodes of share 1 built in a forked child
+    and pickled back, those of share 0 here meanwhile, then joined (the same nodes and
+    errors, in the same order: core/inventory/build.py). A child that fails leaves its
+    share to this process."""
+    # Split before the fork: each process then touches its own share's objects only, and
+    # the child copies fewer of the pages it shares with this one.
+    ours, theirs = split_objects(objects, 2)
+    wait = forked(lambda: pickle.dumps(build_inventory_share(theirs), protocol=5))
+    mine = build_inventory_share(ours)
+    sent = wait()
+    other = pickle.loads(sent) if sent is not None else build_inventory_share(theirs)
+    return join_shares((mine, other))
+
+
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
 
 
 class InventoryState:
@@ -240,18 +281,21 @@ class FileBuild:
     signature: Signature | None  # taken before the read: a later change is noticed
 
 
-def build_file(path: str, *, now: float) -> FileBuild:
+def build_file(path: str, *, now: float, split_above: int = 0) -> FileBuild:
     """Read, parse and build ``path`` in this process (LoadError for unreadable or
-    unparsable files)."""
+    unparsable files); ``split_above`` as :func:`build_view`'s."""
     signature = file_signature(path)
     text = read_text(path)
+    digest = _digest(text)
     objects = [o.obj for o in parse_objects(text, path)]
-    view = build_view(objects, source=f"file:{path}", now=now)
-    return FileBuild(view, _digest(text), signature)
+    del text
+    view = build_view(objects, source=f"file:{path}", now=now, split_above=split_above)
+    return FileBuild(view, digest, signature)
 
 
-def build_file_pickled(path: str) -> bytes:
-    """:func:`build_file`, pickled: what the helper process sends (file_build.py)."""
+def build_file_pickled(path: str, *, split_above: int = SPLIT_ABOVE_OBJECTS) -> bytes:
+    """:func:`build_file`, pickled: what the helper process sends (file_build.py). The
+    helper has one thread, so a large build may fork (``split_above``)."""
     # Runs in the helper process (its main thread), which exits afterwards.
     # A forked helper starts with the server's signal handling (the event loop's wakeup
     # fd): back to a fresh interpreter's, so that Ctrl-C and SIGTERM reach it as they would
@@ -263,7 +307,8 @@ def build_file_pickled(path: str) -> bytes:
     # written: the cyclic collector would traverse them again and again for nothing (40%
     # of the build's CPU at 10,000 nodes, docs/benchmarks.md); the process is short-lived.
     gc.disable()
-    return pickle.dumps(build_file(path, now=time.monotonic()), protocol=pickle.HIGHEST_PROTOCOL)
+    built = build_file(path, now=time.monotonic(), split_above=split_above)
+    return pickle.dumps(built, protocol=pickle.HIGHEST_PROTOCOL)
 
 
 def build_file_pickled_isolated(path: str, *, method: str | None = None) -> bytes:
