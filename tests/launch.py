@@ -99,8 +99,13 @@ class ThreadedServer:
         return self
 
     def request_stop(self) -> None:
-        if self._loop is not None and self._stop is not None:
-            self._loop.call_soon_threadsafe(self._stop.set)
+        loop = self._loop
+        if loop is None or self._stop is None:
+            return
+        # A server stopped already (a test's own request_stop, then the with block's
+        # stop) has closed its loop: nothing left to tell.
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(self._stop.set)
 
     def stop(self, timeout: float = 20.0) -> None:
         self.request_stop()
