@@ -36,7 +36,7 @@ from aiohttp import web
 from certs.watcher import CertWatcher, build_server_context
 from webhook.app import Health, make_app
 from webhook.config import ConfigHolder, Shutdown
-from webhook.heap import fix_malloc_thresholds, limit_malloc_arenas, release_free_heap
+from webhook.heap import limit_malloc_arenas, release_free_heap
 from webhook.inventory.state import (
     FileBuild,
     InventoryState,
@@ -289,7 +289,6 @@ async def serve_worker(
     ``on_ready`` receives the bound port once TLS is being served; ``preloaded`` is the
     static inventory built once by the parent (see :func:`run_workers`)."""
     limit_malloc_arenas()  # before the watch and evaluation threads start
-    fix_malloc_thresholds()
     holder = ConfigHolder(opts.config)
     metrics = WebhookMetrics()
     state = InventoryState(metrics=metrics, freeze_gc=True)

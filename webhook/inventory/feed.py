@@ -46,7 +46,7 @@ from core.feasibility.delta import SnapshotEditor
 from core.feasibility.snapshot import Snapshot
 from core.inventory.incremental import IncrementalInventory, with_available
 from core.model import NodeTopology
-from webhook.heap import fix_malloc_thresholds, limit_malloc_arenas, release_free_heap
+from webhook.heap import limit_malloc_arenas, release_free_heap
 from webhook.inventory.file_build import die_with_parent
 from webhook.inventory.state import GC_YOUNG_THRESHOLD, InventoryState
 from webhook.inventory.updates import (
@@ -235,7 +235,6 @@ def feeder_main(conn: Connection, spec: FeederSpec) -> None:
     with contextlib.suppress(OSError):
         os.nice(NICENESS)
     limit_malloc_arenas()  # before the watch threads start, as in the worker
-    fix_malloc_thresholds()
     setup_logging(spec.log_level)
     gc.disable()  # until the first build: its millions of objects stay (as in the worker)
     try:

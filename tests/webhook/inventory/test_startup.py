@@ -23,7 +23,7 @@ from kubernetes.client.exceptions import ApiException
 from tests.builders.objects import SMALL
 from tests.launch import wait_for
 from tests.webhook.fake_apiserver import NODES, FakeApiServer, node
-from webhook.heap import TRIM_THRESHOLD, release_free_heap
+from webhook.heap import release_free_heap
 from webhook.inventory.live import NODES as NODE_RESOURCE
 from webhook.inventory.loader import LoadError
 from webhook.inventory.objects import Key, Timing, fingerprint
@@ -370,47 +370,3 @@ def test_malloc_arenas_are_capped(limit: bool) -> None:
         assert 1 <= arenas <= 2
     else:
         assert arenas > 2  # the default: threads that contend get arenas of their own
-
-
-_THRESHOLDS = """
-import ctypes, sys
-sys.path.insert(0, {root!r})
-from webhook.heap import fix_malloc_thresholds
-libc = ctypes.CDLL(None)
-libc.malloc.restype = ctypes.c_void_p
-libc.free.argtypes = [ctypes.c_void_p]
-def rss():
-    return int(next(l for l in open("/proc/self/status") if l.startswith("VmRSS")).split()[1])
-if {fixed}:
-    assert fix_malloc_thresholds()
-big = libc.malloc(30 << 20)  # mmapped; its free raises glibc's thresholds (30, 60 MiB)
-libc.free(big)
-before = rss()
-held = [libc.malloc(1 << 20) for _ in range(40)]
-for block in held:
-    ctypes.memset(block, 1, 1 << 20)
-for block in reversed(held):
-    libc.free(block)
-print((rss() - before) // 1024)  # MiB still resident
-"""
-
-
-@pytest.mark.skipif(not hasattr(ctypes.CDLL(None), "mallopt"), reason="no glibc mallopt here")
-@pytest.mark.parametrize("fixed", [False, True])
-def test_freed_heap_goes_back_with_fixed_thresholds(fixed: bool) -> None:
-    """What startup does to glibc (a large block freed) and what traffic then does (40 MiB
-    of heap blocks used and freed): with glibc's moving thresholds the heap keeps them
-    all, with the worker's fixed ones it keeps less than the trim threshold."""
-    import subprocess
-    import sys
-
-    from tests.paths import ROOT
-
-    code = _THRESHOLDS.format(root=str(ROOT), fixed=fixed)
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0, out.stderr
-    kept = int(out.stdout)
-    if fixed:
-        assert kept < TRIM_THRESHOLD >> 20
-    else:
-        assert kept >= 36  # what the fixed thresholds are for
