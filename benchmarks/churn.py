@@ -50,6 +50,7 @@ import server as bench  # noqa: E402
 
 from tests.webhook.fake_apiserver import NRTS, FakeApiServer, make_tls  # noqa: E402
 from tests.webhook.fake_apiserver_churn import nrt_available  # noqa: E402
+from webhook.inventory.mode import MODES  # noqa: E402
 
 WATCHED = 3  # numagate watches Nodes, NRTs and Numatopologies (no pods by default)
 
@@ -73,7 +74,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                    help="every NRT with free amounts of its own from the start (a running "
                         "cluster's), not the generator's few levels")  # fmt: skip
     p.add_argument("--inventory-process", nargs="?", const="always", default="auto",
-                   choices=("auto", "always", "never"),
+                   choices=MODES,
                    help="serve --inventory-process=WHEN (default auto, as serve: the process "
                         "from 25,000 nodes on; the flag alone: always)")  # fmt: skip
     p.add_argument("--pin", action="store_true",

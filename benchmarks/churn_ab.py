@@ -1,7 +1,8 @@
 """The worker's GIL switch interval under churn, A/B (issue 14): one test API server
 holding ``--nodes`` generated nodes; per round and per interval, ``numagate serve
---kubeconfig --inventory-process=never`` (one worker, watching in itself) is started with its switch interval forced to that value (a
-``sitecustomize`` on PYTHONPATH; numagate keeps Python's default, 5 ms), then wrk drives
+--kubeconfig --inventory-process=never`` (one worker, watching in itself) is started with
+its switch interval forced to that value (a ``sitecustomize`` on PYTHONPATH; numagate
+keeps Python's default, 5 ms), then wrk drives
 /validate without churn and at ``--rate`` NRT events/s, as benchmarks/churn.py does. The order of the intervals is reversed every
 round: runs of one process differ by +-0.1 in the reviews/s ratio, so one run per
 value says little.

@@ -31,6 +31,7 @@ import churn_parts as parts  # noqa: E402
 
 from tests.webhook.fake_apiserver import NRTS  # noqa: E402
 from tests.webhook.fake_apiserver_churn import nrt_available  # noqa: E402
+from webhook.inventory.mode import MODES  # noqa: E402
 
 TICK = os.sysconf("SC_CLK_TCK")
 
@@ -123,7 +124,7 @@ def main() -> int:
     p.add_argument("--windows", type=int, default=1,
                    help="windows of --seconds in a row (sustained churn: per-event cost, RSS)")  # fmt: skip
     p.add_argument("--inventory-process", nargs="?", const="always", default="auto",
-                   choices=("auto", "always", "never"),
+                   choices=MODES,
                    help="serve --inventory-process=WHEN (default auto, as serve); an inventory "
                         "process's CPU per event and RSS are reported too")  # fmt: skip
     args = p.parse_args()
