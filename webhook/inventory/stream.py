@@ -113,9 +113,11 @@ def iter_lines(response: Any) -> Iterator[bytes]:
 
 def describe_error(exc: Exception) -> str:
     """One readable line: urllib3 wraps the useful part (connection refused, TLS
-    verification failed) in MaxRetryError.reason."""
+    verification failed) in MaxRetryError.reason, or raises it bare when not retrying."""
     if isinstance(exc, urllib3.exceptions.MaxRetryError) and exc.reason is not None:
         return f"API unreachable: {type(exc.reason).__name__}: {exc.reason}"
+    if isinstance(exc, urllib3.exceptions.HTTPError):
+        return f"API unreachable: {type(exc).__name__}: {exc}"
     if isinstance(exc, ApiException):
         return f"API error {exc.status} {exc.reason}"
     return f"{type(exc).__name__}: {exc}"

@@ -6,6 +6,9 @@ choice it leads to, and the real ``serve`` process taking the inventory process 
 from __future__ import annotations
 
 import os
+import socket
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -47,6 +50,32 @@ def test_an_unreachable_api_gives_no_count(tmp_path: Path) -> None:
             count_nodes(client, timeout=(1.0, 1.0))
     finally:
         client.close()
+
+
+def test_an_api_that_never_answers_is_asked_once(tmp_path: Path) -> None:
+    """Startup waits one timeout for the count, not urllib3's four attempts."""
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(8)
+        host, port = listener.getsockname()
+        accepted: list[socket.socket] = []
+        threading.Thread(
+            target=lambda: accepted.extend(listener.accept()[0] for _ in range(4)), daemon=True
+        ).start()
+        with running_apiserver(tmp_path) as fake:
+            kubeconfig = fake.write_kubeconfig(tmp_path / "kubeconfig")
+        text = kubeconfig.read_text().replace(f"127.0.0.1:{fake.port}", f"{host}:{port}")
+        kubeconfig.write_text(text)
+        client = api_client_from_kubeconfig(kubeconfig)
+        try:
+            with pytest.raises(LookupError, match="API unreachable: ReadTimeoutError"):
+                count_nodes(client, timeout=(0.5, 0.5))
+            time.sleep(0.3)  # a retry would have connected again by now
+            assert len(accepted) == 1
+        finally:
+            client.close()
+            for conn in accepted:
+                conn.close()
 
 
 def _raise() -> int:
