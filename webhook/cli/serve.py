@@ -49,59 +49,42 @@ def _check_args(args: argparse.Namespace) -> str | None:
     return None
 
 
-def _check_cluster(args: argparse.Namespace) -> str | None:
+def _check_cluster(args: argparse.Namespace) -> tuple[str | None, Choice | None]:
     """A named cluster source is checked before certificates are written or a listening
-    line printed (the file, its context, the server URL; the in-cluster account)."""
+    line printed (the file, its context, the server URL; the in-cluster account), and
+    with the same client, where it is watched (decided once, for every worker): (the
+    problem, None), or (None, the choice); (None, None) for a file or the demo."""
     if not (args.kubeconfig or args.in_cluster):
-        return None
+        return None, None
     from webhook.inventory.kube import KubeConfigError, build_api_client
+    from webhook.inventory.mode import choose, count_nodes
 
     try:
-        build_api_client(
+        client = build_api_client(
             kubeconfig=args.kubeconfig,
             context=args.context,
             in_cluster=args.in_cluster,
             use_default=False,
-        ).close()
+        )
     except KubeConfigError as exc:
-        return str(exc)
-    return None
-
-
-def _inventory_process(args: argparse.Namespace) -> Choice | None:
-    """For a cluster source: in the worker or through an inventory process (asked once,
-    here, for every worker). None for a file or the demo inventory."""
-    if not (args.kubeconfig or args.in_cluster):
-        return None
-    from webhook.inventory.kube import KubeConfigError, build_api_client
-    from webhook.inventory.mode import choose, count_nodes
-
-    def count() -> int:
-        try:
-            client = build_api_client(
-                kubeconfig=args.kubeconfig,
-                context=args.context,
-                in_cluster=args.in_cluster,
-                use_default=False,
-            )
-        except KubeConfigError as exc:
-            raise LookupError(str(exc)) from exc
-        try:
-            return count_nodes(client)
-        finally:
-            client.close()
-
-    return choose(args.inventory_process, args.inventory_process_above, count)
+        return str(exc), None
+    try:
+        mode, above = args.inventory_process, args.inventory_process_above
+        return None, choose(mode, above, lambda: count_nodes(client))
+    finally:
+        client.close()
 
 
 def run(args: argparse.Namespace) -> int:
-    problem = _check_args(args) or _check_cluster(args)
+    problem, choice = _check_args(args), None
+    if problem is None:
+        problem, choice = _check_cluster(args)
     if problem:
         return _usage(problem)
     # Forked now, before the imports below and while this process has one thread.
     build = start_file_build(args.inventory, _build_file)
     try:
-        return _serve(args, build)
+        return _serve(args, build, choice)
     finally:
         if build is not None:
             build.cancel()  # a no-op once its result was taken
@@ -114,7 +97,7 @@ def _build_file(path: str) -> bytes:
     return build_file_pickled(path)
 
 
-def _serve(args: argparse.Namespace, build: FileBuildProcess | None) -> int:
+def _serve(args: argparse.Namespace, build: FileBuildProcess | None, choice: Choice | None) -> int:
     import asyncio
 
     from certs.authority import CertError, ensure_serving_certs
@@ -129,7 +112,6 @@ def _serve(args: argparse.Namespace, build: FileBuildProcess | None) -> int:
         paths = ensure_serving_certs(Path(args.cert_dir))
     except (ConfigError, CertError) as exc:
         return _usage(str(exc))
-    choice = _inventory_process(args)
     watched = ""
     if choice is not None:
         watched = "an inventory process per worker" if choice.process else "the worker"
