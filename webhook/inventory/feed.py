@@ -77,6 +77,8 @@ NICENESS = 10
 # A restarted inventory process waits this long, doubling per failure in a row.
 RESTART_INITIAL = 1.0
 RESTART_MAX = 30.0
+# How long the reader waits for a process that closed its pipe to exit (its exit code).
+EXIT_WAIT_SECONDS = 2.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -403,13 +405,16 @@ class FedInventory:
             pass
         except RuntimeError:
             return  # the loop is closed: shutting down
+        # It has closed the pipe: exiting, or gone. Reaped here, off the loop, so that the
+        # restart's reason has its exit code (50 ms on the loop were not always enough
+        # for the interpreter's exit on a busy machine).
+        proc.join(EXIT_WAIT_SECONDS)
         with contextlib.suppress(RuntimeError):
             self._loop.call_soon_threadsafe(self._lost, proc)
 
     def _lost(self, proc: BaseProcess) -> None:
         if self._stopping or proc is not self._proc:
             return  # stopped, or restarted on purpose
-        proc.join(0.05)  # it has closed the pipe: exiting, or gone
         self.restart(f"exited with code {proc.exitcode}")
 
     # Messages, in order, on the event loop
