@@ -1,0 +1,6 @@
+//go:build tools
+
+// The command that tests/e2e/build.py builds; this file is never compiled.
+package tools
+
+import _ "go.etcd.io/etcd/server/v3"
