@@ -1,6 +1,7 @@
 """The CPUs koord-scheduler holds back on each NUMA node, from koordlet's NRT annotations
 (koordinator-sh/koordinator ``pkg/scheduler/plugins/nodenumaresource/topology_options.go
-NewTopologyOptions``, the same from v1.4 to a7a1b76):
+NewTopologyOptions``). Since v1.7.0 (#2355) they come off each NUMA node's CPU amount, which
+decides the NUMA hints; v1.4 to v1.6 only kept cpuset pods off them. Unchanged to a7a1b76:
 
 - ``kubelet.koordinator.sh/cpu-manager-policy`` ``reservedCPUs``: the kubelet's reserved CPUs
   (whatever the policy says);
