@@ -34,10 +34,11 @@ Rules, each chosen so that bad or partial data never makes a pod look impossible
   ``gpu_usage``: per HAMi card, what pods with ``hami.io/vgpu-node`` hold
   (``hami.io/vgpu-devices-allocated``; core/scoring/hami_devices.py).
 - The CPUs koord-scheduler holds back (koordlet's NRT annotations, core/inventory/koord_cpus.py)
-  per NUMA node, in ``koord_held`` (aligned with ``zones``): the kubelet's reserved CPUs, the
-  node reservation's and the exclusive system QoS CPUs leave the zone's cpu ``allocatable``
-  and ``available``; the kubelet-managed pods' CPUs leave ``available`` only (they are in
-  use: a pod that needs them is no-room-now, not never-fits).
+  per NUMA node, in ``koord_held`` (aligned with ``zones``): the kubelet's reserved CPUs
+  leave the zone's cpu ``allocatable`` and ``available``; the kubelet-managed pods', the node
+  reservation's and the exclusive system QoS CPUs leave ``available`` only (a pod that needs
+  them is no-room-now, never denied: the pods' CPUs are in use, not gone, and the kubelet
+  gives the other two to pods of other schedulers, judged on the same zones).
 - Settings: NRT attributes > NRT ``topologyPolicies`` > koordlet NRT annotations >
   Numatopology ``spec.policies`` > the NodeTopology defaults.
 - A device-plugin resource (a ``domain/name`` resource) whose count in Node

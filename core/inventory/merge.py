@@ -121,12 +121,14 @@ def _freeze_zone(
 ) -> NumaZone:
     allocatable: Mapping[str, int] = record.allocatable
     cpu = allocatable.get("cpu", 0)
-    kept = held[0] + held[2] + held[3]  # configuration: the node never offers these
+    kept = held[0]  # the kubelet's reserved CPUs: no pod of any scheduler gets them
     if held != _NONE_HELD and cpu:
         # topology_options.go NewTopologyOptions: a NUMA node's CPU amount less the CPUs held
-        # back there (a zone without CPUs is left alone). The kubelet-managed pods' CPUs are
-        # in use, not gone: numagate takes them from the free amount only, so the pod that
-        # needs them is no-room-now, not never-fits.
+        # back there (a zone without CPUs is left alone). The rest come off the free amount
+        # only, so a pod that needs them is no-room-now, not never-fits: kubelet-managed
+        # pods' CPUs are in use, not gone, and the node reservation's and system QoS CPUs
+        # are koord-scheduler's alone (the kubelet hands them out to other schedulers' pods,
+        # whose verdicts read the same zones: no denial on them).
         allocatable = {**allocatable, "cpu": max(0, cpu - 1000 * kept)}
     available = {
         resource: record.available.get(resource, max(0, amount - used.get(resource, 0)))
@@ -135,7 +137,8 @@ def _freeze_zone(
     if held != _NONE_HELD and cpu:
         given = record.available.get("cpu")
         free = allocatable["cpu"] - used.get("cpu", 0) if given is None else given - 1000 * kept
-        available["cpu"] = max(0, min(free, allocatable["cpu"]) - 1000 * held[1])
+        busy = held[1] + held[2] + held[3]
+        available["cpu"] = max(0, min(free, allocatable["cpu"]) - 1000 * busy)
     # The record's own maps, not copies: nothing mutates a record once parsed (nor a
     # NodeTopology's maps), and the incremental inventory's records hold shared maps that
     # the sharer then recognises at once.

@@ -110,9 +110,9 @@ def test_topology_options_manager_holds_back_every_category() -> None:
     # 0-1 the kubelet's, 2-3 the pod's (0-1 counted once), 4-5 system QoS, 6-7 reservation
     assert node.koord_held == ((2, 2, 2, 2), (0, 0, 0, 0))
     zone0, zone1 = node.zones
-    # Upstream: NUMA 0 has 8 - 8 = 0 CPUs. numagate: the configuration's 6 leave the NUMA
-    # node's allocatable (never-fits), the pod's 2 its free amount (no-room-now).
-    assert (zone0.allocatable["cpu"], zone0.available["cpu"]) == (2000, 0)
+    # Upstream: NUMA 0 has 8 - 8 = 0 CPUs. numagate: the kubelet's 2 leave the NUMA node's
+    # allocatable (never-fits), the other 6 its free amount (no-room-now).
+    assert (zone0.allocatable["cpu"], zone0.available["cpu"]) == (6000, 0)
     assert (zone1.allocatable["cpu"], zone1.available["cpu"]) == (8000, 8000)
     assert placed(outcome) == ("fits", (1,))
 
@@ -122,7 +122,7 @@ def test_topology_options_manager_after_the_pod_allocs_go() -> None:
     annotations = {k: v for k, v in MANAGER_ANNOTATIONS.items() if k != ALLOCS}
     node = build_inventory(koord_objects(8, annotations)).nodes[0]
     assert node.koord_held == ((2, 0, 2, 2), (0, 0, 0, 0))
-    assert (node.zones[0].allocatable["cpu"], node.zones[0].available["cpu"]) == (2000, 2000)
+    assert (node.zones[0].allocatable["cpu"], node.zones[0].available["cpu"]) == (6000, 2000)
 
 
 def test_a_pod_that_fits_only_the_full_numa_node_never_fits() -> None:
@@ -154,7 +154,7 @@ def test_held_cpus_come_off_koordlets_available_too() -> None:
     # koordlet writes available = allocatable (pkg/util ZoneResourcesToZoneList).
     node = build_inventory(koord_objects(8, MANAGER_ANNOTATIONS, available=True)).nodes[0]
     assert [(z.allocatable["cpu"], z.available["cpu"]) for z in node.zones] == [
-        (2000, 0),
+        (6000, 0),
         (8000, 8000),
     ]
 
@@ -327,6 +327,18 @@ def test_cpu_share_with_allocated_numa_resources() -> None:
     for label, want in (("Restricted", ("fits", (0, 1))), ("SingleNUMANode", ("no-room-now", ()))):
         objects = [*koord_objects(52, {}, label=label, memory="128Gi"), bound]
         assert placed(run(koord_pod("4", burstable=True), objects)) == want
+
+
+def test_reservation_and_system_qos_cpus_make_a_pod_wait_never_denied() -> None:
+    # A pod that needs the node reservation's or the system QoS CPUs: koord-scheduler never
+    # places it; numagate says no-room-now (the kubelet would give them to another
+    # scheduler's pod, judged on the same zones), and places it where they are not.
+    annotations = {
+        RESERVATION: k8s.js({"reservedCPUs": "0-3"}),
+        SYSTEM_QOS: k8s.js({"cpuset": "8-11"}),
+    }
+    assert placed(run(koord_pod("6"), koord_objects(8, annotations)))[0] == "no-room-now"
+    assert placed(run(koord_pod("4"), koord_objects(8, annotations))) == ("fits", (0,))
 
 
 def test_held_cpus_count_for_a_burstable_pod_too() -> None:
