@@ -146,6 +146,10 @@ class NodeTopology:
     # Koordinator NUMA node states for singleNUMANodeExclusive: "idle" | "shared" | "single",
     # aligned with ``zones``.
     numa_states: tuple[str, ...] = ()
+    # CPUs koord-scheduler holds back per NUMA node, aligned with ``zones`` (empty: none):
+    # (kubelet reserved, kubelet-managed pods, node reservation, system QoS); the zones'
+    # cpu amounts already exclude them (core/inventory/koord_cpus.py).
+    koord_held: tuple[tuple[int, int, int, int], ...] = ()
     sources: tuple[str, ...] = ()  # which objects built it, e.g. ("Node", "NodeResourceTopology")
     # Sum of the bound pods' requests as kube-scheduler's NodeInfo counts them
     # (GetNonZeroRequested: 100m cpu / 200Mi memory for a container that sets none);

@@ -14,6 +14,7 @@ from core.feasibility.codes cimport (
     F_EMPTY as C_F_EMPTY,
     F_EXCLUSIVE as C_F_EXCLUSIVE,
     F_KOORD_HINTS as C_F_KOORD_HINTS,
+    F_KOORD_REQUESTS as C_F_KOORD_REQUESTS,
     F_POD_SCOPE as C_F_POD_SCOPE,
     L_DONTCARE,
     L_HINTS,
@@ -59,6 +60,7 @@ from core.feasibility.codes import (
     F_EMPTY,
     F_EXCLUSIVE,
     F_KOORD_HINTS,
+    F_KOORD_REQUESTS,
     F_POD_SCOPE,
     KERNEL_VERSION,
     MAX_ENUM_NUMA,
@@ -74,6 +76,7 @@ __all__ = [
     "F_EMPTY",
     "F_EXCLUSIVE",
     "F_KOORD_HINTS",
+    "F_KOORD_REQUESTS",
     "F_POD_SCOPE",
     "KERNEL_VERSION",
     "MAX_ENUM_NUMA",
@@ -97,6 +100,7 @@ PXD_CODES = {
     "RES_IGNORED": C_RES_IGNORED,
     "F_EMPTY": C_F_EMPTY, "F_POD_SCOPE": C_F_POD_SCOPE, "F_EXCLUSIVE": C_F_EXCLUSIVE,
     "F_CPU_ONLY": C_F_CPU_ONLY, "F_KOORD_HINTS": C_F_KOORD_HINTS,
+    "F_KOORD_REQUESTS": C_F_KOORD_REQUESTS,
     "SF_N": SF_N, "SF_ZONE_OFF": SF_ZONE_OFF, "SF_DIST_OFF": SF_DIST_OFF,
     "SF_MAX_NUMA": SF_MAX_NUMA, "SF_PREFER_CLOSEST": SF_PREFER_CLOSEST,
     "SF_CPU_STATIC": SF_CPU_STATIC, "SF_FULL_PCPUS": SF_FULL_PCPUS, "SF_THREADS": SF_THREADS,
@@ -818,8 +822,14 @@ cdef inline void _unit_range(_Demand* d, int flags, int* u0, int* u1) noexcept n
 
 cdef void _admit_units(_Packed* p, int shape, _State* st, _Demand* d, int policy, int flags,
                        _Scratch* sc, _KernelResult* o) noexcept nogil:
-    cdef int base = shape * SHAPE_FIELDS, u, u0, u1, all_pref = 1
-    cdef u64 union_mask = 0
+    cdef int base = shape * SHAPE_FIELDS, u, u0, u1, all_pref = 1, koord = 0
+    cdef u64 union_mask = 0, koord_mask = 0
+    if (flags & C_F_KOORD_REQUESTS) and policy >= P_RESTRICTED and not _binds_cpus(p, base, d):
+        koord_filter(p, base, st, d, policy, flags, sc, o)
+        if not o.admitted:
+            return
+        koord = 1
+        koord_mask = o.mask
     _unit_range(d, flags, &u0, &u1)
     for u in range(u0, u1):
         _admit_unit(p, base, st, d, u, policy, flags, sc, o)
@@ -830,9 +840,58 @@ cdef void _admit_units(_Packed* p, int shape, _State* st, _Demand* d, int policy
     if policy == P_NONE:
         _ok(o, 0, 0, -1)  # policy none stores no hint: {nil, false}
         return
+    if union_mask == 0 and koord and koord_mask:
+        union_mask = koord_mask  # the kubelet places nothing: koord-scheduler's NUMA nodes
     if union_mask == 0 and policy != P_SINGLE:
         union_mask = (1ULL << st.n) - 1  # the default hint {all NUMA nodes, preferred}
     _ok(o, union_mask, all_pref, -1)
+
+
+cdef inline int _binds_cpus(_Packed* p, int base, _Demand* d) noexcept nogil:
+    return p.shape_info[base + SF_CPU_STATIC] != 0 and d.unit_cpu[d.n_units - 1] > 0
+
+
+cdef inline int _known(const i64* rows, int n, int nres, int r) noexcept nogil:
+    cdef int z
+    for z in range(n):
+        if rows[z * nres + r] > 0:
+            return 1
+    return 0
+
+
+cdef void koord_filter(_Packed* p, int base, _State* st, _Demand* d, int policy, int flags,
+                       _Scratch* sc, _KernelResult* o) noexcept nogil:
+    """koord-scheduler's FilterByNUMANode for a pod that binds no CPUs (see the reference)."""
+    cdef int nres = p.n_res, pod = d.n_units - 1, cnt = 0, r, mem = 0, known = 1
+    cdef const i64* req = d.unit_res + pod * nres
+    cdef int soff = <int>p.shape_info[base + SF_ZONE_OFF]
+    cdef _Merged merged
+    if req[0] > 0 and _known(st.cap, st.n, nres, 0):
+        cpu_hints(st, (req[0] + 999) // 1000, &sc.lists[cnt])
+        cnt += 1
+    for r in range(nres):
+        if p.res_kind[r] == C_RES_MEMORY and req[r] > 0:
+            mem = 1
+            if not _known(st.total, st.n, nres, r):
+                known = 0
+    if mem and known:
+        memory_hints(st, req, p.res_kind, &sc.lists[cnt])
+        if sc.lists[cnt].count == 0:
+            sc.lists[cnt].kind = L_IMPOSSIBLE  # no NUMA combination holds it
+        cnt += 1
+    for r in range(cnt):
+        if sc.lists[r].kind == L_HINTS:
+            _koord_preferences(&sc.lists[r], policy == P_RESTRICTED)
+    merge(sc.lists, cnt, policy, st.n, <int>p.shape_info[base + SF_PREFER_CLOSEST],
+          p.dist + p.shape_info[base + SF_DIST_OFF], flags & C_F_EXCLUSIVE,
+          p.idle_states if flags & C_F_EMPTY else p.states + soff, sc, &merged)
+    if merged.rejected_by_exclusive:
+        _fail(o, R_EXCLUSIVE, pod, -1, 0, 0)
+        return
+    if not merged.preferred:
+        _not_preferred(sc.lists, cnt, policy, pod, st.n, o)
+        return
+    _ok(o, merged.mask, 1, pod)
 
 
 cdef int _unit_lists(_Packed* p, int base, _State* st, _Demand* d, int u, const i64* req,

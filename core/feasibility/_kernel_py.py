@@ -24,6 +24,7 @@ from core.feasibility.codes import (
     F_EMPTY,
     F_EXCLUSIVE,
     F_KOORD_HINTS,
+    F_KOORD_REQUESTS,
     F_POD_SCOPE,
     KERNEL_VERSION,
     L_DONTCARE,
@@ -72,6 +73,7 @@ __all__ = [
     "F_EMPTY",
     "F_EXCLUSIVE",
     "F_KOORD_HINTS",
+    "F_KOORD_REQUESTS",
     "F_POD_SCOPE",
     "KERNEL_VERSION",
     "MAX_ENUM_NUMA",
@@ -575,6 +577,11 @@ def _admit_units(
     base = shape * SHAPE_FIELDS
     union = 0
     all_pref = 1
+    koord = None
+    if flags & F_KOORD_REQUESTS and policy >= P_RESTRICTED and not _binds_cpus(p, base, demand):
+        koord = koord_filter(p, base, st, demand, policy, flags)
+        if not koord.admitted:
+            return koord
     for u in _unit_range(demand, flags):
         res = _admit_unit(p, base, st, demand, u, policy, flags)
         if not res.admitted:
@@ -583,12 +590,67 @@ def _admit_units(
         all_pref &= res.preferred
     if policy == P_NONE:
         return _ok(0, 0)  # policy none stores no hint: {nil, false}
+    if union == 0 and koord is not None and koord.mask:
+        union = koord.mask  # the kubelet places nothing: koord-scheduler's NUMA nodes
     if union == 0 and policy != P_SINGLE:
         # No unit has a hint (a Burstable pod: no provider cares): the kubelet's merged
         # hint is the default {all NUMA nodes, preferred} (policy.go mergeFilteredHints);
         # single-numa-node maps it to nil (policy_single_numa_node.go).
         union = (1 << st.n) - 1
     return _ok(union, all_pref)
+
+
+def _binds_cpus(p: Any, base: int, demand: Any) -> bool:
+    """The pod gets exclusive CPUs from the kubelet's static CPU manager."""
+    return bool(p.shape_info[base + SF_CPU_STATIC]) and demand.unit_cpu[demand.n_units - 1] > 0
+
+
+def _known(rows: list[list[int]], r: int) -> bool:
+    return any(row[r] > 0 for row in rows)
+
+
+def koord_filter(
+    p: Any, base: int, st: _State, demand: Any, policy: int, flags: int
+) -> KernelResult:
+    """koord-scheduler's FilterByNUMANode for a pod that binds no CPUs (plugin.go Filter;
+    resource_manager.go GetTopologyHints, generateResourceHints): the pod's requests (CPU
+    in millicores, rounded up to whole CPUs here: the zones' CPU amounts are whole CPUs)
+    must fit the NUMA nodes of a preferred hint; memory and hugepages count whatever the
+    kubelet's memory manager. A resource no NUMA node reports is not aligned (it is not in
+    the NUMA nodes' resources upstream). Runs before the kubelet's admission on a fresh
+    state; the NUMA nodes it admits stand when the kubelet places nothing."""
+    nres = p.n_res
+    pod = demand.n_units - 1
+    req = [demand.unit_res[pod * nres + r] for r in range(nres)]
+    kinds = p.res_kind
+    lists: list[_HintList] = []
+    if req[0] > 0 and _known(st.cap, 0):
+        lists.append(cpu_hints(st, -(-req[0] // 1000)))
+    memory = [r for r in range(nres) if kinds[r] == RES_MEMORY and req[r] > 0]
+    if memory and all(_known(st.total, r) for r in memory):
+        hl = memory_hints(st, req, kinds)
+        if not hl.masks:
+            hl.kind = L_IMPOSSIBLE  # no NUMA combination holds it: no hint, not "don't care"
+        lists.append(hl)
+    for hl in lists:
+        if hl.kind == L_HINTS:
+            _koord_preferences(hl, policy == P_RESTRICTED)
+    info = p.shape_info
+    merged = merge(
+        lists,
+        policy=policy,
+        n=st.n,
+        closest=bool(info[base + SF_PREFER_CLOSEST]),
+        dist=p.dist[info[base + SF_DIST_OFF] :],
+        exclusive=bool(flags & F_EXCLUSIVE),
+        states=p.states if not flags & F_EMPTY else p.idle_states,
+        soff=info[base + SF_ZONE_OFF],
+    )
+    if merged.rejected_by_exclusive:
+        return _fail(R_EXCLUSIVE, pod, -1, 0, 0)
+    if not merged.preferred:
+        return _not_preferred(lists, policy, pod, st.n)
+    return _ok(merged.mask, 1, pod)
 
 
 def _unit_lists(

@@ -21,6 +21,7 @@ cdef enum:
     F_EXCLUSIVE = 4
     F_CPU_ONLY = 8
     F_KOORD_HINTS = 16
+    F_KOORD_REQUESTS = 32
 
 cdef enum:
     SF_N = 0

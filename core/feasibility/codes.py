@@ -33,6 +33,11 @@ F_CPU_ONLY: Final = 8  # Volcano numa-aware: the CPU provider only
 # preferred (nodenumaresource resource_manager.go generateResourceHints, deviceshare
 # topology_hint.go generateTopologyHints), no kubelet max-allowable-numa-nodes limit.
 F_KOORD_HINTS: Final = 16
+# koord-scheduler's FilterByNUMANode for a pod that binds no CPUs (under Restricted or
+# SingleNUMANode): the pod-level requests, CPU in millicores rounded up to CPUs, memory and
+# hugepages whatever the kubelet's memory manager, must fit the NUMA nodes it aligns
+# (resource_manager.go GetTopologyHints, generateResourceHints).
+F_KOORD_REQUESTS: Final = 32
 
 # Shape fields (stride SHAPE_FIELDS in Packed.shape_info).
 SF_N: Final = 0

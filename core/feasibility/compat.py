@@ -38,6 +38,9 @@ class Simulation:
     cpu_only: bool = False
     skip: str = ""
     koord_hints: bool = False  # koord-scheduler, not the kubelet, decides the alignment
+    # koord-scheduler aligns the requests of a pod that binds no CPUs (Burstable, fractional
+    # CPU) under Restricted / SingleNUMANode too, whatever the kubelet does
+    koord_requests: bool = False
 
 
 def _pod_policy(intent: PodIntent) -> str | None:
@@ -111,7 +114,9 @@ def simulation(intent: PodIntent, node: NodeTopology) -> Simulation:
         # A kubelet with policy none or best-effort admits whatever koord-scheduler chose:
         # koord-scheduler's own hint rules decide there.
         koord = node.tm_policy not in (POLICY_RESTRICTED, POLICY_SINGLE_NUMA_NODE)
-        return Simulation(effective, scope, exclusive=exclusive, koord_hints=koord)
+        return Simulation(
+            effective, scope, exclusive=exclusive, koord_hints=koord, koord_requests=True
+        )
     if intent.scheduler == "volcano":
         if intent.qos != "Guaranteed":
             return Simulation(POLICY_NONE, scope, skip="Volcano checks only Guaranteed pods")

@@ -12,9 +12,10 @@ from core.feasibility.codes import (
     R_SINGLE_NO_HINT,
     R_SMT,
     R_TOO_MANY_NUMA,
+    RES_MEMORY,
     KernelResult,
 )
-from core.feasibility.snapshot import Demand
+from core.feasibility.snapshot import Demand, resource_kind
 from core.model import NodeTopology, PodIntent
 from core.quantity import format_quantity
 
@@ -77,8 +78,15 @@ def render_reason(
     if code in (R_NOT_PREFERRED, R_SINGLE_NO_HINT):
         if not rname:
             return f"{policy}: no preferred hint for {who}: resources prefer different NUMA nodes"
-        need = demand.unit_cpu[unit] if rname == "cpu" else _unit_amount(demand, unit, res, names)
-        need_s = str(need) if rname == "cpu" else _amount(rname, need)
+        if resource_kind(rname) == RES_MEMORY:
+            res = _deciding_memory(demand, unit, node, names, empty=empty)
+            rname = names[res]
+        if rname == "cpu":
+            # exclusive CPUs, else (koord-scheduler, a pod binding none) the CPU request
+            need = demand.unit_cpu[unit] or -(-_unit_amount(demand, unit, 0, names) // 1000)
+            need_s = str(need)
+        else:
+            need_s = _amount(rname, _unit_amount(demand, unit, res, names))
         caps, free = _per_numa(node, rname, empty=empty)
         width = f"{a} NUMA node" + ("s" if a != 1 else "")
         state = "allocatable" if empty else "free"
@@ -87,6 +95,37 @@ def render_reason(
             f"(capacity {caps}), {state} {free}"
         )
     return f"reason code {code}"
+
+
+def _widest_need(node: NodeTopology, resource: str, need: int, empty: bool) -> int:
+    """The fewest NUMA nodes whose amounts hold ``need`` of ``resource`` (taking the
+    largest first); one more than the node has when they cannot."""
+    amounts = sorted(
+        ((z.allocatable if empty else z.available).get(resource, 0) for z in node.zones),
+        reverse=True,
+    )
+    total = 0
+    for count, amount in enumerate(amounts, 1):
+        total += amount
+        if total >= need:
+            return count
+    return len(amounts) + 1
+
+
+def _deciding_memory(
+    demand: Demand, unit: int, node: NodeTopology, names: tuple[str, ...], *, empty: bool
+) -> int:
+    """The memory type that decided a memory hint: the kernel's hint list is one for every
+    requested type (memory, hugepages-*) and carries the first; the reason names the type
+    that needs the most NUMA nodes (the first of equals)."""
+    requested = [
+        (r, _unit_amount(demand, unit, r, names))
+        for r, name in enumerate(names)
+        if resource_kind(name) == RES_MEMORY and _unit_amount(demand, unit, r, names) > 0
+    ]
+    if not requested:
+        return names.index("memory") if "memory" in names else 0
+    return max(requested, key=lambda t: (_widest_need(node, names[t[0]], t[1], empty), -t[0]))[0]
 
 
 def _unit_amount(demand: Demand, unit: int, res: int, names: tuple[str, ...]) -> int:

@@ -20,6 +20,7 @@ from core.feasibility.codes import (
     F_EMPTY,
     F_EXCLUSIVE,
     F_KOORD_HINTS,
+    F_KOORD_REQUESTS,
     F_POD_SCOPE,
     R_TOO_LARGE,
     KernelResult,
@@ -97,6 +98,7 @@ class _Evaluator:
             | (F_EXCLUSIVE if sim.exclusive else 0)
             | (F_CPU_ONLY if sim.cpu_only else 0)
             | (F_KOORD_HINTS if sim.koord_hints else 0)
+            | (F_KOORD_REQUESTS if sim.koord_requests else 0)
         )
         empty = self.kernel.check(self.demand, s0, code, flags | F_EMPTY)
         if empty.reason == R_TOO_LARGE:

@@ -33,6 +33,12 @@ Rules, each chosen so that bad or partial data never makes a pod look impossible
   counts them (100m CPU / 200Mi memory for a container without), None without bound pods.
   ``gpu_usage``: per HAMi card, what pods with ``hami.io/vgpu-node`` hold
   (``hami.io/vgpu-devices-allocated``; core/scoring/hami_devices.py).
+- The CPUs koord-scheduler holds back (koordlet's NRT annotations, core/inventory/koord_cpus.py)
+  per NUMA node, in ``koord_held`` (aligned with ``zones``): the kubelet's reserved CPUs
+  leave the zone's cpu ``allocatable`` and ``available``; the kubelet-managed pods', the node
+  reservation's and the exclusive system QoS CPUs leave ``available`` only (a pod that needs
+  them is no-room-now, never denied: the pods' CPUs are in use, not gone, and the kubelet
+  gives the other two to pods of other schedulers, judged on the same zones).
 - Settings: NRT attributes > NRT ``topologyPolicies`` > koordlet NRT annotations >
   Numatopology ``spec.policies`` > the NodeTopology defaults.
 - A device-plugin resource (a ``domain/name`` resource) whose count in Node
@@ -48,8 +54,8 @@ Rules, each chosen so that bad or partial data never makes a pod look impossible
   ``numa_states`` is aligned with ``zones``.
 - ``koord_policy`` is what koord-scheduler sees, in kubelet spelling: the label when it is
   non-empty, else koord-scheduler's own narrow reading of the NRT ``topologyPolicies``
-  (only BestEffort, Restricted, SingleNUMANodePodLevel map; anything else, and NRT
-  attributes, give ``"none"``), else ``"none"`` for an empty label, else None (no label,
+  (the first entry that maps: only BestEffort, Restricted, SingleNUMANodePodLevel do;
+  none of them, and NRT attributes, give ``"none"``), else ``"none"`` for an empty label, else None (no label,
   no NRT: Koordinator finds no NUMA resources). A label value Koordinator does not define
   is reported and kept as ``"unknown:<value>"``, so it matches no pod policy, as in
   koord-scheduler.

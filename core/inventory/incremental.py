@@ -256,6 +256,7 @@ def _usage_only(old: Parsed, new: Parsed) -> bool:
         and old.koord_policy == new.koord_policy
         and old.settings == new.settings
         and old.cpu_numa == new.cpu_numa
+        and old.koord_held == new.koord_held
     ):
         return False
     pairs = [(old.zones[i], z) for i, z in new.zones.items()]
@@ -277,6 +278,8 @@ def _with_usage(record: NodeTopology, nrt: NrtData) -> NodeTopology | None:
     zones, records = record.zones, nrt.zones
     if not zones or records is None or len(zones) != len(records):
         return None  # e.g. an untrusted Node: merge left the zones out
+    if nrt.koord_held:
+        return None  # merge takes the CPUs koord-scheduler holds back from the free amounts
     available = []
     for zone in zones:
         rec = records.get(zone.id)

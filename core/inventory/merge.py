@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Final
 
 from core.inventory.node import NodeInfo
 from core.inventory.nrt import NrtData
@@ -55,7 +56,11 @@ def merge(name: str, parts: Parts, share: Sharer) -> NodeTopology:
         records = {}
     check_pod_numas(parts.pods, records)
     usage = NodeUsage.of(parts.pods, nrt.cpu_numa if nrt is not None else None)
-    zones = tuple(_freeze_zone(i, records[i], usage.held.get(i, {})) for i in sorted(records))
+    held = nrt.koord_held if nrt is not None and records is nrt.zones else {}
+    zones = tuple(
+        _freeze_zone(i, records[i], usage.held.get(i, {}), held.get(i, _NONE_HELD))
+        for i in sorted(records)
+    )
     if node is not None:
         allocatable, capacity = node.allocatable, node.capacity
     else:
@@ -75,6 +80,7 @@ def merge(name: str, parts: Parts, share: Sharer) -> NodeTopology:
         volcano_cpu_manager_policy=volcano.cpu_manager_policy if volcano else None,
         unaligned_devices=share.mapping(_unaligned(allocatable, zones) if zones and node else {}),
         numa_states=share.items(states),
+        koord_held=tuple(held.get(z.id, _NONE_HELD) for z in zones) if held else (),
         sources=share.items(tuple(sources)),
         bound_requests=None if usage.requests is None else share.mapping(usage.requests),
         gpu_usage=share.mapping(usage.gpu),
@@ -107,18 +113,39 @@ def _koord_view(node: NodeInfo | None, nrt: NrtData | None) -> str | None:
     return None
 
 
-def _freeze_zone(numa: int, record: ZoneRecord, used: Mapping[str, int]) -> NumaZone:
+_NONE_HELD: Final = (0, 0, 0, 0)
+
+
+def _freeze_zone(
+    numa: int, record: ZoneRecord, used: Mapping[str, int], held: tuple[int, int, int, int]
+) -> NumaZone:
+    allocatable: Mapping[str, int] = record.allocatable
+    cpu = allocatable.get("cpu", 0)
+    kept = held[0]  # the kubelet's reserved CPUs: no pod of any scheduler gets them
+    if held != _NONE_HELD and cpu:
+        # topology_options.go NewTopologyOptions: a NUMA node's CPU amount less the CPUs held
+        # back there (a zone without CPUs is left alone). The rest come off the free amount
+        # only, so a pod that needs them is no-room-now, not never-fits: kubelet-managed
+        # pods' CPUs are in use, not gone, and the node reservation's and system QoS CPUs
+        # are koord-scheduler's alone (the kubelet hands them out to other schedulers' pods,
+        # whose verdicts read the same zones: no denial on them).
+        allocatable = {**allocatable, "cpu": max(0, cpu - 1000 * kept)}
     available = {
         resource: record.available.get(resource, max(0, amount - used.get(resource, 0)))
-        for resource, amount in record.allocatable.items()
+        for resource, amount in allocatable.items()
     }
+    if held != _NONE_HELD and cpu:
+        given = record.available.get("cpu")
+        free = allocatable["cpu"] - used.get("cpu", 0) if given is None else given - 1000 * kept
+        busy = held[1] + held[2] + held[3]
+        available["cpu"] = max(0, min(free, allocatable["cpu"]) - 1000 * busy)
     # The record's own maps, not copies: nothing mutates a record once parsed (nor a
     # NodeTopology's maps), and the incremental inventory's records hold shared maps that
     # the sharer then recognises at once.
     return NumaZone(
         id=numa,
         capacity=record.capacity,
-        allocatable=record.allocatable,
+        allocatable=allocatable,
         available=available,
         costs=record.costs,
     )

@@ -14,6 +14,9 @@ Rules (research/upstream-schedulers.md §4):
 - Policy: ``topologyPolicies[0]`` (deprecated v1alpha1 list) first, then ``attributes``
   override it, as scheduler-plugins ``nodeconfig/topologymanager.go`` does. Invalid
   attribute values are reported and ignored (the default stays), like upstream.
+- koord-scheduler's own policy (``koord_policy``): the first ``topologyPolicies`` entry it
+  maps, whatever comes before it (topology_options.go convertToNUMATopologyPolicy).
+- The CPUs koord-scheduler holds back per NUMA node (``koord_held``): core/inventory/koord_cpus.py.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from core.errors import InvalidInput
+from core.inventory.koord_cpus import Held, held_cpus
 from core.inventory.kubelet_settings import (
     CPU_MANAGER_POLICIES,
     KOORD_NRT_POLICIES,
@@ -59,6 +63,8 @@ class NrtData:
     koord_policy: str | None  # koord-scheduler's own reading of topologyPolicies
     # CPU id -> NUMA id from koordlet's node.koordinator.sh/cpu-topology (may be empty)
     cpu_numa: dict[int, int] = field(default_factory=dict)
+    # NUMA id -> CPUs koord-scheduler holds back there (kubelet, pods, reservation, system)
+    koord_held: dict[int, Held] = field(default_factory=dict)
 
 
 _COMMON_ZONE_IDS: Final = {f"node-{i}": i for i in range(MAX_NUMA_ID + 1)}
@@ -197,10 +203,10 @@ def read_zones(zones: object, report: Reporter, units: Units) -> dict[int, ZoneR
 
 
 def _koordlet_annotations(
-    annotations: object, report: Reporter, cpu_numa: dict[int, int]
+    annotations: object, report: Reporter, cpu_numa: dict[int, int], kubelet: dict[str, Any]
 ) -> Settings:
     """koordlet reports the kubelet CPU manager and the CPU topology as NRT annotations
-    (the CPU topology's NUMA ids go to ``cpu_numa``)."""
+    (the CPU topology's NUMA ids go to ``cpu_numa``, the CPU manager's JSON to ``kubelet``)."""
     settings = Settings()
     if not is_map(annotations):
         return settings
@@ -209,6 +215,7 @@ def _koordlet_annotations(
         path = f"metadata.annotations[{key}]"
         data = json_object(annotations[key], path, report)
         if data is not None:
+            kubelet.update(data)
             policy = data.get("policy")
             if policy is not None:
                 settings.cpu_manager_policy = read_choice(
@@ -244,9 +251,21 @@ def parse_nrt(obj: Mapping[str, Any], name: str, report: Reporter, units: Units)
     metadata = obj.get("metadata")
     annotations = metadata.get("annotations") if is_map(metadata) else None
     cpu_numa: dict[int, int] = {}
-    settings.fill_from(_koordlet_annotations(annotations, report, cpu_numa))
-    koord = None
-    if isinstance(policies, list) and policies:
-        koord = KOORD_NRT_POLICIES.get(policies[0]) if isinstance(policies[0], str) else None
+    kubelet: dict[str, Any] = {}
+    settings.fill_from(_koordlet_annotations(annotations, report, cpu_numa, kubelet))
+    held = held_cpus(annotations, kubelet.get("reservedCPUs"), cpu_numa, report)
     zones = read_zones(obj.get("zones"), report, units)
-    return NrtData(name, zones, settings, koord, cpu_numa)
+    return NrtData(name, zones, settings, koord_nrt_policy(policies), cpu_numa, held)
+
+
+def koord_nrt_policy(policies: object) -> str | None:
+    """convertToNUMATopologyPolicy: the first entry of ``topologyPolicies`` koord-scheduler
+    maps (BestEffort, Restricted, SingleNUMANodePodLevel), None when none maps (v1.4+; the
+    kubelet's own reading, read_topology_policies, takes the first entry only)."""
+    if not isinstance(policies, list):
+        return None
+    for policy in policies:
+        mapped = KOORD_NRT_POLICIES.get(policy) if isinstance(policy, str) else None
+        if mapped is not None:
+            return mapped
+    return None

@@ -12,6 +12,7 @@ from core.inventory.incremental import ObjectKey
 from tests.builders.objects import (
     SINGLE_SPEC,
     cpu_detail,
+    js,
     koord_status,
     node,
     nrt,
@@ -23,6 +24,31 @@ from tests.builders.objects import (
 
 NAMES = ("a", "b", "c", "d", "e")
 POLICIES = ("single-numa-node", "restricted", "best-effort", "none")
+
+# koordlet's NRT annotations: the CPU topology (CPUs 0-31 on NUMA 0, 32-63 on NUMA 1) and
+# the CPUs koord-scheduler holds back (core/inventory/koord_cpus.py).
+_TOPOLOGY = {
+    "node.koordinator.sh/cpu-topology": js(
+        {
+            "detail": [
+                {"id": c, "core": c // 2, "socket": c // 32, "node": c // 32} for c in range(64)
+            ]
+        }
+    )
+}
+KOORDLET = (
+    None,
+    _TOPOLOGY,
+    {**_TOPOLOGY, "kubelet.koordinator.sh/cpu-manager-policy": js({"reservedCPUs": "0-1"})},
+    {
+        **_TOPOLOGY,
+        "node.koordinator.sh/pod-cpu-allocs": js(
+            [{"uid": "u", "cpuset": "2-9,40", "managedByKubelet": True}]
+        ),
+        "node.koordinator.sh/reservation": js({"reservedCPUs": "32-33"}),
+        "node.koordinator.sh/system-qos-resource": js({"cpuset": "62-63"}),
+    },
+)
 
 
 @st.composite
@@ -46,7 +72,15 @@ def objects(draw: st.DrawFn) -> dict[str, Any]:
         if draw(st.integers(0, 9)) == 0:
             zones = two_zones()
         policy = draw(st.sampled_from(POLICIES))
-        return nrt(name, zones, attributes={"topologyManagerPolicy": policy})
+        # koord-scheduler takes the first topologyPolicies entry it maps
+        policies = draw(st.sampled_from([None, ["SingleNUMANodeContainerLevel", "Restricted"]]))
+        return nrt(
+            name,
+            zones,
+            attributes={"topologyManagerPolicy": policy},
+            policies=policies,
+            annotations=draw(st.sampled_from(KOORDLET)),
+        )
     if kind == "Numatopology":
         return numatopology(
             name, allocatable=draw(st.sampled_from(["0-15", "0-7"])), detail=cpu_detail(8)

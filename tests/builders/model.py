@@ -214,7 +214,9 @@ def intents(draw: st.DrawFn) -> PodIntent:
     cs = []
     for i in range(draw(st.integers(1, 3))):
         cpu = draw(st.integers(0, 10))
-        req = {"cpu": cpu * 1000, "memory": draw(st.integers(0, 8)) * GI // 2}
+        # a pod that binds no CPUs may ask for millicores (koord-scheduler rounds them up)
+        milli = 0 if guaranteed else draw(st.sampled_from([0, 0, 1, 500, 999]))
+        req = {"cpu": cpu * 1000 + milli, "memory": draw(st.integers(0, 8)) * GI // 2}
         if draw(st.booleans()):
             req[GPU] = draw(st.integers(0, 5))
         if draw(st.booleans()):

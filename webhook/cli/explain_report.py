@@ -248,6 +248,8 @@ def build_report(
     by_name = {v.name: v for v in ranked}
     verdicts = [by_name.get(v.name, v) if v.verdict == "fits" else v for v in evaluation.verdicts]
     rows = sorted(verdicts, key=lambda v: _useful_order(v, pos))
+    nodes = {n.name: n for n in snapshot.nodes}
+    held = {n.name for n in snapshot.nodes if n.koord_held}
     return {
         "object": {"kind": kind, "namespace": namespace, "name": name},
         "intent": {
@@ -267,7 +269,10 @@ def build_report(
                 "numa": list(v.numa),
                 "preferred": v.preferred,
                 "score": v.score if v.verdict == "fits" else None,
-                "reason": _fits_reason(v) if v.verdict == "fits" else v.reason,
+                "reason": _with_held(
+                    _fits_reason(v) if v.verdict == "fits" else v.reason, nodes.get(v.name)
+                ),
+                **({"cpus_held": held_cpus(nodes[v.name])} if v.name in held else {}),
             }
             for v in rows
         ],
@@ -279,6 +284,40 @@ def build_report(
             "patch": [dict(op) for op in decision.get("patch", [])],
         },
     }
+
+
+_HELD_WORDS = (
+    "reserved by the kubelet",
+    "held by kubelet-managed pods",
+    "reserved by the node reservation",
+    "reserved for system QoS",
+)
+
+
+def held_cpus(node: NodeTopology) -> list[dict[str, int]]:
+    """Per NUMA node, the CPUs koord-scheduler holds back (NodeTopology.koord_held): the
+    zone's CPUs, then each category (explain's JSON ``cpus_held``)."""
+    out = []
+    for zone, held in zip(node.zones, node.koord_held, strict=False):
+        entry = {"numa": zone.id, "cpus": zone.capacity.get("cpu", 0) // 1000}
+        entry.update(zip(("kubelet", "pods", "reservation", "system-qos"), held, strict=True))
+        out.append(entry)
+    return out
+
+
+def _with_held(reason: str, node: NodeTopology | None) -> str:
+    """The reason, then what koord-scheduler holds back per NUMA node, e.g. "NUMA 0: 16
+    CPUs, 2 reserved by the kubelet, 8 held by kubelet-managed pods"."""
+    if node is None or not node.koord_held:
+        return reason
+    parts = []
+    for zone, held in zip(node.zones, node.koord_held, strict=False):
+        if any(held):
+            words = [f"{n} {w}" for n, w in zip(held, _HELD_WORDS, strict=True) if n]
+            cpus = zone.capacity.get("cpu", 0) // 1000
+            parts.append(f"NUMA {zone.id}: {cpus} CPUs, " + ", ".join(words))
+    note = "; ".join(parts)
+    return f"{reason}; {note}" if reason else note
 
 
 def _cell(value: Any) -> str:

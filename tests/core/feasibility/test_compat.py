@@ -248,3 +248,15 @@ def test_koordinator_hint_rules_where_the_kubelet_does_not_gate(
     intent = pod(container(cpu=2), scheduler="koordinator", policy="restricted")
     n = cpu_node([4, 4], [4, 4], policy=kubelet_policy, koord_policy="restricted")
     assert simulation(intent, n).koord_hints is koord_decides
+
+
+@pytest.mark.parametrize("scheduler", ["koordinator", "volcano", "default", "hami"])
+@pytest.mark.parametrize("kubelet_policy", ["none", "single-numa-node"])
+def test_only_koordinator_aligns_the_requests_of_pods_binding_no_cpus(
+    scheduler: str, kubelet_policy: str
+) -> None:
+    # issue 30: koord-scheduler's requests filter whatever the kubelet's policy; the kernel
+    # runs it under Restricted / SingleNUMANode for a pod that binds no CPUs
+    intent = pod(container(cpu=2), scheduler=scheduler, policy="restricted", qos="Burstable")
+    n = cpu_node([4, 4], [4, 4], policy=kubelet_policy, koord_policy="restricted")
+    assert simulation(intent, n).koord_requests is (scheduler == "koordinator")

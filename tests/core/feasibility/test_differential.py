@@ -90,7 +90,7 @@ def test_kernels_agree_on_every_call(cluster: tuple[NodeTopology, ...], intent: 
     kp, kc = snap.kernel(ref), snap.kernel(comp)
     for shape in range(snap.packed.n_shapes):
         for policy in range(4):
-            for flags in range(32):
+            for flags in range(64):  # every combination of the F_* flags
                 assert kp.check(demand, shape, policy, flags) == kc.check(
                     demand, shape, policy, flags
                 ), (shape, policy, flags)

@@ -4,6 +4,7 @@ implementations."""
 from __future__ import annotations
 
 from types import ModuleType
+from typing import Any
 
 import pytest
 
@@ -80,3 +81,35 @@ def test_node_allocatable_bound(impl: ModuleType) -> None:
     )
     res = run(impl, n, pod(container(cpu=1, memory=2 * GI)))
     assert res[0] == 0 and res[3] == 2 and res[6:] == (2 * GI, GI)
+
+
+def test_koord_requests_aligns_a_pod_that_binds_no_cpus(impl: ModuleType) -> None:
+    # F_KOORD_REQUESTS (issue 30): koord-scheduler's FilterByNUMANode from the pod's requests,
+    # CPU in millicores rounded up to the zones' whole CPUs, memory without the memory manager.
+    from core.feasibility.codes import R_NOT_PREFERRED, R_SINGLE_NO_HINT
+
+    n = node("n", [zone(i, {"cpu": 4000, "memory": 16 * GI}) for i in (0, 1)], policy="none")
+    koord = impl.F_KOORD_HINTS | impl.F_KOORD_REQUESTS
+
+    def burstable(cpu: int, memory: int = GI) -> Any:
+        c = container(requests={"cpu": cpu, "memory": memory}, limits={}, exclusive=False)
+        return pod(c, qos="Burstable")
+
+    r = run(impl, n, burstable(3500), "single-numa-node", koord)
+    assert r.admitted and ids(r.mask) == {0}
+    r = run(impl, n, burstable(4001), "single-numa-node", koord)
+    assert not r.admitted and (r.reason, r.resource) == (R_SINGLE_NO_HINT, 0)
+    assert run(impl, n, burstable(4001), "single-numa-node", impl.F_KOORD_HINTS).admitted
+    r = run(impl, n, burstable(6000), "restricted", koord)
+    assert r.admitted and ids(r.mask) == {0, 1}
+    r = run(impl, n, burstable(1000, 20 * GI), "single-numa-node", koord)
+    assert not r.admitted and r.reason == R_SINGLE_NO_HINT
+    r = run(impl, n, burstable(1000, 40 * GI), "restricted", koord)
+    assert not r.admitted and r.reason == R_NOT_PREFERRED
+    # best-effort and none: no NUMA filter
+    assert run(impl, n, burstable(6000), "best-effort", koord).admitted
+    # a pod the kubelet's static CPU manager pins: the kubelet's providers decide, as before
+    pinned = pod(container(cpu=6, memory=GI))
+    assert run(impl, n, pinned, "restricted", koord) == run(
+        impl, n, pinned, "restricted", impl.F_KOORD_HINTS
+    )

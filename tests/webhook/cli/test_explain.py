@@ -718,3 +718,70 @@ def test_yaml_output_and_exit_status(tmp_path: Path, capsys: pytest.CaptureFixtu
         assert ("decision: DENY" in table) is bool(want)
     code, out, err = explain(capsys, "--inventory", str(inv), "-o", "yaml", str(tmp_path / "x"))
     assert code == 2 and out == "" and "x" in err
+
+
+def test_koordinator_held_cpus_per_numa_node(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # issue 30: the CPUs koord-scheduler holds back, per NUMA node, in the row and the JSON
+    detail = [{"id": c, "core": c // 2, "socket": c // 16, "node": c // 16} for c in range(32)]
+    annotations = {
+        "node.koordinator.sh/cpu-topology": json.dumps({"detail": detail}),
+        "kubelet.koordinator.sh/cpu-manager-policy": json.dumps(
+            {"policy": "static", "reservedCPUs": "0-1"}
+        ),
+        "node.koordinator.sh/pod-cpu-allocs": json.dumps(
+            [{"uid": "u", "cpuset": "2-9", "managedByKubelet": True}]
+        ),
+    }
+    zones = [
+        {
+            "name": f"node-{z}",
+            "type": "Node",
+            "resources": [{"name": "cpu", "capacity": "16", "allocatable": "16"}],
+        }
+        for z in (0, 1)
+    ]
+    docs = [
+        {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {
+                "name": "k",
+                "labels": {"node.koordinator.sh/numa-topology-policy": "SingleNUMANode"},
+            },
+            "status": {"allocatable": {"cpu": "32", "memory": "64Gi", "pods": "110"}},
+        },
+        {
+            "apiVersion": "topology.node.k8s.io/v1alpha2",
+            "kind": "NodeResourceTopology",
+            "metadata": {"name": "k", "annotations": annotations},
+            "zones": zones,
+        },
+    ]
+    inv = tmp_path / "inventory.yaml"
+    inv.write_text(yaml.safe_dump_all(docs))
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p", "namespace": "default"},
+        "spec": {
+            "schedulerName": "koord-scheduler",
+            "containers": [
+                {"name": "c", "image": "busybox", "resources": {"requests": {"cpu": "10"}}}
+            ],
+        },
+    }
+    manifest = tmp_path / "pod.yaml"
+    manifest.write_text(yaml.safe_dump(pod))
+    code, out, err = explain(capsys, "--inventory", str(inv), str(manifest))
+    assert code == 0, err
+    row = next(line for line in out.splitlines() if line.startswith("k "))
+    assert "fits on NUMA node 1" in row  # NUMA 0 has 6 CPUs free, not 16
+    assert "NUMA 0: 16 CPUs, 2 reserved by the kubelet, 8 held by kubelet-managed pods" in row
+    code, out, _ = explain(capsys, "--inventory", str(inv), "-o", "json", str(manifest))
+    (node,) = json.loads(out)["nodes"]
+    assert node["cpus_held"] == [
+        {"numa": 0, "cpus": 16, "kubelet": 2, "pods": 8, "reservation": 0, "system-qos": 0},
+        {"numa": 1, "cpus": 16, "kubelet": 0, "pods": 0, "reservation": 0, "system-qos": 0},
+    ]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import json
 import random
 import threading
 import time
@@ -170,3 +171,35 @@ def test_staleness_is_per_resource_type(server, running):
     finally:
         server.release_lists(NODES)
     wait_for(lambda: (nodes.synced_until() or 0) > stalled, 10.0, step=0.01)
+
+
+def test_koordlet_annotations_on_an_nrt_update_reach_the_view(server, running):
+    # issue 30: the CPUs koord-scheduler holds back arrive on an NRT update (koordlet
+    # rewrites its annotations) and flow through the incremental inventory like any field.
+    names = ["k0", "k1"]
+    seed(server, names)
+    r = running()
+    wait_for(lambda: r.state.view is not None and len(r.state.view.nodes) == 2, 10.0, step=0.01)
+    detail = [{"id": c, "core": c, "socket": c // 32, "node": c // 32} for c in range(64)]
+    updated = nrt("k1", free=32)
+    updated["metadata"]["annotations"] = {
+        "node.koordinator.sh/cpu-topology": json.dumps({"detail": detail}),
+        "kubelet.koordinator.sh/cpu-manager-policy": json.dumps({"reservedCPUs": "0-1"}),
+        "node.koordinator.sh/pod-cpu-allocs": json.dumps(
+            [{"uid": "u", "cpuset": "32-47", "managedByKubelet": True}]
+        ),
+    }
+    server.apply(updated)
+    wait_for(lambda: bool(r.nodes()["k1"].koord_held), 10.0, step=0.01)
+    assert r.updates.full_builds == 1  # applied incrementally
+    got = r.nodes()["k1"]
+    assert got == truth_nodes(server)["k1"]
+    assert got.koord_held == ((2, 0, 0, 0), (0, 16, 0, 0))
+    assert [(z.allocatable["cpu"], z.available["cpu"]) for z in got.zones] == [
+        (30000, 30000),
+        (32000, 16000),
+    ]
+    # a later update without them gives the NUMA nodes back
+    server.apply(nrt("k1", free=32))
+    wait_for(lambda: not r.nodes()["k1"].koord_held, 10.0, step=0.01)
+    assert r.nodes()["k1"] == truth_nodes(server)["k1"]
