@@ -1,0 +1,349 @@
+"""A pod's DRA claims judged on one node: ``fits`` (devices free now), ``no-room-now``
+(would fit if allocated devices were free), ``never-fits`` (impossible on this node: the
+message names the request or the constraint), ``unchecked`` (depends on something not known
+exactly; never a denial).
+
+The claims are those of pod.spec.resourceClaims, by ``resourceClaimName`` or by
+``resourceClaimTemplateName`` (the claim generated for a template once
+pod.status.resourceClaimStatuses names it, else the template's spec), as the scheduler's
+dynamicresources plugin collects them; the devices are the node's pools (``pools``), the
+allocation the allocator's search (``allocate``)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from core.dra.allocate import (
+    Alternative,
+    BudgetExceeded,
+    Candidate,
+    ClaimProblem,
+    Key,
+    lookup_attribute,
+    search,
+)
+from core.dra.objects import (
+    ALL,
+    BLOCKING_EFFECTS,
+    ClaimSpec,
+    DeviceClass,
+    DraError,
+    Request,
+    ResourceClaim,
+    ResourceClaimTemplate,
+    ResourceSlice,
+    Taint,
+    Toleration,
+    read_claim,
+    read_class,
+    read_slice,
+    read_template,
+)
+from core.dra.pools import NodeRef, Pool, PoolDevice, gather_pools, selector_matches
+from core.dra.selectors import matches
+
+FITS: Final = "fits"
+NO_ROOM_NOW: Final = "no-room-now"
+NEVER_FITS: Final = "never-fits"
+UNCHECKED: Final = "unchecked"
+# resourceapi.AllocationResultsMaxSize: devices one claim may get
+MAX_DEVICES_PER_CLAIM: Final = 32
+
+
+@dataclass(frozen=True, slots=True)
+class DraInventory:
+    slices: tuple[ResourceSlice, ...] = ()
+    classes: Mapping[str, DeviceClass] = field(default_factory=dict)
+    claims: Mapping[tuple[str, str], ResourceClaim] = field(default_factory=dict)
+    templates: Mapping[tuple[str, str], ResourceClaimTemplate] = field(default_factory=dict)
+    errors: tuple[str, ...] = ()  # objects that could not be read
+
+    def in_use(self) -> frozenset[Key]:
+        """Devices allocated to any claim (admin access does not take a device)."""
+        return frozenset(
+            (d.driver, d.pool, d.device)
+            for c in self.claims.values()
+            for d in c.allocation or ()
+            if not d.admin_access
+        )
+
+
+_READERS: Final = {
+    "ResourceSlice": read_slice,
+    "DeviceClass": read_class,
+    "ResourceClaim": read_claim,
+    "ResourceClaimTemplate": read_template,
+}
+
+
+def read_inventory(objects: Iterable[Any]) -> DraInventory:
+    """The DRA objects among ``objects`` (other kinds are ignored); an unreadable one is
+    left out and its error kept: while a slice or class is unreadable no node is judged
+    ``never-fits`` (see evaluate_node)."""
+    slices, classes, claims, templates, errors = [], {}, {}, {}, []
+    for obj in objects:
+        kind = obj.get("kind") if isinstance(obj, Mapping) else None
+        reader = _READERS.get(kind) if isinstance(kind, str) else None
+        if reader is None:
+            continue
+        try:
+            item = reader(obj)
+        except DraError as e:
+            errors.append(str(e))
+            continue
+        if isinstance(item, ResourceSlice):
+            slices.append(item)
+        elif isinstance(item, DeviceClass):
+            classes[item.name] = item
+        elif isinstance(item, ResourceClaim):
+            claims[(item.namespace, item.name)] = item
+        else:
+            templates[(item.namespace, item.name)] = item
+    return DraInventory(tuple(slices), classes, claims, templates, tuple(errors))
+
+
+@dataclass(frozen=True, slots=True)
+class PodClaim:
+    """One entry of pod.spec.resourceClaims: the claim to allocate (``spec``), or the
+    existing claim (``claim``), or why neither is known (``missing``)."""
+
+    name: str
+    spec: ClaimSpec | None = None
+    claim: ResourceClaim | None = None
+    missing: str = ""
+
+
+def pod_claims(pod: Mapping[str, Any], inv: DraInventory) -> tuple[PodClaim, ...]:
+    meta = pod.get("metadata") or {}
+    namespace = str(meta.get("namespace") or "default")
+    spec = pod.get("spec") or {}
+    statuses = {
+        s.get("name"): s.get("resourceClaimName")
+        for s in (pod.get("status") or {}).get("resourceClaimStatuses") or ()
+        if isinstance(s, Mapping)
+    }
+    out = []
+    for entry in spec.get("resourceClaims") or ():
+        if not isinstance(entry, Mapping) or not isinstance(entry.get("name"), str):
+            raise DraError(f"Pod: spec.resourceClaims entry {entry!r} has no name")
+        name = entry["name"]
+        claim_name, template = (
+            entry.get("resourceClaimName"),
+            entry.get("resourceClaimTemplateName"),
+        )
+        if template and name in statuses:
+            claim_name = statuses[name]
+            if not claim_name:
+                continue  # the template was not needed (status names no claim)
+        if claim_name:
+            claim = inv.claims.get((namespace, claim_name))
+            out.append(
+                PodClaim(name, claim.spec, claim)
+                if claim
+                else PodClaim(name, missing=f"ResourceClaim {namespace}/{claim_name} not found")
+            )
+        elif template:
+            t = inv.templates.get((namespace, template))
+            out.append(
+                PodClaim(name, t.spec)
+                if t
+                else PodClaim(
+                    name, missing=f"ResourceClaimTemplate {namespace}/{template} not found"
+                )
+            )
+    return tuple(out)
+
+
+@dataclass(frozen=True, slots=True)
+class NodeVerdict:
+    node: str
+    verdict: str
+    message: str = ""
+    allocation: tuple[tuple[str, Key], ...] = ()  # (claim/request, device) when it fits
+
+
+class _Unknown(Exception):
+    """This node's answer depends on something not evaluated exactly (the message says what)."""
+
+
+def tolerates(t: Toleration, taint: Taint) -> bool:
+    """resourceclaim.ToleratesTaint: effect (empty = any), key (empty with Exists = any),
+    Exists ignores the value, Equal compares it."""
+    if t.effect and t.effect != taint.effect:
+        return False
+    if t.key and t.key != taint.key:
+        return False
+    if not t.key and t.operator != "Exists":
+        return False
+    return t.operator == "Exists" or t.value == taint.value
+
+
+def selectable(pd: PoolDevice, cls: DeviceClass, req: Request) -> bool | None:
+    """isSelectable + the taint check of allocateDevice: False if a selector says no or a
+    NoSchedule/NoExecute taint is not tolerated; None if a selector cannot be evaluated or
+    the device needs what we do not model (counters, binding conditions)."""
+    known: bool | None = True
+    for expression in (*cls.selectors, *req.selectors):
+        result = matches(expression, pd.driver, pd.device)
+        if result is False:
+            return False
+        if result is None:
+            known = None
+    for taint in pd.device.taints:
+        if taint.effect in BLOCKING_EFFECTS and not any(
+            tolerates(t, taint) for t in req.tolerations
+        ):
+            return False
+    if pd.device.consumes_counters or pd.device.binding_conditions:
+        return None
+    return known
+
+
+def _alternative(
+    req: Request, top: str, claim: str, pools: Sequence[Pool], inv: DraInventory
+) -> Alternative:
+    cls = inv.classes.get(req.class_name)
+    if cls is None:
+        raise _Unknown(f"DeviceClass {req.class_name!r} (request {claim}/{top}) not found")
+    if req.capacity:
+        raise _Unknown(f"request {claim}/{top} asks for consumable capacity")
+    if req.mode == ALL:
+        for p in pools:
+            if p.incomplete or p.invalid:
+                raise _Unknown(
+                    f"request {claim}/{top} wants all devices; pool {p.name} is not usable now"
+                )
+    candidates = []
+    for pool in pools:
+        for pd in pool.devices:
+            ok = selectable(pd, cls, req)
+            if ok is not False:
+                candidates.append(Candidate(pd, ok is True))
+    if req.mode == ALL and not all(c.sure for c in candidates):
+        raise _Unknown(f"request {claim}/{top} wants all devices and some are not known to match")
+    return Alternative(
+        top,
+        req.name if req.name != top else "",
+        req.mode,
+        req.count if req.mode != ALL else len(candidates),
+        req.admin_access,
+        tuple(candidates),
+    )
+
+
+def build_problem(
+    claims: Sequence[PodClaim], node: NodeRef, inv: DraInventory
+) -> list[ClaimProblem]:
+    """The claims still to allocate, as search problems on ``node``; raises _Unknown or
+    returns the never-fits message through NeverFits."""
+    pools = gather_pools(inv.slices, node)
+    problems = []
+    for pc in claims:
+        if pc.missing:
+            raise _Unknown(pc.missing)
+        if pc.claim is not None and pc.claim.allocation is not None:
+            nodes = pc.claim.allocation_nodes
+            if nodes is not None and not selector_matches(nodes, node):
+                raise NeverFits(f"claim {pc.name} is allocated to devices other nodes reach")
+            continue
+        spec = pc.spec
+        assert spec is not None
+        for c in spec.constraints:
+            if c.distinct_attribute:
+                raise _Unknown(f"claim {pc.name}: distinctAttribute constraints are not modelled")
+        requests = tuple(
+            tuple(_alternative(a, r.name, pc.name, pools, inv) for a in r.alternatives)
+            for r in spec.requests
+        )
+        least = sum(min(a.count for a in alts) for alts in requests)
+        if least > MAX_DEVICES_PER_CLAIM:
+            raise NeverFits(
+                f"claim {pc.name} needs {least} devices; one claim gets {MAX_DEVICES_PER_CLAIM} at most"
+            )
+        problems.append(ClaimProblem(pc.name, requests, spec.constraints))
+    return problems
+
+
+class NeverFits(Exception):
+    """The claims cannot be allocated on this node whatever is in use."""
+
+
+def _shared(inv: DraInventory) -> frozenset[Key]:
+    return frozenset(
+        (s.driver, s.pool, d.name) for s in inv.slices for d in s.devices if d.multiple_allocations
+    )
+
+
+def evaluate_node(claims: Sequence[PodClaim], node: NodeRef, inv: DraInventory) -> NodeVerdict:
+    if not claims:
+        return NodeVerdict(node.name, FITS)
+    try:
+        problems = build_problem(claims, node, inv)
+        shared = _shared(inv)
+        in_use = inv.in_use()
+        found = search(problems, in_use, shared=shared)
+        if found is not None:
+            return NodeVerdict(node.name, FITS, allocation=tuple(found))
+        if search(problems, frozenset(), shared=shared, optimistic=True) is None:
+            raise NeverFits(explain_never(problems, shared))
+        if search(problems, in_use, shared=shared, optimistic=True) is None and search(
+            problems, frozenset(), shared=shared
+        ):
+            return NodeVerdict(
+                node.name, NO_ROOM_NOW, "the devices that would fit are allocated to other claims"
+            )
+        return NodeVerdict(node.name, UNCHECKED, "the answer depends on devices not known exactly")
+    except _Unknown as e:
+        return NodeVerdict(node.name, UNCHECKED, str(e))
+    except BudgetExceeded:
+        return NodeVerdict(node.name, UNCHECKED, "the allocation search is too large to finish")
+    except NeverFits as e:
+        if inv.errors:
+            return NodeVerdict(
+                node.name, UNCHECKED, f"{e} (but {len(inv.errors)} DRA objects are unreadable)"
+            )
+        return NodeVerdict(node.name, NEVER_FITS, str(e))
+
+
+def explain_never(problems: Sequence[ClaimProblem], shared: frozenset[Key]) -> str:
+    """Names what makes the claims impossible: a request with too few matching devices,
+    else a constraint that fails on its own, else the requests together."""
+    short = []
+    for claim in problems:
+        for alts in claim.requests:
+            if all(
+                len(a.candidates) < a.count or (a.mode == ALL and not a.candidates) for a in alts
+            ):
+                parts = [
+                    f"{a.label} needs {a.count or 'at least one'} matching device(s), the node has "
+                    f"{len(a.candidates)}"
+                    for a in alts
+                ]
+                short.append(f"request {claim.name}/{alts[0].request}: " + "; ".join(parts))
+    if short:
+        return "; ".join(short)
+    for claim in problems:
+        for c in claim.constraints:
+            alone = ClaimProblem(claim.name, claim.requests, (c,))
+            if search([alone], frozenset(), shared=shared, optimistic=True) is None:
+                return _constraint_message(claim, c.match_attribute or "", c.requests)
+    return "the requests together need more matching devices than the node has"
+
+
+def _constraint_message(claim: ClaimProblem, attribute: str, names: tuple[str, ...]) -> str:
+    involved = [
+        a
+        for alts in claim.requests
+        for a in alts
+        if not names or a.request in names or a.label in names
+    ]
+    devices = {c.device.key: c.device for a in involved for c in a.candidates}
+    lacking = sum(1 for pd in devices.values() if lookup_attribute(pd, attribute) is None)
+    over = ", ".join(names) if names else "all requests"
+    why = f" ({lacking} of {len(devices)} matching devices lack it)" if lacking else ""
+    return (
+        f"constraint matchAttribute {attribute!r} of claim {claim.name} over {over}: "
+        f"no set of matching devices shares one value{why}"
+    )
