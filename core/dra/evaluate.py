@@ -36,12 +36,9 @@ from core.dra.objects import (
     ResourceSlice,
     Taint,
     Toleration,
-    read_claim,
-    read_class,
-    read_slice,
-    read_template,
 )
 from core.dra.pools import NodeRef, Pool, PoolDevice, gather_pools, selector_matches
+from core.dra.read import read_claim, read_class, read_slice, read_template
 from core.dra.selectors import matches
 
 FITS: Final = "fits"
