@@ -263,6 +263,16 @@ def build_problem(
     return problems
 
 
+def readable_problem(
+    claims: Sequence[PodClaim], node: NodeRef, inv: DraInventory
+) -> list[ClaimProblem]:
+    """build_problem, or no problem when a claim cannot be judged or placed on the node."""
+    try:
+        return build_problem(claims, node, inv)
+    except (_Unknown, NeverFits):
+        return []
+
+
 class NeverFits(Exception):
     """The claims cannot be allocated on this node whatever is in use."""
 
