@@ -127,7 +127,7 @@ def _part(index: int) -> Callable[[object], int]:
     return part
 
 
-_FUNCTIONS: Final[dict[str, Callable[..., Any]]] = {
+_LIBRARY: Final[dict[str, Callable[..., Any]]] = {
     "quantity": _quantity,
     "semver": _semver,
     "compareTo": _compare_to,
@@ -137,6 +137,24 @@ _FUNCTIONS: Final[dict[str, Callable[..., Any]]] = {
     "minor": _part(1),
     "patch": _part(2),
 }
+_FAILED: Final = {"__failed": True}
+
+
+def _guarded(failures: list[str]) -> dict[str, Callable[..., Any]]:
+    """The library for one evaluation: a function never raises into the interpreter (it
+    would print the error); it records the failure, which makes the result unknown."""
+
+    def guard(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+        def call(*args: Any) -> Any:
+            try:
+                return fn(*args)
+            except _Unsupported as e:
+                failures.append(f"{name}: {e}")
+                return _FAILED
+
+        return call
+
+    return {name: guard(name, fn) for name, fn in _LIBRARY.items()}
 
 
 @functools.lru_cache(maxsize=4096)
@@ -189,11 +207,10 @@ def matches(expression: str, driver: str, device: Device) -> bool | None:
     program = compiled(expression)
     if program is None:
         return None
+    failures: list[str] = []
     try:
-        context = cel.Context(
-            variables={"device": device_activation(driver, device)}, functions=_FUNCTIONS
-        )
-        result = program.execute(context)
+        variables = {"device": device_activation(driver, device)}
+        result = program.execute(cel.Context(variables=variables, functions=_guarded(failures)))
     except (_Unsupported, RuntimeError, ValueError, TypeError, KeyError):
         return None
-    return result if isinstance(result, bool) else None
+    return result if isinstance(result, bool) and not failures else None

@@ -162,3 +162,16 @@ def test_only_the_exact_subset_is_compiled() -> None:
     assert compiled('device.attributes["x"].y.matches("a")') is None
     assert compiled('device.attributes["x"].y + 1 > 2') is None  # arithmetic: overflow rules differ
     assert compiled("?!") is None
+
+
+def test_a_failing_library_call_is_unknown_and_prints_nothing(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    """quantity("bad") errors upstream; here it is None, and the interpreter is never handed
+    a Python exception (it would print it)."""
+    device = _device({}, {"m": "1Gi"})
+    assert matches(f'device.capacity["{D}"].m.compareTo(quantity("bad")) > 0', D, device) is None
+    assert matches('quantity("bad") == quantity("bad")', D, device) is None
+    assert matches('semver("1.0") == semver("1.0")', D, device) is None  # not strict semver
+    out, err = capfd.readouterr()
+    assert (out, err) == ("", "")
