@@ -47,6 +47,9 @@ class Alternative:
     count: int
     admin: bool
     candidates: tuple[Candidate, ...]
+    # All only: a matching device no request may use (an untolerated taint): upstream lists
+    # every matching device first, so the request cannot be met
+    blocked: bool = False
 
     @property
     def label(self) -> str:
@@ -62,6 +65,17 @@ class ClaimProblem:
 
 class BudgetExceeded(Exception):
     """The search took more than MAX_STEPS tries."""
+
+
+class _Abort(Exception):
+    """A constraint rejected one of the devices an All request must take: upstream treats
+    that as an error of the whole attempt (allocateDevice with must=true), no backtracking."""
+
+
+class OrderDependent(Exception):
+    """Upstream's attempt ended on an All request's constraint, but another choice for an
+    earlier request would have succeeded: the outcome depends on the order the allocator
+    tries pools and slices in (a Go map's), so it is not known."""
 
 
 def lookup_attribute(pd: PoolDevice, name: str) -> AttributeValue | None:
@@ -120,6 +134,7 @@ class _State:
     in_use: frozenset[Key]
     shared: frozenset[Key]  # in use, but a device that several claims may share
     optimistic: bool
+    abort: bool = True  # All's constraint failure ends the attempt, as upstream
     steps: int = 0
     allocating: dict[Key, set[int]] = field(default_factory=dict)
     matches: list[list[_Match]] = field(default_factory=list)
@@ -210,11 +225,17 @@ def _fill_all(
     alt: Alternative,
 ) -> bool:
     usable = [c.device for c in alt.candidates if _usable(s, c)]
-    if not usable:
+    if not usable or alt.blocked:
         return False
     taken: list[PoolDevice] = []
     for pd in usable:
-        if not _free(s, pd.key, claim, alt.admin) or not _take(s, claim, alt, pd):
+        if not _free(s, pd.key, claim, alt.admin):
+            for done in reversed(taken):
+                _release(s, claim, alt, done)
+            return False
+        if not _take(s, claim, alt, pd):
+            if s.abort:
+                raise _Abort
             for done in reversed(taken):
                 _release(s, claim, alt, done)
             return False
@@ -234,8 +255,20 @@ def search(
     optimistic: bool = False,
 ) -> list[tuple[str, Key]] | None:
     """A complete allocation as (request label, device) pairs, or None when there is none.
-    Raises BudgetExceeded past MAX_STEPS."""
-    s = _State(claims, in_use, shared, optimistic)
-    s.matches = [[_Match(c) for c in claim.constraints if c.match_attribute] for claim in claims]
-    todo = list(_requests(s))
-    return list(s.chosen) if _place(s, todo, 0) else None
+    Raises BudgetExceeded past MAX_STEPS, OrderDependent when upstream's answer depends on
+    its device order."""
+    for abort in (True, False):
+        s = _State(claims, in_use, shared, optimistic, abort)
+        s.matches = [
+            [_Match(c) for c in claim.constraints if c.match_attribute] for claim in claims
+        ]
+        try:
+            found = _place(s, list(_requests(s)), 0)
+        except _Abort:
+            continue
+        if not found:
+            return None
+        if not abort:
+            raise OrderDependent
+        return list(s.chosen)
+    return None

@@ -21,6 +21,7 @@ from core.dra.allocate import (
     Candidate,
     ClaimProblem,
     Key,
+    OrderDependent,
     lookup_attribute,
     search,
 )
@@ -178,8 +179,7 @@ def tolerates(t: Toleration, taint: Taint) -> bool:
 
 
 def selectable(pd: PoolDevice, cls: DeviceClass, req: Request) -> bool | None:
-    """isSelectable + the taint check of allocateDevice: False if a selector says no or a
-    NoSchedule/NoExecute taint is not tolerated; None if a selector cannot be evaluated or
+    """isSelectable: False if a selector says no; None if a selector cannot be evaluated or
     the device needs what we do not model (counters, binding conditions)."""
     known: bool | None = True
     for expression in (*cls.selectors, *req.selectors):
@@ -188,14 +188,18 @@ def selectable(pd: PoolDevice, cls: DeviceClass, req: Request) -> bool | None:
             return False
         if result is None:
             known = None
-    for taint in pd.device.taints:
-        if taint.effect in BLOCKING_EFFECTS and not any(
-            tolerates(t, taint) for t in req.tolerations
-        ):
-            return False
     if pd.device.consumes_counters or pd.device.binding_conditions:
         return None
     return known
+
+
+def tainted(pd: PoolDevice, req: Request) -> bool:
+    """allocateDevice's taint check: a NoSchedule/NoExecute taint the request does not
+    tolerate makes the device unusable for it."""
+    return any(
+        taint.effect in BLOCKING_EFFECTS and not any(tolerates(t, taint) for t in req.tolerations)
+        for taint in pd.device.taints
+    )
 
 
 def _alternative(
@@ -212,12 +216,16 @@ def _alternative(
                 raise _Unknown(
                     f"request {claim}/{top} wants all devices; pool {p.name} is not usable now"
                 )
-    candidates = []
+    candidates, blocked = [], False
     for pool in pools:
         for pd in pool.devices:
             ok = selectable(pd, cls, req)
-            if ok is not False:
-                candidates.append(Candidate(pd, ok is True))
+            if ok is False:
+                continue
+            if tainted(pd, req):
+                blocked = True
+                continue
+            candidates.append(Candidate(pd, ok is True))
     if req.mode == ALL and not all(c.sure for c in candidates):
         raise _Unknown(f"request {claim}/{top} wants all devices and some are not known to match")
     return Alternative(
@@ -227,6 +235,7 @@ def _alternative(
         req.count if req.mode != ALL else len(candidates),
         req.admin_access,
         tuple(candidates),
+        blocked=blocked and req.mode == ALL,
     )
 
 
@@ -306,6 +315,13 @@ def evaluate_node(claims: Sequence[PodClaim], node: NodeRef, inv: DraInventory) 
         return NodeVerdict(node.name, UNCHECKED, str(e))
     except BudgetExceeded:
         return NodeVerdict(node.name, UNCHECKED, "the allocation search is too large to finish")
+    except OrderDependent:
+        return NodeVerdict(
+            node.name,
+            UNCHECKED,
+            "an allocationMode All request with a constraint: the allocator's answer depends "
+            "on the order it tries devices in",
+        )
     except NeverFits as e:
         if inv.errors:
             return NodeVerdict(

@@ -398,3 +398,48 @@ def test_a_missing_claim_is_unchecked() -> None:
     inv = read_inventory([*CLASSES])
     v = evaluate_node(pod_claims(make_pod(("gpu", "claim", "nope")), inv), NODE, inv)
     assert v.verdict == UNCHECKED and "ResourceClaim default/nope not found" in v.message
+
+
+def test_with_constraint_not_matching_int_attribute_all_devices() -> None:
+    """with-constraint-not-matching-int-attribute-all-devices: All must take both devices,
+    the constraint rejects the second: upstream errors (no backtracking)."""
+    c = claim(
+        "c0",
+        request("req-0", "class-a", allocationMode="All"),
+        constraints=[{"matchAttribute": "driver-a/numa"}],
+    )
+    s = resource_slice(
+        "s1", "node-1", "pool-1", DRIVER_A, device("dev-1", numa=1), device("dev-2", numa=2)
+    )
+    assert judge(*CLASSES, c, s).verdict == NEVER_FITS
+
+
+def test_all_devices_abort_does_not_backtrack() -> None:
+    """allocateDevice(must=true): a constraint failing on an All request ends the attempt,
+    even where another device for an earlier request would have let it succeed; whether
+    upstream meets that device first depends on its (Go map) order: unchecked."""
+    c = claim(
+        "c0",
+        request("one", "class-b"),
+        request("every", "class-a", allocationMode="All"),
+        constraints=[{"matchAttribute": "numa"}],
+    )
+    s_a = resource_slice("s1", "node-1", "pool-1", DRIVER_A, device("a-1", numa__x=0))
+    s_b = resource_slice(
+        "s2", "node-1", "pool-2", DRIVER_B, device("b-1", numa__x=1), device("b-2", numa__x=0)
+    )
+    c["spec"]["devices"]["constraints"] = [{"matchAttribute": "numa/x"}]
+    v = judge(*CLASSES, c, s_a, s_b)
+    assert v.verdict == UNCHECKED and "order" in v.message
+
+
+def test_tainted_all_devices_single() -> None:
+    """tainted-all-devices-single: All lists the tainted device too, so it cannot succeed."""
+    taint = {"key": "example.com/taint", "value": "x", "effect": "NoSchedule"}
+    s = resource_slice(
+        "s1", "node-1", "pool-1", DRIVER_A, {**device("dev-1"), "taints": [taint]}, device("dev-2")
+    )
+    assert (
+        judge(*CLASSES, claim("c0", request("req-0", "class-a", allocationMode="All")), s).verdict
+        == NEVER_FITS
+    )
