@@ -94,6 +94,7 @@ class DeviceClass:
     name: str
     selectors: tuple[str, ...]
     extended_resource_name: str | None = None
+    created: str = ""  # metadata.creationTimestamp (RFC 3339: compares as text)
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,17 +7,19 @@ generation exist, incomplete otherwise, and invalid when two of its devices shar
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from core.dra.objects import Device, NodeSelectorTerm, Requirement, ResourceSlice
 
 
 @dataclass(frozen=True, slots=True)
 class NodeRef:
-    """What DRA reads of a Node: its name and labels."""
+    """What DRA reads of a Node: its name, labels and the extended resources it advertises
+    (status.allocatable, counts)."""
 
     name: str
     labels: Mapping[str, str]
+    allocatable: Mapping[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

@@ -236,6 +236,7 @@ def read_class(obj: Any) -> DeviceClass:
         name=r.name,
         selectors=_selectors(r, r.seq(spec, "selectors", "spec"), "spec.selectors"),
         extended_resource_name=r.text(spec, "extendedResourceName", "spec") or None,
+        created=str((obj.get("metadata") or {}).get("creationTimestamp") or ""),
     )
 
 
