@@ -40,7 +40,7 @@ from core.dra.objects import (
 )
 from core.dra.pools import NodeRef, Pool, PoolDevice, gather_pools, selector_matches
 from core.dra.read import read_claim, read_class, read_slice, read_template
-from core.dra.selectors import matches
+from core.dra.selectors import selectors_match
 
 FITS: Final = "fits"
 NO_ROOM_NOW: Final = "no-room-now"
@@ -57,15 +57,18 @@ class DraInventory:
     claims: Mapping[tuple[str, str], ResourceClaim] = field(default_factory=dict)
     templates: Mapping[tuple[str, str], ResourceClaimTemplate] = field(default_factory=dict)
     errors: tuple[str, ...] = ()  # objects that could not be read
+    # slices by spec.nodeName, and those reaching nodes otherwise (selector, all nodes,
+    # per device, counters): a node's pools are gathered from its own and the latter
+    by_node: Mapping[str, tuple[ResourceSlice, ...]] = field(default_factory=dict)
+    unbound: tuple[ResourceSlice, ...] = ()
 
-    def in_use(self) -> frozenset[Key]:
-        """Devices allocated to any claim (admin access does not take a device)."""
-        return frozenset(
-            (d.driver, d.pool, d.device)
-            for c in self.claims.values()
-            for d in c.allocation or ()
-            if not d.admin_access
-        )
+    def reaching(self, node: str) -> tuple[ResourceSlice, ...]:
+        return (*self.by_node.get(node, ()), *self.unbound)
+
+    # devices allocated to any claim (admin access does not take a device), and devices
+    # several claims may share (allowMultipleAllocations): computed once per inventory
+    in_use: frozenset[Key] = frozenset()
+    shared: frozenset[Key] = frozenset()
 
 
 _READERS: Final = {
@@ -99,7 +102,28 @@ def read_inventory(objects: Iterable[Any]) -> DraInventory:
             claims[(item.namespace, item.name)] = item
         else:
             templates[(item.namespace, item.name)] = item
-    return DraInventory(tuple(slices), classes, claims, templates, tuple(errors))
+    by_node: dict[str, list[ResourceSlice]] = {}
+    for s in slices:
+        if s.node_name and not s.shared_counters:
+            by_node.setdefault(s.node_name, []).append(s)
+    return DraInventory(
+        tuple(slices),
+        classes,
+        claims,
+        templates,
+        tuple(errors),
+        {k: tuple(v) for k, v in by_node.items()},
+        tuple(s for s in slices if not s.node_name or s.shared_counters),
+        frozenset(
+            (d.driver, d.pool, d.device)
+            for c in claims.values()
+            for d in c.allocation or ()
+            if not d.admin_access
+        ),
+        frozenset(
+            (s.driver, s.pool, d.name) for s in slices for d in s.devices if d.multiple_allocations
+        ),
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,13 +205,9 @@ def tolerates(t: Toleration, taint: Taint) -> bool:
 def selectable(pd: PoolDevice, cls: DeviceClass, req: Request) -> bool | None:
     """isSelectable: False if a selector says no; None if a selector cannot be evaluated or
     the device needs what we do not model (counters, binding conditions)."""
-    known: bool | None = True
-    for expression in (*cls.selectors, *req.selectors):
-        result = matches(expression, pd.driver, pd.device)
-        if result is False:
-            return False
-        if result is None:
-            known = None
+    known = selectors_match((*cls.selectors, *req.selectors), pd.driver, pd.device)
+    if known is False:
+        return False
     if pd.device.consumes_counters or pd.device.binding_conditions:
         return None
     return known
@@ -244,7 +264,7 @@ def build_problem(
 ) -> list[ClaimProblem]:
     """The claims still to allocate, as search problems on ``node``; raises _Unknown or
     returns the never-fits message through NeverFits."""
-    pools = gather_pools(inv.slices, node)
+    pools = gather_pools(inv.slices, node, inv.reaching(node.name) if inv.by_node else None)
     problems = []
     for pc in claims:
         if pc.missing:
@@ -286,19 +306,12 @@ class NeverFits(Exception):
     """The claims cannot be allocated on this node whatever is in use."""
 
 
-def _shared(inv: DraInventory) -> frozenset[Key]:
-    return frozenset(
-        (s.driver, s.pool, d.name) for s in inv.slices for d in s.devices if d.multiple_allocations
-    )
-
-
 def evaluate_node(claims: Sequence[PodClaim], node: NodeRef, inv: DraInventory) -> NodeVerdict:
     if not claims:
         return NodeVerdict(node.name, FITS)
     try:
         problems = build_problem(claims, node, inv)
-        shared = _shared(inv)
-        in_use = inv.in_use()
+        shared, in_use = inv.shared, inv.in_use
         found = search(problems, in_use, shared=shared)
         if found is not None:
             return NodeVerdict(node.name, FITS, allocation=tuple(found))

@@ -6,7 +6,7 @@ generation exist, incomplete otherwise, and invalid when two of its devices shar
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from core.dra.objects import Device, NodeSelectorTerm, Requirement, ResourceSlice
@@ -98,14 +98,19 @@ def _reaches(s: ResourceSlice, node: NodeRef) -> bool:
     return False
 
 
-def gather_pools(slices: Iterable[ResourceSlice], node: NodeRef) -> list[Pool]:
+def gather_pools(
+    slices: Sequence[ResourceSlice],
+    node: NodeRef,
+    candidates: Iterable[ResourceSlice] | None = None,
+) -> list[Pool]:
     """The pools reaching ``node``, with the devices it may use. Per pool the newest
     generation among the slices reaching the node counts; if those are not all of its
     slices, a newer generation elsewhere makes the pool obsolete (skipped), else the pool is
-    complete when the generation's slices published everywhere add up (as upstream)."""
-    every = list(slices)
+    complete when the generation's slices published everywhere add up (as upstream).
+    ``candidates``: the slices that may reach the node (default: all of ``slices``)."""
+    every = slices
     reaching: dict[tuple[str, str], list[ResourceSlice]] = {}
-    for s in every:
+    for s in every if candidates is None else candidates:
         if not _reaches(s, node):
             continue
         found = reaching.setdefault((s.driver, s.pool), [])
