@@ -9,7 +9,8 @@ from typing import Any
 
 import yaml
 
-from core.dra.evaluate import FITS, NEVER_FITS, evaluate_node, pod_claims, read_inventory
+from core.dra.evaluate import FITS, NEVER_FITS, evaluate_node, read_inventory
+from core.dra.extended import node_claims
 from core.dra.pools import NodeRef
 from tests.paths import ROOT
 
@@ -88,17 +89,24 @@ def load_cases() -> list[Case]:
         name = c["name"]
         nodes = [_node(name, n) for n in c["nodes"]]
         objects: list[dict[str, Any]] = []
-        for cls_name, selectors in c["classes"].items():
-            exprs = [f'device.driver == "{driver}"', *selectors]
+        for cls_name, cls in c["classes"].items():
+            # a class is its extra selectors, or {selectors: [...], extendedResourceName: ...}
+            extra = cls if isinstance(cls, list) else cls.get("selectors", [])
+            exprs = [f'device.driver == "{driver}"', *extra]
+            spec: dict[str, Any] = {"selectors": [{"cel": {"expression": e}} for e in exprs]}
+            if isinstance(cls, dict) and cls.get("extendedResourceName"):
+                spec["extendedResourceName"] = cls["extendedResourceName"]
             objects.append(
                 {
                     "apiVersion": "resource.k8s.io/v1",
                     "kind": "DeviceClass",
                     "metadata": {"name": f"{name}-{cls_name}"},
-                    "spec": {"selectors": [{"cel": {"expression": e}} for e in exprs]},
+                    "spec": spec,
                 }
             )
         for node_name, devices in c["nodes"].items():
+            if not devices:
+                continue  # the node has no devices of its own (network-attached cases)
             objects.append(
                 {
                     "apiVersion": "resource.k8s.io/v1",
@@ -113,6 +121,27 @@ def load_cases() -> list[Case]:
                             "resourceSliceCount": 1,
                         },
                         "devices": [_device(d) for d in devices],
+                    },
+                }
+            )
+        if c.get("network"):  # one pool reaching the case's nodes by nodeSelector
+            selector = {
+                "matchExpressions": [{"key": CASE_LABEL, "operator": "In", "values": [name]}]
+            }
+            objects.append(
+                {
+                    "apiVersion": "resource.k8s.io/v1",
+                    "kind": "ResourceSlice",
+                    "metadata": {"name": f"{name}-network-{driver}"},
+                    "spec": {
+                        "driver": driver,
+                        "nodeSelector": {"nodeSelectorTerms": [selector]},
+                        "pool": {
+                            "name": f"{name}-network",
+                            "generation": 1,
+                            "resourceSliceCount": 1,
+                        },
+                        "devices": [_device(d) for d in c["network"]],
                     },
                 }
             )
@@ -131,8 +160,15 @@ def load_cases() -> list[Case]:
             {"name": e["name"], "resourceClaimName": e["claim"]}
             if "claim" in e
             else {"name": e["name"], "resourceClaimTemplateName": e["template"]}
-            for e in c["pod"]["claims"]
+            for e in c["pod"].get("claims", [])
         ]
+        resources: dict[str, Any] = {}
+        if entries:
+            resources["claims"] = [{"name": e["name"]} for e in entries]
+        if c["pod"].get("extended"):  # extended resources: requests equal limits
+            amounts = {k: str(v) for k, v in c["pod"]["extended"].items()}
+            resources["requests"] = amounts
+            resources["limits"] = amounts
         pod = {
             "apiVersion": "v1",
             "kind": "Pod",
@@ -147,7 +183,7 @@ def load_cases() -> list[Case]:
                     {
                         "name": "c",
                         "image": "registry.k8s.io/pause:3.10",
-                        "resources": {"claims": [{"name": e["name"]} for e in entries]},
+                        "resources": resources,
                     }
                 ],
             },
@@ -160,11 +196,10 @@ def numagate_verdict(case: Case) -> str:
     """fits when a node of the case fits, impossible when every node never fits, else the
     per-node verdicts joined (a disagreement the test reports)."""
     inv = read_inventory(case.objects)
-    claims = pod_claims(case.pod, inv)
-    verdicts = {
-        evaluate_node(claims, NodeRef(n["metadata"]["name"], n["metadata"]["labels"]), inv).verdict
-        for n in case.nodes
-    }
+    verdicts = set()
+    for n in case.nodes:
+        node = NodeRef(n["metadata"]["name"], n["metadata"]["labels"])  # no extended allocatable
+        verdicts.add(evaluate_node(node_claims(case.pod, inv, node), node, inv).verdict)
     if FITS in verdicts:
         return "fits"
     if verdicts == {NEVER_FITS}:
