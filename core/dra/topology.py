@@ -35,6 +35,7 @@ class Placement:
     device: Key
     topology: Mapping[str, AttributeValue]  # the device's topology attributes
     sure: bool  # False: the device may not match (a selector not evaluated exactly)
+    free: bool = True  # not allocated to a claim now
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,10 +47,12 @@ class RequestPlacements:
     count: int  # devices needed (All: every match)
     devices: tuple[Placement, ...]
 
-    def groups(self) -> dict[str, int]:
+    def groups(self, *, free_only: bool = False) -> dict[str, int]:
         """``attribute=value`` -> matching devices there (devices without one: ``-``)."""
         out: dict[str, int] = {}
         for p in self.devices:
+            if free_only and not p.free:
+                continue
             labels = [f"{k}={v}" for k, v in sorted(p.topology.items())] or ["-"]
             for label in labels:
                 out[label] = out.get(label, 0) + 1
@@ -78,6 +81,7 @@ def placements(
                                     if is_topology_attribute(k)
                                 },
                                 c.sure,
+                                c.device.key not in inv.in_use,
                             )
                             for c in alt.candidates
                         ),

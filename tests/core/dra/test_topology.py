@@ -54,6 +54,29 @@ def test_placements_show_numa_node_and_pcie_root_per_request() -> None:
     groups = found.groups()
     assert groups["driver-a/numaNode=0"] == 1 and groups["driver-a/numaNode=1"] == 1
     assert groups["resource.kubernetes.io/pcieRoot=pci0000:80"] == 1
+    assert all(p.free and p.sure for p in found.devices)
+
+
+def test_placements_say_which_devices_are_free_now() -> None:
+    used = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": "used", "namespace": "default"},
+        "spec": {"devices": {"requests": [{"name": "g", "exactly": {"deviceClassName": "gpu"}}]}},
+        "status": {
+            "allocation": {
+                "devices": {
+                    "results": [
+                        {"request": "g", "driver": DRIVER_A, "pool": "pool-1", "device": "gpu-1"}
+                    ]
+                }
+            }
+        },
+    }
+    inv = read_inventory([*OBJECTS, used])
+    (found,) = placements(pod_claims(make_pod(("gpus", "template", "t")), inv), NODE, inv)
+    assert [p.free for p in found.devices] == [True, False]
+    assert "driver-a/numaNode=1" not in found.groups(free_only=True)
 
 
 def test_the_finding_for_aligning_policies_only() -> None:
