@@ -56,7 +56,9 @@ def _scheduler_verdict(control_plane: Any, case: Case) -> str:
             if time.monotonic() - seen_unschedulable >= NEVER_WAIT:
                 return "impossible"
         time.sleep(0.5)
-    return "impossible"
+    if seen_unschedulable is not None:
+        return "impossible"
+    return "no decision (neither bound nor marked unschedulable: is kube-scheduler running?)"
 
 
 @pytest.mark.slow
