@@ -17,13 +17,9 @@ from typing import Any, Final
 
 from core.dra.allocate import (
     Alternative,
-    BudgetExceeded,
     Candidate,
     ClaimProblem,
     Key,
-    OrderDependent,
-    lookup_attribute,
-    search,
 )
 from core.dra.objects import (
     ALL,
@@ -41,11 +37,8 @@ from core.dra.objects import (
 from core.dra.pools import NodeRef, Pool, PoolDevice, gather_pools, selector_matches
 from core.dra.read import read_claim, read_class, read_slice, read_template
 from core.dra.selectors import selectors_match
+from core.dra.verdict import FITS, NEVER_FITS, UNCHECKED, judge
 
-FITS: Final = "fits"
-NO_ROOM_NOW: Final = "no-room-now"
-NEVER_FITS: Final = "never-fits"
-UNCHECKED: Final = "unchecked"
 # resourceapi.AllocationResultsMaxSize: devices one claim may get
 MAX_DEVICES_PER_CLAIM: Final = 32
 
@@ -311,75 +304,14 @@ def evaluate_node(claims: Sequence[PodClaim], node: NodeRef, inv: DraInventory) 
         return NodeVerdict(node.name, FITS)
     try:
         problems = build_problem(claims, node, inv)
-        shared, in_use = inv.shared, inv.in_use
-        found = search(problems, in_use, shared=shared)
-        if found is not None:
-            return NodeVerdict(node.name, FITS, allocation=tuple(found))
-        if search(problems, frozenset(), shared=shared, optimistic=True) is None:
-            raise NeverFits(explain_never(problems, shared))
-        if search(problems, in_use, shared=shared, optimistic=True) is None and search(
-            problems, frozenset(), shared=shared
-        ):
-            return NodeVerdict(
-                node.name, NO_ROOM_NOW, "the devices that would fit are allocated to other claims"
-            )
-        return NodeVerdict(node.name, UNCHECKED, "the answer depends on devices not known exactly")
     except _Unknown as e:
         return NodeVerdict(node.name, UNCHECKED, str(e))
-    except BudgetExceeded:
-        return NodeVerdict(node.name, UNCHECKED, "the allocation search is too large to finish")
-    except OrderDependent:
-        return NodeVerdict(
-            node.name,
-            UNCHECKED,
-            "an allocationMode All request with a constraint: the allocator's answer depends "
-            "on the order it tries devices in",
-        )
     except NeverFits as e:
-        if inv.errors:
-            return NodeVerdict(
-                node.name, UNCHECKED, f"{e} (but {len(inv.errors)} DRA objects are unreadable)"
-            )
-        return NodeVerdict(node.name, NEVER_FITS, str(e))
-
-
-def explain_never(problems: Sequence[ClaimProblem], shared: frozenset[Key]) -> str:
-    """Names what makes the claims impossible: a request with too few matching devices,
-    else a constraint that fails on its own, else the requests together."""
-    short = []
-    for claim in problems:
-        for alts in claim.requests:
-            if all(
-                len(a.candidates) < a.count or (a.mode == ALL and not a.candidates) for a in alts
-            ):
-                parts = [
-                    f"{a.label} needs {a.count or 'at least one'} matching device(s), the node has "
-                    f"{len(a.candidates)}"
-                    for a in alts
-                ]
-                short.append(f"request {claim.name}/{alts[0].request}: " + "; ".join(parts))
-    if short:
-        return "; ".join(short)
-    for claim in problems:
-        for c in claim.constraints:
-            alone = ClaimProblem(claim.name, claim.requests, (c,))
-            if search([alone], frozenset(), shared=shared, optimistic=True) is None:
-                return _constraint_message(claim, c.match_attribute or "", c.requests)
-    return "the requests together need more matching devices than the node has"
-
-
-def _constraint_message(claim: ClaimProblem, attribute: str, names: tuple[str, ...]) -> str:
-    involved = [
-        a
-        for alts in claim.requests
-        for a in alts
-        if not names or a.request in names or a.label in names
-    ]
-    devices = {c.device.key: c.device for a in involved for c in a.candidates}
-    lacking = sum(1 for pd in devices.values() if lookup_attribute(pd, attribute) is None)
-    over = ", ".join(names) if names else "all requests"
-    why = f" ({lacking} of {len(devices)} matching devices lack it)" if lacking else ""
-    return (
-        f"constraint matchAttribute {attribute!r} of claim {claim.name} over {over}: "
-        f"no set of matching devices shares one value{why}"
-    )
+        verdict, message, allocation = NEVER_FITS, str(e), ()
+    else:
+        verdict, message, allocation = judge(problems, inv.in_use, inv.shared)
+    if verdict == NEVER_FITS and inv.errors:
+        return NodeVerdict(
+            node.name, UNCHECKED, f"{message} (but {len(inv.errors)} DRA objects are unreadable)"
+        )
+    return NodeVerdict(node.name, verdict, message, allocation)

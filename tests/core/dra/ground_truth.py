@@ -9,9 +9,10 @@ from typing import Any
 
 import yaml
 
-from core.dra.evaluate import FITS, NEVER_FITS, evaluate_node, read_inventory
+from core.dra.evaluate import evaluate_node, read_inventory
 from core.dra.extended import node_claims
 from core.dra.pools import NodeRef
+from core.dra.verdict import FITS, NEVER_FITS
 from tests.paths import ROOT
 
 CASES_FILE = ROOT / "tests" / "fixtures" / "dra" / "cases.yaml"

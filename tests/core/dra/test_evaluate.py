@@ -7,17 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from core.dra.evaluate import (
-    FITS,
-    NEVER_FITS,
-    NO_ROOM_NOW,
-    UNCHECKED,
-    NodeVerdict,
-    evaluate_node,
-    pod_claims,
-    read_inventory,
-)
+from core.dra.evaluate import NodeVerdict, evaluate_node, pod_claims, read_inventory
 from core.dra.pools import NodeRef
+from core.dra.verdict import FITS, NEVER_FITS, NO_ROOM_NOW, UNCHECKED
 from tests.core.dra.objects import (
     DRIVER_A,
     DRIVER_B,

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from core.dra.evaluate import FITS, NEVER_FITS, evaluate_node, read_inventory
+from core.dra.evaluate import evaluate_node, read_inventory
 from core.dra.extended import (
     class_for_resource,
     extended_requests,
@@ -19,6 +19,7 @@ from core.dra.extended import (
 )
 from core.dra.objects import DeviceClass
 from core.dra.pools import NodeRef
+from core.dra.verdict import FITS, NEVER_FITS
 from tests.core.dra.objects import DRIVER_A, device, device_class, resource_slice
 
 ER = "example.com/gpu"

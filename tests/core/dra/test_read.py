@@ -8,10 +8,11 @@ from typing import Any
 
 import pytest
 
-from core.dra.evaluate import NEVER_FITS, UNCHECKED, evaluate_node, pod_claims, read_inventory
+from core.dra.evaluate import evaluate_node, pod_claims, read_inventory
 from core.dra.objects import DraError
 from core.dra.pools import NodeRef
 from core.dra.read import read_claim, read_class, read_slice
+from core.dra.verdict import NEVER_FITS, UNCHECKED
 from tests.core.dra.objects import DRIVER_A, claim, device, device_class, request, resource_slice
 from tests.core.dra.objects import pod as make_pod
 

@@ -7,8 +7,9 @@ satisfies the rules."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -25,6 +26,7 @@ from core.dra.allocate import (
 )
 from core.dra.objects import ALL, EXACT_COUNT, Constraint, Device, ResourceSlice
 from core.dra.pools import PoolDevice
+from core.dra.verdict import FITS, NEVER_FITS, NO_ROOM_NOW, UNCHECKED, judge
 
 DRIVER = "d"
 
@@ -133,3 +135,76 @@ def test_search_agrees_with_the_reference(
     if found is not None:
         keys = [k for _label, k in found]
         assert len(keys) == len(set(keys)) and not set(keys) & in_use
+
+
+@st.composite
+def uncertain(draw: st.DrawFn) -> tuple[list[ClaimProblem], frozenset[Key]]:
+    """A problem whose candidates are each sure or not (at most 5 uncertain ones)."""
+    claims, in_use = draw(problems())
+    budget = 5
+    out = []
+    for claim in claims:
+        requests = []
+        for alts in claim.requests:
+            new_alts = []
+            for alt in alts:
+                cands = []
+                for c in alt.candidates:
+                    sure = budget <= 0 or draw(st.booleans()) or draw(st.booleans())
+                    budget -= not sure
+                    cands.append(Candidate(c.device, sure))
+                new_alts.append(dataclasses.replace(alt, candidates=tuple(cands)))
+            requests.append(tuple(new_alts))
+        out.append(dataclasses.replace(claim, requests=tuple(requests)))
+    return out, in_use
+
+
+def _resolutions(claims: list[ClaimProblem]) -> Iterator[list[ClaimProblem]]:
+    """Every way the uncertain candidates may turn out (each kept as sure, or dropped)."""
+    spots = [
+        (ci, ri, ai, k)
+        for ci, claim in enumerate(claims)
+        for ri, alts in enumerate(claim.requests)
+        for ai, alt in enumerate(alts)
+        for k, c in enumerate(alt.candidates)
+        if not c.sure
+    ]
+    for keep in itertools.product((True, False), repeat=len(spots)):
+        dropped = {spot for spot, kept in zip(spots, keep, strict=True) if not kept}
+        resolved = []
+        for ci, claim in enumerate(claims):
+            requests = []
+            for ri, alts in enumerate(claim.requests):
+                new_alts = []
+                for ai, alt in enumerate(alts):
+                    cands = tuple(
+                        Candidate(c.device, True)
+                        for k, c in enumerate(alt.candidates)
+                        if (ci, ri, ai, k) not in dropped
+                    )
+                    count = len(cands) if alt.mode == ALL else alt.count
+                    new_alts.append(dataclasses.replace(alt, candidates=cands, count=count))
+                requests.append(tuple(new_alts))
+            resolved.append(dataclasses.replace(claim, requests=tuple(requests)))
+        yield resolved
+
+
+@settings(max_examples=250, deadline=None)
+@given(uncertain())
+def test_a_verdict_holds_however_the_uncertain_devices_turn_out(
+    problem: tuple[list[ClaimProblem], frozenset[Key]],
+) -> None:
+    """core/dra/verdict.judge: fits, no-room-now and never-fits hold for every resolution of
+    the uncertain candidates (else the node is unchecked)."""
+    claims, in_use = problem
+    verdict, _message, _allocation = judge(claims, in_use, frozenset())
+    if verdict == UNCHECKED or any(_all_constrained(c) for c in claims):
+        return  # unchecked is always allowed; All's order-dependence is tested above
+    for resolved in _resolutions(claims):
+        now, empty = reference(resolved, in_use), reference(resolved, frozenset())
+        if verdict == FITS:
+            assert now
+        elif verdict == NEVER_FITS:
+            assert not empty
+        else:
+            assert verdict == NO_ROOM_NOW and not now and empty
