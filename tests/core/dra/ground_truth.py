@@ -9,10 +9,9 @@ from typing import Any
 
 import yaml
 
-from core.dra.evaluate import evaluate_node, read_inventory
-from core.dra.extended import node_claims
+from core.dra.cluster import evaluate_cluster
+from core.dra.evaluate import read_inventory
 from core.dra.pools import NodeRef
-from core.dra.verdict import FITS, NEVER_FITS
 from tests.paths import ROOT
 
 CASES_FILE = ROOT / "tests" / "fixtures" / "dra" / "cases.yaml"
@@ -194,15 +193,9 @@ def load_cases() -> list[Case]:
 
 
 def numagate_verdict(case: Case) -> str:
-    """fits when a node of the case fits, impossible when every node never fits, else the
-    per-node verdicts joined (a disagreement the test reports)."""
+    """core/dra's cluster verdict over the case's nodes (fits or impossible expected)."""
     inv = read_inventory(case.objects)
-    verdicts = set()
-    for n in case.nodes:
-        node = NodeRef(n["metadata"]["name"], n["metadata"]["labels"])  # no extended allocatable
-        verdicts.add(evaluate_node(node_claims(case.pod, inv, node), node, inv).verdict)
-    if FITS in verdicts:
-        return "fits"
-    if verdicts == {NEVER_FITS}:
-        return "impossible"
-    return ",".join(sorted(verdicts))
+    # kwok nodes advertise no extended resource: DRA serves them
+    nodes = [NodeRef(n["metadata"]["name"], n["metadata"]["labels"]) for n in case.nodes]
+    result = evaluate_cluster(case.pod, nodes, inv)
+    return "no DRA claim" if result is None else result.verdict
