@@ -175,3 +175,19 @@ def test_a_failing_library_call_is_unknown_and_prints_nothing(
     assert matches('semver("1.0") == semver("1.0")', D, device) is None  # not strict semver
     out, err = capfd.readouterr()
     assert (out, err) == ("", "")
+
+
+def test_programs_compiled_in_one_thread_run_in_another() -> None:
+    """The webhook evaluates off the event loop: a cached program must work in any thread."""
+    import threading
+
+    expression = f'device.attributes["{D}"].model == "a100"'
+    device = _device({"model": "a100"}, {})
+    assert compiled(expression) is not None
+    results: list[object] = []
+    thread = threading.Thread(
+        target=lambda: results.append(matches(expression, D, _device({"model": "t4"}, {})))
+    )
+    thread.start()
+    thread.join()
+    assert results == [False] and matches(expression, D, device) is True
