@@ -70,6 +70,8 @@ setup(
         "PyYAML>=6,<7",
         "orjson>=3.9,<4",
         "prometheus-client>=0.20,<1",
+        # CEL device selectors of DRA (core/dra/selectors.py, docs/dra.md)
+        "common-expression-language>=0.10,<0.11",
     ],
     extras_require={
         "test": [
