@@ -118,8 +118,7 @@ def _run(step: str, cmd: list[str], cwd: Path, env: dict[str, str]) -> None:
     if proc.returncode != 0:
         tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-30:])
         raise BuildError(
-            f"step {step!r} failed (exit {proc.returncode}): {' '.join(cmd)}\n"
-            f"in {cwd}\n{tail}"
+            f"step {step!r} failed (exit {proc.returncode}): {' '.join(cmd)}\nin {cwd}\n{tail}"
         )
     print(f"[e2e build] {step}: {time.monotonic() - started:.0f} s", file=sys.stderr, flush=True)
 
@@ -146,7 +145,16 @@ def build() -> Path:
         partial = target / f".{binary.name}.partial"
         _run(
             f"build {binary.name}",
-            [go, "build", "-trimpath", "-ldflags", binary.ldflags, "-o", str(partial), binary.package],
+            [
+                go,
+                "build",
+                "-trimpath",
+                "-ldflags",
+                binary.ldflags,
+                "-o",
+                str(partial),
+                binary.package,
+            ],
             TOOLCHAIN / binary.module,
             env,
         )
