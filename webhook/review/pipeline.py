@@ -219,7 +219,7 @@ async def _respond(
         result = HttpAnswer(200, JSON, known.entry.body(request.uid), outcome.allowed, outcome.code)
         found = "hit"
     else:
-        request = parse_review(raw)
+        request = parse_review(raw, config.limits.review_values)
         seen.uid, seen.operation = request.uid, request.operation
         deadline = deadline_for(config, start, timeout)
         outcome, result, entry, found = await _decide_parsed(
