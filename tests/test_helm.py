@@ -268,6 +268,11 @@ def test_disabled_objects_are_left_out() -> None:
         ({"certificates": {"mode": "vault"}}, helm.HelmValuesError, "/certificates/mode"),
         ({"config": {"shutdown": {"delaySeconds": 1}}}, helm.HelmValuesError, "shutdown"),
         ({"replica": 3}, helm.HelmValuesError, "replica"),
+        (
+            {"policies": {"enabled": True}, "config": {"limits": {"valueChars": 2048}}},
+            helm.HelmRenderError,
+            "config.limits.valueChars 2048",
+        ),
     ],
 )
 def test_bad_values_fail_naming_the_value(values: dict, error: type, fragment: str) -> None:

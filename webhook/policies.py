@@ -90,7 +90,7 @@ def _template_validation(rule: Rule, limit: int) -> dict[str, Any]:
     return {
         "expression": f"!({present}) || {_ok(rule, value, limit)}",
         "messageExpression": _message(rule, path, value, limit),
-        "reason": "Invalid",
+        "reason": "Forbidden",  # the webhook denies with 403 Forbidden
     }
 
 
@@ -127,7 +127,7 @@ def _task_validation(rule: Rule, limit: int) -> dict[str, Any]:
     return {
         "expression": f"size({bad}) == 0",
         "messageExpression": _message(rule, cel_string(path), first_value, limit),
-        "reason": "Invalid",
+        "reason": "Forbidden",  # the webhook denies with 403 Forbidden
     }
 
 

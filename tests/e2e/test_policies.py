@@ -19,6 +19,7 @@ import pytest
 import yaml
 
 from tests.policies.table import CASES, Case, pod
+from tests.policies.test_agreement import policy_failures
 from webhook.cli.policies import dump_yaml
 from webhook.config import parse_config
 from webhook.policies import policies
@@ -55,7 +56,8 @@ VOLCANO_CRD: dict[str, Any] = {
     },
 }
 PROBE = pod("policy-probe", {"volcano.sh/numa-topology-policy": "bogus"})
-_DENIED = re.compile(r"(?P<path>[\w.\[\]*/-]+): .*?\(rule (?P<code>[a-z-]+)\)")
+# a failure as the policy words it: "<field path>: <message> (rule <code>)"
+_DENIED = re.compile(r"(?P<path>(?:metadata|spec)\.[\w.\[\]*/-]+): .*?\(rule (?P<code>[a-z-]+)\)")
 
 
 def _yaml(*objs: dict[str, Any]) -> str:
@@ -91,6 +93,8 @@ def _reported(text: str) -> set[tuple[str, str]]:
 @pytest.fixture(scope="module")
 def with_policies(control_plane: ControlPlane) -> ControlPlane:
     cp = control_plane
+    for namespace in ("default", "kube-system"):  # pods need it; no controller-manager here
+        cp.kubectl("create", "serviceaccount", "default", "-n", namespace, check=False)
     cp.kubectl("apply", "-f", "-", input=_yaml(VOLCANO_CRD))
     cp.kubectl("wait", "--for=condition=Established", "crd/jobs.batch.volcano.sh")
     # the old objects of the UPDATE cases exist before any policy could refuse them
@@ -115,10 +119,14 @@ def test_the_apiserver_denies_where_the_webhook_rules_say(
         return
     assert result.returncode != 0, result.stdout
     assert "ValidatingAdmissionPolicy" in result.stderr, result.stderr
+    assert "is forbidden" in result.stderr, result.stderr  # 403, as the webhook denies
     reported = _reported(result.stderr)
     assert reported, result.stderr
-    # every failure the apiserver names is one the webhook names (it may stop at the first)
+    # every failure the apiserver names is one the webhook names (it names the first)
     assert reported <= set(case.expect), result.stderr
+    # word for word what celpy evaluated the messageExpression to (the agreement test)
+    said = result.stderr.split("denied request: ", 1)[1].strip()
+    assert said in {f"{p}: {t} (rule {c})" for p, c, t in policy_failures(case, {})}, said
 
 
 def test_warn_mode_warns_instead(with_policies: ControlPlane) -> None:
