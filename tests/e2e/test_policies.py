@@ -18,8 +18,8 @@ from typing import Any, Protocol
 import pytest
 import yaml
 
+from tests.policies.compare import policy_failures
 from tests.policies.table import CASES, Case, pod
-from tests.policies.test_agreement import policy_failures
 from webhook.cli.policies import dump_yaml
 from webhook.config import parse_config
 from webhook.policies import policies
