@@ -11,7 +11,7 @@ whitespace, case, and ``[\\s_.-]`` separators anywhere, with Python's ``str.issp
 rewrite is accepted and only a value it cannot read is refused. Values longer than
 ``limits.VALUE_CHARS`` are refused by both (the webhook's ``too-large``).
 
-Rules that stay in the webhook, and why, are in :data:`WEBHOOK_ONLY`.
+Rules that stay in the webhook, and why, are in the README ("Which rule lives where").
 """
 
 from __future__ import annotations
@@ -235,31 +235,4 @@ HAMI_GPU: Final = "hami-gpu-policy"
 HAMI_NUMA_BIND: Final = "hami-numa-bind"
 VOLCANO_TASK: Final = "volcano-task-policy"
 
-# Stateless checks that stay in the webhook, each with why (the README's table).
-WEBHOOK_ONLY: Final[tuple[tuple[str, str, str], ...]] = (
-    (
-        "Koordinator numa-topology-spec / resource-spec",
-        "unknown-policy, unknown-value, invalid-json, invalid-value",
-        "the value is JSON: Kubernetes' CEL has no JSON decoding function, and JSON (nested, "
-        "escaped, with the comments and trailing commas numagate repairs) is not a regular "
-        "language, so no RE2 pattern reads it",
-    ),
-    (
-        "Volcano annotation vs task topologyPolicy",
-        "conflicting-policies",
-        "compares the annotation's normalized spelling with the task's; kept in one place",
-    ),
-    (
-        "HAMi percentage resources, Volcano Job integer CPUs",
-        "out-of-range, fractional-cpu",
-        "quantities ('1500m', '0.5k'): Kubernetes' CEL quantity() could, the CEL library "
-        "of the agreement test has no quantity type, so the rule would go untested",
-    ),
-    (
-        "limits over the annotation size, containers, affinity...",
-        "too-large",
-        "sizes of the whole object, bounded by numagate's own limits",
-    ),
-)
-
-__all__ = ["RULES", "VALUE_CHARS", "WEBHOOK_ONLY", "Rule", "rule"]
+__all__ = ["RULES", "VALUE_CHARS", "Rule", "rule"]

@@ -83,3 +83,16 @@ def test_examples(name: str, value: str, accepted: bool) -> None:
 
 def test_char_class_writes_runs_as_ranges() -> None:
     assert char_class("abcx\u00a0\u3000") == "[a-cx\\xa0\\x{3000}]"
+
+
+def test_the_readme_lists_every_rule_in_both_homes() -> None:
+    """README "Which rule lives where": a row per rule of the table, webhook and policy."""
+    from tests.paths import ROOT
+
+    text = (ROOT / "README.md").read_text()
+    section = text.split("### Which rule lives where", 1)[1].split("\n## ", 1)[0]
+    for r in RULES:
+        shown = "`tasks[].topologyPolicy`" if r.where == "task" else f"`{r.key}`"
+        rows = [line for line in section.splitlines() if shown in line]
+        assert rows, f"{r.name}: no row in the README"
+        assert any(line.endswith(f"`{r.code}` | yes | yes |") for line in rows), rows
