@@ -81,6 +81,9 @@ setup(
             "hypothesis>=6.100",
             "jsonpatch>=1.33",
             "kubernetes-validate>=1.30",
+            # CEL with RE2 (google-re2): evaluates the generated ValidatingAdmissionPolicies
+            # as Kubernetes does (tests/policies; benchmarks/cel_libraries.py).
+            "cel-python>=0.5,<0.6",
             # Helm's Go SDK behind a C ABI: lints and renders the chart offline (tests/test_helm.py).
             "helm-python-sdk>=0.2.2",
             "ruff>=0.5",

@@ -23,8 +23,7 @@ sys.path.insert(0, str(ROOT))
 
 import orjson  # noqa: E402
 
-from tests.fixtures.slow.table import CASES  # noqa: E402
-from tests.fixtures.slow.worst_cases import review  # noqa: E402
+from tests.fixtures.slow.table import CASES, build_review  # noqa: E402
 from webhook.config import load_config  # noqa: E402
 from webhook.inventory.state import InventoryState, load_demo  # noqa: E402
 from webhook.review.pipeline import Runtime, answer  # noqa: E402
@@ -76,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     for case in CASES:
         if only and case.name not in only:
             continue
-        raw = review(case.build())
+        _, raw = build_review(case)
         for webhook in WEBHOOKS:
             cpu, summary = measure(raw, webhook, state, args.repeat)
             ms = cpu * 1000

@@ -48,6 +48,7 @@ CASES: dict[str, dict[str, Any]] = {
     },
     "scoring": {"scoring": {"hami": {"nodeSchedulerPolicy": "spread"}}},
     "prestop": {"preStopSleepSeconds": 5, "shutdown": {"delaySeconds": 5}},
+    "policies": {"policies": {"enabled": True}},
 }
 
 
@@ -267,6 +268,11 @@ def test_disabled_objects_are_left_out() -> None:
         ({"certificates": {"mode": "vault"}}, helm.HelmValuesError, "/certificates/mode"),
         ({"config": {"shutdown": {"delaySeconds": 1}}}, helm.HelmValuesError, "shutdown"),
         ({"replica": 3}, helm.HelmValuesError, "replica"),
+        (
+            {"policies": {"enabled": True}, "config": {"limits": {"valueChars": 2048}}},
+            helm.HelmRenderError,
+            "config.limits.valueChars 2048",
+        ),
     ],
 )
 def test_bad_values_fail_naming_the_value(values: dict, error: type, fragment: str) -> None:
@@ -333,8 +339,42 @@ def test_values_schema_accepts_the_defaults_and_names_every_value() -> None:
 def test_chart_files_are_the_kustomize_component_files() -> None:
     """One copy of the alerts and the dashboard: the chart's files are links to the
     component's, so the two installs cannot drift."""
-    component = MANIFESTS / "components" / "observability"
-    for name in ("prometheusrule.yaml", "dashboard.json"):
+    for component, name in (
+        ("observability", "prometheusrule.yaml"),
+        ("observability", "dashboard.json"),
+        ("policies", "policies.yaml"),
+    ):
         link = CHART / "files" / name
         assert link.is_symlink(), link
-        assert link.resolve() == (component / name).resolve()
+        assert link.resolve() == (MANIFESTS / "components" / component / name).resolve()
+
+
+def test_policies_follow_the_values() -> None:
+    """policies.enabled: the component's policies, scoped by the release namespace and
+    the namespaces values, with the actions of config.modes.annotations."""
+    assert not [o for o in rendered_case("defaults") if "AdmissionPolicy" in o["kind"]]
+    values = {
+        "policies": {"enabled": True},
+        "namespaces": {"excluded": ["infra"], "ignoreLabel": "x/skip"},
+        "config": {"modes": {"annotations": "warn"}},
+    }
+    objs = render_chart(values, name="gate", namespace="gate-system")
+    key = lambda o: (o["kind"], o["metadata"]["name"])  # noqa: E731
+    chart = sorted((o for o in objs if "AdmissionPolicy" in o["kind"]), key=key)
+    component = sorted(rendered("components/policies"), key=key)
+    assert [(o["kind"], o["metadata"]["name"]) for o in chart] == [
+        (o["kind"], o["metadata"]["name"]) for o in component
+    ]
+    for ours, theirs in zip(chart, component, strict=True):
+        assert ours["metadata"]["labels"]["app.kubernetes.io/instance"] == "gate"
+        if ours["kind"] == "ValidatingAdmissionPolicyBinding":
+            assert ours["spec"]["validationActions"] == ["Warn"]
+            continue
+        constraints = ours["spec"]["matchConstraints"]
+        names, label = constraints["namespaceSelector"]["matchExpressions"]
+        assert names["values"] == ["gate-system", "infra"]
+        assert label == {"key": "x/skip", "operator": "NotIn", "values": ["true"]}
+        assert constraints["objectSelector"]["matchExpressions"] == [label]
+        # the rules themselves are the generated ones, unchanged
+        assert ours["spec"]["validations"] == theirs["spec"]["validations"]
+        assert ours["spec"]["variables"] == theirs["spec"]["variables"]

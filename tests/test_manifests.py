@@ -474,3 +474,22 @@ def test_dockerfile_copies_files_that_exist_and_dockerignore_keeps_them() -> Non
     assert packages is not None
     for package in re.findall(r'"([^"*]+)\*?"', packages.group(1)):
         assert f"{package}/" in copied, f"package {package} not copied"
+
+
+@pytest.mark.parametrize("version", K8S_VERSIONS)
+def test_policies_component_renders_and_validates(tmp_path: Path, version: str) -> None:
+    """components/policies adds the two ValidatingAdmissionPolicies and their bindings
+    (cluster-scoped: no namespace) to an install, all valid for Kubernetes 1.30 on."""
+    objs = with_components(tmp_path, "overlays/self-signed", "policies")
+    for obj in objs:
+        kubernetes_validate.validate(obj, version, strict=True)
+    added = sorted(
+        (o["kind"], o["metadata"]["name"]) for o in objs if "AdmissionPolicy" in o["kind"]
+    )
+    assert added == [
+        ("ValidatingAdmissionPolicy", "numagate-templates"),
+        ("ValidatingAdmissionPolicy", "numagate-volcano-jobs"),
+        ("ValidatingAdmissionPolicyBinding", "numagate-templates"),
+        ("ValidatingAdmissionPolicyBinding", "numagate-volcano-jobs"),
+    ]
+    assert all("namespace" not in o["metadata"] for o in objs if "AdmissionPolicy" in o["kind"])

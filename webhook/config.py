@@ -28,6 +28,7 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 from referencing import Registry, Resource
 
+from core.intent import limits as core_limits
 from core.scoring.args import ScoringArgs, parse_scoring_args
 from webhook.logs import get_logger
 
@@ -124,6 +125,48 @@ class Shutdown(_Model):
     grace_period_seconds: float = Field(15.0, gt=0, strict=True)
 
 
+class Limits(_Model):
+    """What one review reads at most (core.intent.limits; README "Bounded work"): today's
+    values are the defaults. Past ``reviewValues`` commas a review is not decoded and is
+    allowed unchecked with a warning; past the others the field gets a ``too-large``
+    finding. Raising them raises the worst review's CPU (benchmarks/worst_case.py)."""
+
+    review_values: StrictInt = Field(40_000, ge=1_000)
+    annotations_bytes: StrictInt = Field(core_limits.ANNOTATIONS_BYTES, ge=1)
+    value_chars: StrictInt = Field(core_limits.VALUE_CHARS, ge=64)
+    json_values: StrictInt = Field(core_limits.JSON_VALUES, ge=8)
+    json_depth: StrictInt = Field(core_limits.JSON_DEPTH, ge=2)
+    repair_chars: StrictInt = Field(core_limits.REPAIR_CHARS, ge=0)
+    suggestions: StrictInt = Field(core_limits.SUGGESTIONS, ge=0)
+    containers: StrictInt = Field(core_limits.CONTAINERS, ge=1)
+    resources: StrictInt = Field(core_limits.RESOURCES, ge=1)
+    affinity_terms: StrictInt = Field(core_limits.TERMS, ge=1)
+    affinity_requirements: StrictInt = Field(core_limits.REQUIREMENTS, ge=1)
+    affinity_values: StrictInt = Field(core_limits.VALUES, ge=1)
+    node_selector_labels: StrictInt = Field(core_limits.SELECTOR_LABELS, ge=1)
+    templates: StrictInt = Field(core_limits.TEMPLATES, ge=1)
+    findings: StrictInt = Field(core_limits.FINDINGS, ge=1)
+
+    def core(self) -> core_limits.Limits:
+        """The same values as core.intent.limits.Limits (what read_intent takes)."""
+        return core_limits.Limits(
+            annotations_bytes=self.annotations_bytes,
+            value_chars=self.value_chars,
+            json_values=self.json_values,
+            json_depth=self.json_depth,
+            repair_chars=self.repair_chars,
+            suggestions=self.suggestions,
+            containers=self.containers,
+            resources=self.resources,
+            terms=self.affinity_terms,
+            requirements=self.affinity_requirements,
+            values=self.affinity_values,
+            selector_labels=self.node_selector_labels,
+            templates=self.templates,
+            findings=self.findings,
+        )
+
+
 class Certificates(_Model):
     # controller-runtime's certwatcher polls every 10 s (defaultWatchInterval).
     reload_interval_seconds: float = Field(10.0, gt=0, strict=True)
@@ -152,11 +195,13 @@ class Config(_Model):
     decision_cache: DecisionCacheSettings = Field(default_factory=DecisionCacheSettings)
     shutdown: Shutdown = Field(default_factory=Shutdown)
     certificates: Certificates = Field(default_factory=Certificates)
+    limits: Limits = Field(default_factory=Limits)
     reload_interval_seconds: float = Field(5.0, gt=0, strict=True)
     # The scheduler's own scoring settings, as the scheduler takes them
     # (schemas/scheduler-args.schema.json): `explain` ranks the `fits` nodes with them.
     scoring: dict[str, Any] | None = None
     _scoring_args: ScoringArgs | None = PrivateAttr(default=None)
+    _core_limits: core_limits.Limits = PrivateAttr(default=core_limits.DEFAULT)
 
     @field_validator("scoring")
     @classmethod
@@ -170,6 +215,12 @@ class Config(_Model):
     def model_post_init(self, context: Any, /) -> None:
         if self.scoring is not None:
             self._scoring_args = parse_scoring_args(self.scoring)[0]
+        self._core_limits = self.limits.core()
+
+    @property
+    def core_limits(self) -> core_limits.Limits:
+        """``limits`` as core.intent.limits.Limits (built once per configuration)."""
+        return self._core_limits
 
     @property
     def scoring_args(self) -> ScoringArgs | None:

@@ -95,6 +95,12 @@ class WebhookMetrics:
             "Checks that failed, by check and enforcement mode (dryrun ones are only counted).",
             ("check", "mode"),
         )
+        self.unchecked = f.counter(
+            "numagate_admission_unchecked_total",
+            "Reviews allowed without being checked, by webhook and reason (review-values: the"
+            " body holds more JSON values than limits.reviewValues; it is not decoded).",
+            ("webhook", "reason"),
+        )
         self.errors = f.counter(
             "numagate_admission_errors_total",
             "Unexpected errors while answering (mutate fails open, validate answers 500).",

@@ -16,10 +16,10 @@ from core.intent.limits import clip, clip_repr
 from core.model import is_map
 
 
-def _total_bytes(raw: Mapping[Any, Any]) -> int:
+def _total_bytes(raw: Mapping[Any, Any], cap: int) -> int:
     """Keys and values in UTF-8 bytes, as the API server counts them; past the limit only
     a lower bound (C-level sums: a map may hold hundreds of thousands of entries)."""
-    if len(raw) > limits.ANNOTATIONS_BYTES:
+    if len(raw) > cap:
         return len(raw)  # every key is at least one byte
     try:
         keys, values = "".join(raw), "".join(raw.values())
@@ -27,7 +27,7 @@ def _total_bytes(raw: Mapping[Any, Any]) -> int:
         keys = "".join(str(k) for k in raw)
         values = "".join(v if isinstance(v, str) else "." * _sized(v) for v in raw.values())
     chars = len(keys) + len(values)
-    if chars > limits.ANNOTATIONS_BYTES or chars * 4 <= limits.ANNOTATIONS_BYTES:
+    if chars > cap or chars * 4 <= cap:
         return chars
     return len(keys.encode()) + len(values.encode())
 
@@ -71,14 +71,18 @@ def string_annotations(meta: Mapping[str, Any], ctx: Ctx) -> dict[str, str] | No
             f"metadata.annotations must be a map of strings, got {type(raw).__name__}",
         )
         return {}
-    size = _total_bytes(raw)
-    if size > limits.ANNOTATIONS_BYTES:
+    cap = ctx.limits.annotations_bytes
+    size = _total_bytes(raw, cap)
+    if size > cap:
         found = f"{'over ' if size == len(raw) else ''}{size:,} bytes"
+        whose = (
+            f"the API server's limit of {cap:,} (256 KiB; it rejects the pod)"
+            if cap == limits.ANNOTATIONS_BYTES
+            else f"numagate's limit of {cap:,}"
+        )
         ctx.too_large(
             ctx.path("metadata.annotations"),
-            f"metadata.annotations: {found}, over the API server's limit of "
-            f"{limits.ANNOTATIONS_BYTES:,} (256 KiB; it rejects the pod); none read. "
-            f"{_largest(raw)}",
+            f"metadata.annotations: {found}, over {whose}; none read. {_largest(raw)}",
         )
         return None
     out: dict[str, str] = {}
@@ -114,24 +118,24 @@ class JsonDoc:
             annotations[self.key] = dump_compact(self.doc)
 
 
-def _deep(key: str, found: str) -> str:
-    return limits.over(key, f"nested {found} levels", limits.JSON_DEPTH, "; left as written")
+def _deep(key: str, found: str, depth: int) -> str:
+    return limits.over(key, f"nested {found} levels", depth, "; left as written")
 
 
-def _over_limits(key: str, doc: Any) -> str | None:
+def _over_limits(key: str, doc: Any, caps: limits.Limits) -> str | None:
     """Why ``doc`` is over the JSON limits, or None. Stops at the first excess, so it
-    visits at most ``limits.JSON_VALUES`` values."""
+    visits at most ``caps.json_values`` values."""
     count = 0
     stack: list[tuple[Any, int]] = [(doc, 1)]
     while stack:
         node, depth = stack.pop()
-        if depth > limits.JSON_DEPTH:
-            return _deep(key, f"{depth}+")
+        if depth > caps.json_depth:
+            return _deep(key, f"{depth}+", caps.json_depth)
         children: Any = node.values() if isinstance(node, dict) else node
         count += len(children)
-        if count > limits.JSON_VALUES:
+        if count > caps.json_values:
             found = f"{count:,}{'+' if stack else ''} JSON values"
-            return limits.over(key, found, limits.JSON_VALUES, "; left as written")
+            return limits.over(key, found, caps.json_values, "; left as written")
         stack.extend((c, depth + 1) for c in children if isinstance(c, dict | list))
     return None
 
@@ -140,9 +144,9 @@ def load_json(key: str, annotations: dict[str, str], ctx: Ctx) -> JsonDoc:
     if key not in annotations:
         return JsonDoc(key, None)
     text = annotations[key]
-    parsed = parse_lenient(text)
+    parsed = parse_lenient(text, ctx.limits.repair_chars)
     if parsed.error == NESTED_TOO_DEEPLY:
-        ctx.too_large(ctx.ann(key), _deep(key, "1,000+"), key)
+        ctx.too_large(ctx.ann(key), _deep(key, "1,000+", ctx.limits.json_depth), key)
         return JsonDoc(key, None, over_limit=True)
     if not parsed.ok:
         ctx.add(
@@ -165,7 +169,7 @@ def load_json(key: str, annotations: dict[str, str], ctx: Ctx) -> JsonDoc:
             f"{text.strip()[:40]!r}",
         )
         return JsonDoc(key, None)
-    over = _over_limits(key, parsed.value)
+    over = _over_limits(key, parsed.value, ctx.limits)
     if over is not None:
         ctx.too_large(ctx.ann(key), over, key)
         return JsonDoc(key, None, over_limit=True)
@@ -259,10 +263,11 @@ def normalize_field(
 
 
 def short_value(key: str, value: str, path: str, ctx: Ctx) -> bool:
-    """Whether a plain-string policy value is within ``limits.VALUE_CHARS`` (reported
+    """Whether a plain-string policy value is within ``limits.value_chars`` (reported
     when not: it is then neither read nor rewritten)."""
-    if len(value) <= limits.VALUE_CHARS:
+    cap = ctx.limits.value_chars
+    if len(value) <= cap:
         return True
     found = f"{len(value):,} characters"
-    ctx.too_large(path, limits.over(key, found, limits.VALUE_CHARS, "; left as written"), key)
+    ctx.too_large(path, limits.over(key, found, cap, "; left as written"), key)
     return False

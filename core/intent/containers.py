@@ -11,7 +11,7 @@ from core.errors import InvalidInput
 from core.intent import dialects as d
 from core.intent.findings import Ctx
 from core.intent.hami import hami_ranges
-from core.intent.limits import CONTAINERS, RESOURCES, clip, over
+from core.intent.limits import DEFAULT, clip, over
 from core.model import (
     ContainerDemand,
     is_map,
@@ -37,10 +37,10 @@ class RawContainer:
 @dataclass(slots=True)
 class _Scan:
     """What one walk over the containers has seen: resource names, and the entries left
-    before ``RESOURCES`` (None once over it: the walk stops)."""
+    before ``limits.resources`` (None once over it: the walk stops)."""
 
     names: set[str]
-    left: int | None = RESOURCES
+    left: int | None
 
 
 def _quantities(res: Any, field_name: str, cpath: str, ctx: Ctx, scan: _Scan) -> dict[str, int]:
@@ -58,11 +58,11 @@ def _quantities(res: Any, field_name: str, cpath: str, ctx: Ctx, scan: _Scan) ->
         return out
     scan.left -= len(res)
     if scan.left < 0:
-        found = f"{RESOURCES - scan.left:,} requests and limits in the pod so far"
+        cap = ctx.limits.resources
+        found = f"{cap - scan.left:,} requests and limits in the pod so far"
         scan.left = None
         ctx.too_large(
-            f"{cpath}.resources.{field_name}",
-            over(f"resources.{field_name}", found, RESOURCES),
+            f"{cpath}.resources.{field_name}", over(f"resources.{field_name}", found, cap)
         )
         return out
     for name, value in res.items():
@@ -102,7 +102,9 @@ def _container(
 
 def container_lists(spec: Mapping[str, Any], ctx: Ctx | None) -> Iterator[tuple[str, list[Any]]]:
     """(name, items) of spec.initContainers and spec.containers that are lists of at most
-    ``CONTAINERS`` entries; the others are reported (when ``ctx`` is given) and skipped."""
+    ``limits.containers`` entries; the others are reported (when ``ctx`` is given) and
+    skipped."""
+    cap = DEFAULT.containers if ctx is None else ctx.limits.containers
     for list_name in ("initContainers", "containers"):
         items = spec.get(list_name)
         if items is None:
@@ -116,12 +118,10 @@ def container_lists(spec: Mapping[str, Any], ctx: Ctx | None) -> Iterator[tuple[
                     f"spec.{list_name} must be a list",
                 )
             continue
-        if len(items) > CONTAINERS:
+        if len(items) > cap:
             if ctx is not None:
                 found = f"{len(items):,} containers"
-                ctx.too_large(
-                    ctx.path(f"spec.{list_name}"), over(f"spec.{list_name}", found, CONTAINERS)
-                )
+                ctx.too_large(ctx.path(f"spec.{list_name}"), over(f"spec.{list_name}", found, cap))
             continue
         yield list_name, items
 
@@ -131,7 +131,7 @@ def scan_containers(spec: Mapping[str, Any], ctx: Ctx) -> tuple[list[RawContaine
     (as written, even if its value is bad). The HAMi range checks walk them again only
     when a HAMi percentage resource was named; their findings come after the others."""
     out: list[RawContainer] = []
-    scan = _Scan(set())
+    scan = _Scan(set(), ctx.limits.resources)
     for list_name, items in container_lists(spec, ctx):
         init = list_name == "initContainers"
         for i, c in enumerate(items):
@@ -141,8 +141,16 @@ def scan_containers(spec: Mapping[str, Any], ctx: Ctx) -> tuple[list[RawContaine
                 continue
             out.append(_container(c, i, init, cpath, ctx, scan))
     if not _HAMI_PERCENT.isdisjoint(scan.names):
-        hami_ranges(container_lists(spec, None), ctx)
+        hami_ranges(_lists_again(spec, ctx.limits.containers), ctx)
     return out, scan.names
+
+
+def _lists_again(spec: Mapping[str, Any], cap: int) -> Iterator[tuple[str, list[Any]]]:
+    """The container lists scan_containers read (reported once already)."""
+    for list_name in ("initContainers", "containers"):
+        items = spec.get(list_name)
+        if isinstance(items, list) and len(items) <= cap:
+            yield list_name, items
 
 
 _NO_NAME = object()

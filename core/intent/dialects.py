@@ -274,9 +274,12 @@ def allowed_list(allowed: Sequence[str]) -> str:
 def describe_unknown(m: ValueMatch, allowed: Sequence[str]) -> str:
     """``'Sngle' is not allowed (allowed: ...); did you mean SingleNUMANode?``"""
     text = f"{clip_repr(m.raw)} is not an allowed value (allowed: {allowed_list(allowed)})"
-    if m.suggestion is not None:
-        text += f"; did you mean {m.suggestion}?"
-    return text
+    return text + suggestion_tail(m)
+
+
+def suggestion_tail(m: ValueMatch) -> str:
+    """``; did you mean X?`` when there is a suggestion (difflib: the webhook only)."""
+    return "" if m.suggestion is None else f"; did you mean {m.suggestion}?"
 
 
 def describe_change(m: ValueMatch, owner: str) -> str:

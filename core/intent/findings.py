@@ -40,14 +40,19 @@ _RANK: Final[dict[str, int]] = {"info": 0, "warning": 1, "error": 2}
 @dataclass(slots=True)
 class Ctx:
     """The findings of one pod template: each reported once (a repeated round of the
-    Koordinator reader finds the same again), at most ``limits.FINDINGS`` of them."""
+    Koordinator reader finds the same again), at most ``limits.findings`` of them."""
 
     prefix: str
     found: dict[Finding, None] = field(default_factory=dict)
     dropped: int = 0
     dropped_severity: Severity = "info"
-    suggestions: int = limits.SUGGESTIONS
     unread: set[str] = field(default_factory=set)  # annotations over a limit: left as written
+    limits: limits.Limits = limits.DEFAULT
+    suggestions: int = -1  # left to compute: limits.suggestions
+
+    def __post_init__(self) -> None:
+        if self.suggestions < 0:
+            self.suggestions = self.limits.suggestions
 
     def path(self, rel: str) -> str:
         return f"{self.prefix}.{rel}" if self.prefix else rel
@@ -59,7 +64,7 @@ class Ctx:
         finding = Finding(path, severity, code, message)
         if finding in self.found:
             return
-        if len(self.found) < limits.FINDINGS:
+        if len(self.found) < self.limits.findings:
             self.found[finding] = None
             return
         self.dropped += 1
@@ -73,7 +78,7 @@ class Ctx:
         self.add(path, "error", "too-large", message)
 
     def suggest(self, raw: str, allowed: tuple[str, ...]) -> str | None:
-        """``dialects.suggest`` (difflib) for at most ``limits.SUGGESTIONS`` fields."""
+        """``dialects.suggest`` (difflib) for at most ``limits.suggestions`` fields."""
         if self.suggestions <= 0:
             return None
         self.suggestions -= 1
@@ -87,7 +92,7 @@ class Ctx:
             self.prefix,
             self.dropped_severity,
             "too-large",
-            f"{self.dropped:,} more findings not shown (numagate's limit: {limits.FINDINGS} "
+            f"{self.dropped:,} more findings not shown (numagate's limit: {self.limits.findings} "
             "per pod template)",
         )
         return (*out, more)

@@ -10,6 +10,7 @@ from core.intent import dialects as d
 from core.intent.annotations import short_value
 from core.intent.findings import Ctx, change_code
 from core.intent.limits import clip, clip_repr
+from core.intent.rules import HAMI_GPU, HAMI_NODE, HAMI_NUMA_BIND, rule
 from core.model import (
     is_map,
 )
@@ -41,8 +42,7 @@ def _node_policy(annotations: dict[str, str], ctx: Ctx) -> str | None:
             ctx.ann(d.HAMI_NODE_POLICY),
             "error",
             "unknown-value",
-            f"HAMi node policy {d.describe_unknown(m, d.HAMI_NODE_POLICIES)} (HAMi "
-            "silently treats it as binpack, #2767)",
+            rule(HAMI_NODE).unknown(clip_repr(m.raw), d.suggestion_tail(m)),
         )
         return None
     if m.changed:
@@ -61,14 +61,10 @@ def _gpu_policy(annotations: dict[str, str], ctx: Ctx) -> tuple[str, ...]:
     c = d.match_hami_gpu_policy(raw)
     if c.value is None:
         bad = c.unknown[0]
-        text = d.describe_unknown(bad, d.HAMI_GPU_POLICIES)
-        ctx.add(
-            ctx.ann(d.HAMI_GPU_POLICY),
-            "error",
-            "unknown-value",
-            f"HAMi GPU policy {clip_repr(raw)}: token {text}; a chain is comma-separated, e.g. "
-            "binpack,numa (HAMi silently treats unknown values as spread, #2767)",
+        text = rule(HAMI_GPU).unknown(
+            clip_repr(raw), d.suggestion_tail(bad), f"token {clip_repr(bad.raw)}"
         )
+        ctx.add(ctx.ann(d.HAMI_GPU_POLICY), "error", "unknown-value", text)
         return ()
     if c.changed:
         annotations[d.HAMI_GPU_POLICY] = c.value
@@ -91,8 +87,7 @@ def _numa_bind(annotations: dict[str, str], ctx: Ctx) -> None:
             path,
             "error",
             "unknown-value",
-            f"{d.HAMI_NUMA_BIND} {d.describe_unknown(m, ('true', 'false'))} (HAMi reads it "
-            "with Go's strconv.ParseBool and silently treats anything else as false)",
+            rule(HAMI_NUMA_BIND).unknown(clip_repr(m.raw), d.suggestion_tail(m)),
         )
     elif m.changed:
         annotations[d.HAMI_NUMA_BIND] = m.value

@@ -116,12 +116,12 @@ def _describe(exc: ValueError) -> str:
     return str(exc)
 
 
-def parse_lenient(text: str) -> JsonResult:
+def parse_lenient(text: str, repair_chars: int = REPAIR_CHARS) -> JsonResult:
     """Parse ``text`` as JSON; if it fails, try again without comments and trailing commas.
 
     Never raises: an unrepairable text gives ``error`` with the parser's reason (the one for
     the text as written, which is what the user has to fix). Texts longer than
-    ``REPAIR_CHARS`` are not repaired (the repair is a character loop; hand-written
+    ``repair_chars`` are not repaired (the repair is a character loop; hand-written
     annotations are short).
     """
     try:
@@ -130,11 +130,11 @@ def parse_lenient(text: str) -> JsonResult:
         first_error = _describe(exc)
     except RecursionError:
         return JsonResult(None, (), NESTED_TOO_DEEPLY)
-    if len(text) > REPAIR_CHARS:
+    if len(text) > repair_chars:
         return JsonResult(
             None,
             (),
-            f"{first_error}; not repaired: {len(text):,} characters, over {REPAIR_CHARS:,}",
+            f"{first_error}; not repaired: {len(text):,} characters, over {repair_chars:,}",
         )
     cleaned, comments = _strip_comments(text)
     cleaned, commas = _strip_trailing_commas(cleaned)

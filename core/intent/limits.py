@@ -13,6 +13,7 @@ review within budget (benchmarks/worst_case.py).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Final
 
 # All annotations of one object, keys and values, in bytes (TotalAnnotationSizeLimitB).
@@ -40,6 +41,30 @@ SELECTOR_LABELS: Final = 256
 TEMPLATES: Final = 64
 # Findings reported per pod template; the rest are counted in one last finding.
 FINDINGS: Final = 50
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """The limits above as one value, so that the configuration can set them (the
+    webhook's ``limits`` section); each defaults to the constant of the same name."""
+
+    annotations_bytes: int = ANNOTATIONS_BYTES
+    value_chars: int = VALUE_CHARS
+    json_values: int = JSON_VALUES
+    json_depth: int = JSON_DEPTH
+    repair_chars: int = REPAIR_CHARS
+    suggestions: int = SUGGESTIONS
+    containers: int = CONTAINERS
+    resources: int = RESOURCES
+    terms: int = TERMS
+    requirements: int = REQUIREMENTS
+    values: int = VALUES
+    selector_labels: int = SELECTOR_LABELS
+    templates: int = TEMPLATES
+    findings: int = FINDINGS
+
+
+DEFAULT: Final = Limits()
 
 
 def clip(text: str, chars: int = 80) -> str:

@@ -156,7 +156,7 @@ def _intent(
 
 def read_intent(template: PodTemplate) -> IntentResult:
     """Parse, normalize and validate one pod template (see the module docstring)."""
-    ctx = Ctx(template.path)
+    ctx = Ctx(template.path, limits=template.limits)
     raw_annotations = template.metadata.get("annotations")
     original = dict(raw_annotations) if is_map(raw_annotations) else {}
     # Over the API server's size: none is read, and the result keeps them as written.

@@ -5,6 +5,8 @@ from __future__ import annotations
 from core.intent import dialects as d
 from core.intent.annotations import short_value
 from core.intent.findings import Ctx, change_code
+from core.intent.limits import clip_repr
+from core.intent.rules import VOLCANO_POLICY, VOLCANO_TASK, rule
 from core.intent.workloads import PodTemplate
 
 
@@ -16,7 +18,7 @@ def _volcano_value(raw: str, path: str, ctx: Ctx) -> tuple[str | None, str]:
             path,
             "error",
             "unknown-policy",
-            f"Volcano NUMA policy {d.describe_unknown(m, d.VOLCANO_POLICIES)}",
+            rule(VOLCANO_POLICY).unknown(clip_repr(m.raw), d.suggestion_tail(m)),
         )
         return None, raw
     if m.changed:
@@ -42,8 +44,7 @@ def _task_policy(raw: str, path: str, ctx: Ctx) -> str | None:
         path,
         "error",
         "unknown-policy",
-        f"topologyPolicy {d.describe_unknown(unknown, d.VOLCANO_POLICIES)} (the Volcano Job "
-        "CRD enum rejects it)",
+        rule(VOLCANO_TASK).unknown(clip_repr(raw), d.suggestion_tail(unknown)),
     )
     return m.value
 

@@ -7,7 +7,8 @@ per task at ``spec.tasks[i].template``: its ``topologyPolicy`` is what the Volca
 controller copies into each pod's ``volcano.sh/numa-topology-policy`` annotation
 (``job_controller_util.go``), so it is surfaced as that annotation, and its tasks are held to
 Volcano's Job webhook rule (integer CPUs, ``strict_cpu``). Every other object has no
-template and gives ``[]``. At most ``limits.TEMPLATES`` templates are read per object.
+template and gives ``[]``. At most ``limits.templates`` templates are read per object; each
+template carries the limits its reading keeps to (core.intent.limits.Limits).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from core.intent.dialects import VOLCANO_NUMA_POLICY
-from core.intent.limits import TEMPLATES, over
+from core.intent.limits import DEFAULT, Limits, over
 from core.model import Finding, is_map
 
 VOLCANO_JOB_GROUP: Final = "batch.volcano.sh"
@@ -50,6 +51,7 @@ class PodTemplate:
     extra_annotations: Mapping[str, str] = field(default_factory=dict)
     strict_cpu: bool = False
     extra_paths: Mapping[str, str] = field(default_factory=dict)
+    limits: Limits = DEFAULT
 
 
 def _mapping(value: Any) -> Mapping[str, Any]:
@@ -88,7 +90,9 @@ def object_identity(obj: Mapping[str, Any]) -> tuple[str, str, str]:
     )
 
 
-def _template(obj: Mapping[str, Any], path: str, tmpl: Any, **extra: Any) -> PodTemplate:
+def _template(
+    obj: Mapping[str, Any], path: str, tmpl: Any, limits: Limits, **extra: Any
+) -> PodTemplate:
     kind, namespace, name = object_identity(obj)
     t = _mapping(tmpl)
     return PodTemplate(
@@ -98,17 +102,19 @@ def _template(obj: Mapping[str, Any], path: str, tmpl: Any, **extra: Any) -> Pod
         path=path,
         metadata=_mapping(t.get("metadata")),
         spec=_mapping(t.get("spec")),
+        limits=limits,
         **extra,
     )
 
 
-def _volcano_tasks(obj: Mapping[str, Any]) -> list[PodTemplate]:
-    """The tasks' templates; the first ``TEMPLATES`` only (structure_findings reports more)."""
+def _volcano_tasks(obj: Mapping[str, Any], limits: Limits) -> list[PodTemplate]:
+    """The tasks' templates; the first ``limits.templates`` only (structure_findings
+    reports more)."""
     tasks = _dig(obj, ("spec", "tasks"))
     out: list[PodTemplate] = []
     if not isinstance(tasks, list):
         return out
-    for i, task in enumerate(tasks[:TEMPLATES]):
+    for i, task in enumerate(tasks[: limits.templates]):
         task_map = _mapping(task)
         extra: dict[str, str] = {}
         paths: dict[str, str] = {}
@@ -122,6 +128,7 @@ def _volcano_tasks(obj: Mapping[str, Any]) -> list[PodTemplate]:
                 obj,
                 f"spec.tasks[{i}].template",
                 task_map.get("template"),
+                limits,
                 extra_annotations=extra,
                 extra_paths=paths,
                 strict_cpu=True,
@@ -130,22 +137,23 @@ def _volcano_tasks(obj: Mapping[str, Any]) -> list[PodTemplate]:
     return out
 
 
-def pod_templates(obj: Mapping[str, Any]) -> list[PodTemplate]:
+def pod_templates(obj: Mapping[str, Any], limits: Limits = DEFAULT) -> list[PodTemplate]:
     """Every pod template of ``obj`` in document order; ``[]`` for non-workloads."""
     if not is_map(obj):
         return []
     kind = obj.get("kind")
     if kind == "Pod":
-        return [_template(obj, "", {"metadata": obj.get("metadata"), "spec": obj.get("spec")})]
+        pod = {"metadata": obj.get("metadata"), "spec": obj.get("spec")}
+        return [_template(obj, "", pod, limits)]
     if is_volcano_job(obj):
-        return _volcano_tasks(obj)
+        return _volcano_tasks(obj, limits)
     if isinstance(kind, str) and kind in TEMPLATE_PATHS:
         keys = TEMPLATE_PATHS[kind]
-        return [_template(obj, ".".join(keys), _dig(obj, keys))]
+        return [_template(obj, ".".join(keys), _dig(obj, keys), limits)]
     return []
 
 
-def structure_findings(obj: Mapping[str, Any]) -> list[Finding]:
+def structure_findings(obj: Mapping[str, Any], limits: Limits = DEFAULT) -> list[Finding]:
     """Workloads whose pod template is missing or not an object (lint reports them; the API
     server would reject them too)."""
     kind = obj.get("kind")
@@ -159,8 +167,9 @@ def structure_findings(obj: Mapping[str, Any]) -> list[Finding]:
             return [
                 Finding("spec.tasks", "error", "invalid-value", "Volcano Job has no tasks list")
             ]
-        if len(tasks) > TEMPLATES:
-            message = over("spec.tasks", f"{len(tasks):,} tasks", TEMPLATES, " pod templates")
+        if len(tasks) > limits.templates:
+            found = f"{len(tasks):,} tasks"
+            message = over("spec.tasks", found, limits.templates, " pod templates")
             return [Finding("spec.tasks", "error", "too-large", message)]
         return [
             Finding(

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from core.intent.limits import DEFAULT, Limits
 from core.intent.read import read_intent
 from core.intent.workloads import object_identity, pod_templates, structure_findings
 from core.model import Finding, PodIntent
@@ -65,16 +66,19 @@ def _spec_path(template_path: str) -> str:
 
 
 def lint_object(
-    loaded: LoadedObject, feasibility: FeasibilityCheck | None = None
+    loaded: LoadedObject,
+    feasibility: FeasibilityCheck | None = None,
+    limits: Limits = DEFAULT,
 ) -> list[LintFinding]:
-    """Findings for one object, in the order the problems appear, duplicates removed."""
+    """Findings for one object, in the order the problems appear, duplicates removed;
+    ``limits``: the configuration's (the webhook's)."""
     obj = loaded.obj
     label = object_label(obj)
     found: list[Finding] = []
     if not isinstance(obj.get("kind"), str) or not obj.get("kind"):
         found.append(Finding("kind", "warning", "invalid-value", "object has no kind; not checked"))
-    found.extend(structure_findings(obj))
-    for template in pod_templates(obj):
+    found.extend(structure_findings(obj, limits))
+    for template in pod_templates(obj, limits):
         result = read_intent(template)
         found.extend(result.findings)
         if feasibility is not None:

@@ -42,6 +42,7 @@ COMMANDS: dict[str, Command] = {
     "certs": Command("webhook.cli.certs", parsers.add_certs),
     "pending": Command("webhook.cli.pending", parsers.add_pending),
     "test": Command("webhook.cli.test", parsers.add_test),
+    "policies": Command("webhook.cli.policies", parsers.add_policies),
     "completion": Command("webhook.cli.completion", parsers.add_completion),
 }
 

@@ -287,6 +287,30 @@ def add_test(sub: Subparsers) -> None:
     test.add_argument("suites", nargs="+", metavar="SUITE", help="test-suite YAML files")
 
 
+def add_policies(sub: Subparsers) -> None:
+    policies = sub.add_parser(
+        "policies",
+        help="print ValidatingAdmissionPolicies for the checks that need no cluster state",
+        description="Print ValidatingAdmissionPolicy and ValidatingAdmissionPolicyBinding "
+        "objects (admissionregistration.k8s.io/v1, Kubernetes 1.30+) that make the apiserver "
+        "run numagate's stateless checks itself (the Volcano and HAMi policy values, a "
+        "Volcano Job task's topologyPolicy), with the webhook's codes and messages, for when "
+        "the webhook is down or skipped. From --config: the excluded namespaces, the ignore "
+        "label, limits.valueChars, and modes.annotations for validationActions (enforce: "
+        "Deny, warn: Warn, dryrun: Audit). Apply with 'numagate policies | kubectl apply -f "
+        "-'. Rules that stay in the webhook are listed in the README. Exit status: 0 printed, "
+        "2 unusable configuration.",
+    )
+    policies.add_argument("--config", metavar="FILE", help="configuration file (YAML or JSON)")
+    policies.add_argument(
+        "-o",
+        "--output",
+        choices=["yaml", "json"],
+        default="yaml",
+        help="yaml: a multi-document stream; json: a v1 List; default: %(default)s",
+    )
+
+
 def add_completion(sub: Subparsers) -> None:
     completion = sub.add_parser(
         "completion",

@@ -19,6 +19,7 @@ from typing import Any
 import orjson
 
 from core.errors import CoreError
+from core.intent.limits import DEFAULT, Limits
 from core.intent.read import read_intent
 from core.intent.workloads import PodTemplate, pod_templates, structure_findings
 from core.model import PodIntent, is_map
@@ -86,14 +87,14 @@ def _template_key(t: PodTemplate) -> bytes:
     )
 
 
-def changed_templates(request: AdmissionRequest) -> list[PodTemplate]:
+def changed_templates(request: AdmissionRequest, limits: Limits = DEFAULT) -> list[PodTemplate]:
     """Templates to check: all on CREATE, on UPDATE only those whose pod spec or
     annotations changed (scaling a Deployment must not re-run the checks)."""
     assert request.object is not None
-    templates = pod_templates(request.object)
+    templates = pod_templates(request.object, limits)
     if request.operation != "UPDATE" or request.old_object is None:
         return templates
-    before = {_template_key(t) for t in pod_templates(request.old_object)}
+    before = {_template_key(t) for t in pod_templates(request.old_object, limits)}
     return [t for t in templates if _template_key(t) not in before]
 
 
@@ -154,7 +155,7 @@ def _mutate(request: AdmissionRequest, runtime: Runtime, config: Config) -> Outc
     spec = obj.get("spec")
     if not is_map(spec) or not (meta_is_map or meta is None):
         return allowed()  # malformed: JSON pointers into it would not apply; validate denies
-    templates = pod_templates(obj)
+    templates = pod_templates(obj, config.core_limits)
     if not templates:
         return allowed()
     result = read_intent(templates[0])
@@ -233,12 +234,13 @@ async def validate(
         # fields, and schedulers write status annotations on running pods (Koordinator's
         # resource-status): re-checking them could block the scheduler itself.
         return allowed()
-    malformed = [f for f in structure_findings(request.object) if f.severity == "error"]
+    limits = config.core_limits
+    malformed = [f for f in structure_findings(request.object, limits) if f.severity == "error"]
     if malformed:
         message = "; ".join(_finding_message(f.path, f.message, f.code) for f in malformed)
         return denied(message, code=400, reason="BadRequest")
     try:
-        templates = changed_templates(request)
+        templates = changed_templates(request, limits)
     except CoreError as exc:
         return denied(str(exc), code=400, reason="BadRequest")
     checks = _Checks()

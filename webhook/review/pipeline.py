@@ -17,9 +17,22 @@ from webhook.metrics import WebhookMetrics
 from webhook.review.decision_cache import Entry, raw_key, review_key, split_body
 from webhook.review.errors import answer_for_error, reject
 from webhook.review.handlers import HANDLERS, Handler
-from webhook.review.response import JSON, HttpAnswer, Outcome, finalize, review_answer
+from webhook.review.response import (
+    JSON,
+    HttpAnswer,
+    Outcome,
+    allowed,
+    finalize,
+    review_answer,
+)
 from webhook.review.runtime import Runtime
-from webhook.review.wire import AdmissionRequest, RequestError, WebhookName, parse_review
+from webhook.review.wire import (
+    AdmissionRequest,
+    RequestError,
+    TooLargeToCheck,
+    WebhookName,
+    parse_review,
+)
 
 __all__ = ["HANDLERS", "Runtime", "answer", "deadline_for", "decide_review"]
 
@@ -136,6 +149,30 @@ async def _decide_parsed(
     return outcome, result, entry, found
 
 
+def _unchecked(exc: TooLargeToCheck, handler: Handler, runtime: Runtime) -> HttpAnswer:
+    """A review too large to decode within the CPU budget: allowed, unchanged, with a
+    warning saying numagate did not check it, and counted. Kubernetes accepts such objects
+    (a pod of 20,000 environment entries), so an HTTP error here, which the validating
+    webhook's failurePolicy: Fail turns into a denial, would refuse a legitimate pod."""
+    warning = (
+        f"numagate: not checked: the review holds {exc.commas:,} JSON values, over numagate's "
+        f"limit of {exc.limit:,} (limits.reviewValues)"
+    )
+    runtime.metrics.unchecked.inc(webhook=handler.name, reason="review-values")
+    log.warning(
+        "review too large to check: allowed unchecked",
+        extra={
+            "uid": exc.uid,
+            "webhook": handler.name,
+            "operation": exc.operation,
+            "commas": exc.commas,
+            "limit": exc.limit,
+        },
+    )
+    review = finalize(allowed(warnings=(warning,)), exc.uid, mutating=handler.mutating)
+    return review_answer(review, allowed_=True, code=200)
+
+
 def _uid_or_none(raw: bytes) -> str | None:
     try:
         return parse_review(raw).uid
@@ -182,7 +219,7 @@ async def _respond(
         result = HttpAnswer(200, JSON, known.entry.body(request.uid), outcome.allowed, outcome.code)
         found = "hit"
     else:
-        request = parse_review(raw)
+        request = parse_review(raw, config.limits.review_values)
         seen.uid, seen.operation = request.uid, request.operation
         deadline = deadline_for(config, start, timeout)
         outcome, result, entry, found = await _decide_parsed(
@@ -224,6 +261,9 @@ async def answer(
     seen = _Seen()
     try:
         result = await _respond(raw, handler, runtime, seen, timeout, start)
+    except TooLargeToCheck as exc:
+        seen.uid, seen.operation = exc.uid, exc.operation
+        result = _unchecked(exc, handler, runtime)
     except RequestError as exc:
         result = reject(exc, webhook=webhook, log=log)
     except Exception as exc:

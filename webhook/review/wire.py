@@ -8,6 +8,7 @@ response side is webhook.review.response.
 
 from __future__ import annotations
 
+import re
 from typing import Any, Literal, NamedTuple
 
 import orjson
@@ -37,6 +38,21 @@ class PayloadTooLarge(RequestError):
     reason = "RequestEntityTooLarge"
 
 
+class TooLargeToCheck(Exception):
+    """A body holding more JSON values than numagate decodes within its CPU budget. Not a
+    RequestError: Kubernetes accepts such objects, so the review is answered HTTP 200,
+    allowed with a warning that numagate did not check it (webhook.review.pipeline), never
+    a 4xx that the webhook's failurePolicy would turn into a denial. ``uid`` and
+    ``operation`` come from the envelope (:func:`envelope_fields`), not a full decode."""
+
+    def __init__(self, uid: str, operation: str, commas: int, limit: int) -> None:
+        super().__init__(f"body holds {commas:,} commas (JSON values), over numagate's limit")
+        self.uid = uid
+        self.operation = operation
+        self.commas = commas
+        self.limit = limit
+
+
 class UnsupportedMediaType(RequestError):
     """The Content-Type is not application/json."""
 
@@ -50,6 +66,11 @@ class UnsupportedMediaType(RequestError):
 # count too). A pod review holds a few hundred; an UPDATE of a large workload with its
 # managedFields and last-applied annotation a few thousand (issue 17).
 MAX_JSON_COMMAS = 40_000
+# Past that, request.uid and request.operation are looked for in the first tokens of the
+# body: the apiserver writes the AdmissionRequest's fields in the Go struct's order (uid
+# first, operation before userInfo and object), so they come within a few dozen tokens.
+ENVELOPE_TOKENS = 4096
+ENVELOPE_BYTES = 64 * 1024
 
 
 # ---- what the pipeline reads ----------------------------------------------------------
@@ -275,19 +296,86 @@ def _fast_request(data: dict[str, Any]) -> AdmissionRequest | None:
     )
 
 
-def parse_review(raw: bytes) -> AdmissionRequest:
+# Optional whitespace, then a JSON string, a structural character, or a run of anything
+# else (numbers, literals). Matched one token at a time from where the last one ended, and
+# the scan stops at the first position that is none of them (an unterminated string):
+# linear in the bytes read, whatever the body.
+_TOKEN = re.compile(rb'\s*(?:"[^"\\]*(?:\\.[^"\\]*)*"|[{}\[\]:,]|[^\s{}\[\]:,"]+)')
+
+
+def envelope_fields(
+    raw: bytes, tokens: int = ENVELOPE_TOKENS, window: int = ENVELOPE_BYTES
+) -> tuple[str | None, str]:
+    """(request.uid, request.operation) of a body without decoding it: its first
+    ``window`` bytes are read token by token, tracking only the depth and the current key,
+    until both are found, the request's ``object`` starts after the uid, or ``tokens``
+    tokens were read (uid None when not found; operation "unknown" when not found)."""
+    # Per open container: [is an object, its current key, a key comes next].
+    stack: list[list[Any]] = []
+    uid: str | None = None
+    operation = "unknown"
+    pos, end = 0, min(len(raw), window)
+    for _ in range(tokens):
+        match = _TOKEN.match(raw, pos, end)
+        if match is None:
+            break
+        pos = match.end()
+        tok = match.group().lstrip()
+        first = tok[:1]
+        if first == b'"':
+            top = stack[-1] if stack else None
+            if top is not None and top[0] and top[2]:
+                top[1], top[2] = _string(tok), False
+                if len(stack) == 2 and top[1] in ("object", "oldObject") and uid is not None:
+                    break
+            elif len(stack) == 2 and stack[0][1] == "request" and stack[1][0]:
+                if stack[1][1] == "uid":
+                    uid = _string(tok)
+                elif stack[1][1] == "operation":
+                    value = _string(tok)
+                    operation = value if value in _OPERATIONS else "unknown"  # a metric label
+                if uid and operation != "unknown":
+                    break
+        elif first == b"{":
+            stack.append([True, None, True])
+        elif first == b"[":
+            stack.append([False, None, False])
+        elif first in (b"}", b"]"):
+            if not stack:
+                break
+            stack.pop()
+        elif first == b"," and stack and stack[-1][0]:
+            stack[-1][2] = True
+    return (uid or None), operation
+
+
+def _string(token: bytes) -> str | None:
+    try:
+        value = orjson.loads(token)
+    except orjson.JSONDecodeError:
+        return None
+    return value if isinstance(value, str) else None
+
+
+def parse_review(raw: bytes, max_commas: int = MAX_JSON_COMMAS) -> AdmissionRequest:
     """Parse a request body into the AdmissionRequest, or raise BadRequest naming the field.
 
     A well-formed review is checked by hand (:func:`_fast_request`); anything else
     goes through the pydantic schema, which gives the same result or the error message.
+    A body of more than ``max_commas`` commas is not decoded: TooLargeToCheck (answered
+    allowed, unchecked) when its uid is found, else PayloadTooLarge.
     """
     if not raw or raw.isspace():  # strip() would copy the whole body
         raise BadRequest("empty body: expected an AdmissionReview admission.k8s.io/v1")
     commas = raw.count(b",")  # ~1 ms for 3 MiB; a bound on the values to decode
-    if commas > MAX_JSON_COMMAS:
+    if commas > max_commas:
+        uid, operation = envelope_fields(raw)
+        if uid is not None:
+            raise TooLargeToCheck(uid, operation, commas, max_commas)
         raise PayloadTooLarge(
             f"body holds {commas:,} commas (JSON values), over numagate's limit of "
-            f"{MAX_JSON_COMMAS:,}: not decoded"
+            f"{max_commas:,}, and no request.uid in its first {ENVELOPE_TOKENS:,} tokens: "
+            "not decoded"
         )
     try:
         data = orjson.loads(raw)

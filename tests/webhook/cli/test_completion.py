@@ -12,7 +12,7 @@ from webhook.cli.main import main
 
 # word lists typed so far (the last one is being completed) -> the candidates
 CASES = [
-    (["numagate", ""], "serve review explain lint certs pending test completion"),
+    (["numagate", ""], "serve review explain lint certs pending test policies completion"),
     (["kubectl-numagate", "certs", ""], "generate inject"),
     (["numagate", "serve", "--log"], "--log-level"),
     (["numagate", "serve", "--log-level", ""], "debug info warning error"),

@@ -284,3 +284,19 @@ def test_bad_config_exits_2_naming_the_field(capsys, tmp_path, text, needles):
     assert "Traceback" not in err and str(cfg) in err
     for needle in needles:
         assert needle in err
+
+
+def test_config_limits_apply_to_lint(tmp_path, capsys):
+    """lint keeps to the configuration's limits, as the webhook does (issue 29)."""
+    import json
+
+    from tests.fixtures.slow.worst_cases import many_containers
+
+    manifest = tmp_path / "pod.json"
+    manifest.write_text(json.dumps(many_containers("containers")(150)))
+    code, out, _ = lint(capsys, str(manifest))
+    assert code == 1 and "over numagate's limit of 128" in out
+    config = tmp_path / "config.yaml"
+    config.write_text("limits: {containers: 200}\n")
+    code, out, _ = lint(capsys, "--config", str(config), str(manifest))
+    assert "too-large" not in out

@@ -406,9 +406,9 @@ async def test_identical_bodies_but_the_uid_are_answered_without_parsing(
     parsed: list[bytes] = []
     real = pipeline_module.parse_review
 
-    def counting(raw: bytes) -> Any:
+    def counting(raw: bytes, *args: Any) -> Any:
         parsed.append(raw)
-        return real(raw)
+        return real(raw, *args)
 
     monkeypatch.setattr(pipeline_module, "parse_review", counting)
     cached, plain = runtime(), runtime(NO_CACHE)

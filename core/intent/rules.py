@@ -1,0 +1,238 @@
+"""The checks that need no cluster state, as one table (issue 29): each rule's finding code,
+its message and its CEL expression. The webhook's findings take their messages from here
+(core.intent.volcano, core.intent.hami), and ``numagate policies`` writes a
+ValidatingAdmissionPolicy from the same rules, so the apiserver runs them itself when the
+webhook is down or skipped (webhook/policies.py).
+
+A rule accepts exactly the values the webhook reads: its RE2 pattern is generated from the
+matcher's own vocabulary and folding (core.intent.dialects.match_value: surrounding
+whitespace, case, and ``[\\s_.-]`` separators anywhere, with Python's ``str.isspace`` and
+``str.lower`` as the webhook applies them), so a spelling the mutating webhook would
+rewrite is accepted and only a value it cannot read is refused. Values longer than
+``limits.VALUE_CHARS`` are refused by both (the webhook's ``too-large``).
+
+Rules that stay in the webhook, and why, are in the README ("Which rule lives where").
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from functools import cache
+from typing import Final, Literal
+
+from core.intent import dialects as d
+from core.intent.limits import VALUE_CHARS
+
+Where = Literal["annotation", "task"]
+# How the webhook matches the value: match_value (folded), a comma chain of such values,
+# Go's ParseBool, or the exact value.
+Match = Literal["folded", "chain", "bool", "exact"]
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """One check. ``where``: a pod template's annotation ``key``, or a Volcano Job task's
+    field ``key``; ``match``: how the webhook reads the value (``pattern`` is its RE2);
+    ``what``, ``allowed`` and ``note`` make the message (``unknown`` below)."""
+
+    name: str
+    code: str
+    where: Where
+    key: str
+    what: str
+    allowed: tuple[str, ...]
+    match: Match
+    note: str = ""
+    aliases: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def chain(self) -> bool:
+        """A chain of values (HAMi's GPU policy): the message names the chain."""
+        return self.match == "chain"
+
+    @property
+    def pattern(self) -> str:
+        """RE2 of the values the webhook accepts (built on first use: it scans Unicode)."""
+        return _pattern(self.match, self.allowed, self.aliases)
+
+    def unknown(self, shown: str, tail: str = "", token: str = "a token") -> str:
+        """The finding's message for an unknown value; ``shown``: the value as quoted for
+        the message, ``tail``: what the webhook adds and CEL cannot (a suggestion);
+        ``token``: in a chain, the token the webhook names (CEL cannot)."""
+        allowed = d.allowed_list(self.allowed)
+        if self.chain:
+            return (
+                f"{self.what} {shown}: {token} is not an allowed value (allowed: {allowed})"
+                f"{tail}; a chain is comma-separated, e.g. binpack,numa{self.note}"
+            )
+        return f"{self.what} {shown} is not an allowed value (allowed: {allowed}){tail}{self.note}"
+
+
+# ---- RE2 patterns of what the webhook's matchers accept ------------------------------------
+
+
+@cache
+def _lower_sources() -> dict[str, tuple[str, ...]]:
+    """Every character whose ``str.lower()`` is one lower-case ASCII letter, by letter
+    (``K``, ``k`` and the Kelvin sign for ``k``)."""
+    out: dict[str, list[str]] = {}
+    for code in range(sys.maxunicode + 1):
+        low = chr(code).lower()
+        if len(low) == 1 and "a" <= low <= "z":
+            out.setdefault(low, []).append(chr(code))
+    return {k: tuple(v) for k, v in out.items()}
+
+
+@cache
+def _spaces() -> tuple[str, ...]:
+    """What ``str.strip()`` and the regular expression ``\\s`` of the webhook remove."""
+    return tuple(chr(c) for c in range(sys.maxunicode + 1) if chr(c).isspace())
+
+
+def _char(c: str) -> str:
+    if c.isascii() and c.isalnum():
+        return c
+    return f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\x{{{ord(c):x}}}"
+
+
+def char_class(chars: Iterable[str]) -> str:
+    """An RE2 character class of ``chars``, runs written as ranges."""
+    codes = sorted({ord(c) for c in chars})
+    parts: list[str] = []
+    i = 0
+    while i < len(codes):
+        j = i
+        while j + 1 < len(codes) and codes[j + 1] == codes[j] + 1:
+            j += 1
+        first, last = chr(codes[i]), chr(codes[j])
+        parts.append(_char(first) if i == j else f"{_char(first)}-{_char(last)}")
+        i = j + 1
+    return f"[{''.join(parts)}]"
+
+
+def _folded(word: str, sep: str) -> str:
+    """RE2 of every spelling of the folded ``word``: each letter in any case ``str.lower``
+    folds, separators allowed between letters."""
+    letters = []
+    for c in word:
+        sources = _lower_sources().get(c)
+        letters.append(char_class(sources) if sources else _char(c))
+    return f"{sep}*".join(letters)
+
+
+def folded_forms(allowed: Sequence[str], aliases: dict[str, str] | None = None) -> list[str]:
+    """The folded spellings ``match_value(raw, allowed, aliases)`` recognises."""
+    forms = {d.fold(a) for a in allowed}
+    forms |= set(aliases or {})
+    forms |= {typo for typo, value in d.KNOWN_TYPOS.items() if value in allowed}
+    return sorted(f for f in forms if f)
+
+
+def value_pattern(allowed: Sequence[str], aliases: dict[str, str] | None = None) -> str:
+    """RE2 (unanchored body) of one value match_value recognises."""
+    sep = char_class((*_spaces(), "_", "-", "."))
+    words = "|".join(_folded(w, sep) for w in folded_forms(allowed, aliases))
+    return f"{sep}*(?:{words}){sep}*"
+
+
+def anchored(body: str) -> str:
+    return f"^(?:{body})$"
+
+
+def chain_pattern(allowed: Sequence[str]) -> str:
+    """RE2 of a comma chain whose every token match_value recognises."""
+    token = value_pattern(allowed)
+    return anchored(f"{token}(?:,{token})*")
+
+
+def parse_bool_pattern() -> str:
+    """RE2 of what match_numa_bind accepts: a Go ParseBool value, surrounding space."""
+    space = char_class(_spaces())
+    return anchored(f"{space}*(?:{'|'.join(d.PARSE_BOOL_VALUES)}){space}*")
+
+
+@cache
+def _pattern(match: Match, allowed: tuple[str, ...], aliases: tuple[tuple[str, str], ...]) -> str:
+    if match == "chain":
+        return chain_pattern(allowed)
+    if match == "bool":
+        return parse_bool_pattern()
+    if match == "exact":
+        return anchored("|".join(allowed))
+    return anchored(value_pattern(allowed, dict(aliases)))
+
+
+# ---- the table ----------------------------------------------------------------------------
+
+# match_volcano_policy's aliases: the Koordinator spellings of the same policies.
+_VOLCANO_ALIASES: Final = tuple((d.fold(v), k) for k, v in d.KOORD_POLICY_BY_KUBELET.items() if v)
+
+RULES: Final[tuple[Rule, ...]] = (
+    Rule(
+        "volcano-policy",
+        "unknown-policy",
+        "annotation",
+        d.VOLCANO_NUMA_POLICY,
+        "Volcano NUMA policy",
+        d.VOLCANO_POLICIES,
+        "folded",
+        aliases=_VOLCANO_ALIASES,
+    ),
+    Rule(
+        "hami-node-policy",
+        "unknown-value",
+        "annotation",
+        d.HAMI_NODE_POLICY,
+        "HAMi node policy",
+        d.HAMI_NODE_POLICIES,
+        "folded",
+        " (HAMi silently treats it as binpack, #2767)",
+    ),
+    Rule(
+        "hami-gpu-policy",
+        "unknown-value",
+        "annotation",
+        d.HAMI_GPU_POLICY,
+        "HAMi GPU policy",
+        d.HAMI_GPU_POLICIES,
+        "chain",
+        " (HAMi silently treats unknown values as spread, #2767)",
+    ),
+    Rule(
+        "hami-numa-bind",
+        "unknown-value",
+        "annotation",
+        d.HAMI_NUMA_BIND,
+        d.HAMI_NUMA_BIND,
+        ("true", "false"),
+        "bool",
+        " (HAMi reads it with Go's strconv.ParseBool and silently treats anything else as false)",
+    ),
+    Rule(
+        "volcano-task-policy",
+        "unknown-policy",
+        "task",
+        "topologyPolicy",
+        "topologyPolicy",
+        d.VOLCANO_POLICIES,
+        "exact",  # the Job CRD's enum
+        " (the Volcano Job CRD enum rejects it)",
+    ),
+)
+_BY_NAME: Final = {r.name: r for r in RULES}
+
+
+def rule(name: str) -> Rule:
+    return _BY_NAME[name]
+
+
+# Rule names for the webhook's own modules (no pattern needed to word a message).
+VOLCANO_POLICY: Final = "volcano-policy"
+HAMI_NODE: Final = "hami-node-policy"
+HAMI_GPU: Final = "hami-gpu-policy"
+HAMI_NUMA_BIND: Final = "hami-numa-bind"
+VOLCANO_TASK: Final = "volcano-task-policy"
+
+__all__ = ["RULES", "VALUE_CHARS", "Rule", "rule"]

@@ -1,0 +1,148 @@
+"""The generated ValidatingAdmissionPolicies in the real apiserver (issue 29): they pass
+``kubectl apply --dry-run=server`` and then apply, and for every object of the agreement
+table (tests/policies/table.py) the apiserver denies exactly where the webhook's rules
+say, with the rule's code in the message; in warn mode it warns instead.
+
+Needs the end-to-end suite's session fixture ``control_plane`` (``.kubeconfig``, an admin
+kubeconfig, and ``.kubectl(*args, input=None, check=True)``), from tests/e2e/conftest.py.
+No numagate webhook is registered here: the policies alone decide.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import time
+from typing import Any, Protocol
+
+import pytest
+import yaml
+
+from tests.policies.compare import policy_failures
+from tests.policies.table import CASES, Case, pod
+from webhook.cli.policies import dump_yaml
+from webhook.config import parse_config
+from webhook.policies import policies
+
+
+class ControlPlane(Protocol):
+    def kubectl(
+        self, *args: str, input: str | None = None, check: bool = True
+    ) -> subprocess.CompletedProcess[str]: ...
+
+
+# A minimal Volcano Job CRD (no schema of its own: the policy is what checks the fields).
+VOLCANO_CRD: dict[str, Any] = {
+    "apiVersion": "apiextensions.k8s.io/v1",
+    "kind": "CustomResourceDefinition",
+    "metadata": {"name": "jobs.batch.volcano.sh"},
+    "spec": {
+        "group": "batch.volcano.sh",
+        "names": {"kind": "Job", "plural": "jobs", "singular": "job", "shortNames": ["vcjob"]},
+        "scope": "Namespaced",
+        "versions": [
+            {
+                "name": "v1alpha1",
+                "served": True,
+                "storage": True,
+                "schema": {
+                    "openAPIV3Schema": {
+                        "type": "object",
+                        "x-kubernetes-preserve-unknown-fields": True,
+                    }
+                },
+            }
+        ],
+    },
+}
+PROBE = pod("policy-probe", {"volcano.sh/numa-topology-policy": "bogus"})
+# a failure as the policy words it: "<field path>: <message> (rule <code>)"
+_DENIED = re.compile(r"(?P<path>(?:metadata|spec)\.[\w.\[\]*/-]+): .*?\(rule (?P<code>[a-z-]+)\)")
+
+
+def _yaml(*objs: dict[str, Any]) -> str:
+    return yaml.safe_dump_all(list(objs), sort_keys=False)
+
+
+def _generated(mode: str = "enforce") -> str:
+    return dump_yaml(policies(parse_config({"modes": {"annotations": mode}}, env={}), 1024))
+
+
+def _wait_until_denied(cp: ControlPlane, timeout: float = 60.0) -> None:
+    """A new policy takes effect once the apiserver's policy informer has it."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        result = cp.kubectl(
+            "create", "--dry-run=server", "-f", "-", input=_yaml(PROBE), check=False
+        )
+        if result.returncode != 0 and "numagate-templates" in result.stderr:
+            return
+        time.sleep(0.5)
+    raise AssertionError("the numagate policies never took effect")
+
+
+def _send(cp: ControlPlane, case: Case) -> subprocess.CompletedProcess[str]:
+    verb = "replace" if case.operation == "UPDATE" else "create"
+    return cp.kubectl(verb, "--dry-run=server", "-f", "-", input=_yaml(case.obj), check=False)
+
+
+def _reported(text: str) -> set[tuple[str, str]]:
+    return {(m["path"], m["code"]) for m in _DENIED.finditer(text)}
+
+
+@pytest.fixture(scope="module")
+def with_policies(control_plane: ControlPlane) -> ControlPlane:
+    cp = control_plane
+    for namespace in ("default", "kube-system"):  # pods need it; no controller-manager here
+        cp.kubectl("create", "serviceaccount", "default", "-n", namespace, check=False)
+    cp.kubectl("apply", "-f", "-", input=_yaml(VOLCANO_CRD))
+    cp.kubectl("wait", "--for=condition=Established", "crd/jobs.batch.volcano.sh")
+    # the old objects of the UPDATE cases exist before any policy could refuse them
+    for case in CASES:
+        if case.operation == "UPDATE" and case.old is not None:
+            cp.kubectl("apply", "-f", "-", input=_yaml(case.old))
+    generated = _generated()
+    dry = cp.kubectl("apply", "--dry-run=server", "-f", "-", input=generated)
+    assert dry.stdout.count("(server dry run)") == 4, dry.stdout
+    cp.kubectl("apply", "-f", "-", input=generated)
+    _wait_until_denied(cp)
+    return cp
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_the_apiserver_denies_where_the_webhook_rules_say(
+    with_policies: ControlPlane, case: Case
+) -> None:
+    result = _send(with_policies, case)
+    if not case.expect:
+        assert result.returncode == 0, result.stderr
+        return
+    assert result.returncode != 0, result.stdout
+    assert "ValidatingAdmissionPolicy" in result.stderr, result.stderr
+    assert "is forbidden" in result.stderr, result.stderr  # 403, as the webhook denies
+    reported = _reported(result.stderr)
+    assert reported, result.stderr
+    # every failure the apiserver names is one the webhook names (it names the first)
+    assert reported <= set(case.expect), result.stderr
+    # word for word what celpy evaluated the messageExpression to (the agreement test)
+    said = result.stderr.split("denied request: ", 1)[1].strip()
+    assert said in {f"{p}: {t} (rule {c})" for p, c, t in policy_failures(case, {})}, said
+
+
+def test_warn_mode_warns_instead(with_policies: ControlPlane) -> None:
+    cp = with_policies
+    cp.kubectl("apply", "-f", "-", input=_generated("warn"))
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            result = cp.kubectl(
+                "create", "--dry-run=server", "-f", "-", input=_yaml(PROBE), check=False
+            )
+            if result.returncode == 0 or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+        assert result.returncode == 0, result.stderr
+        assert "Warning:" in result.stderr and "(rule unknown-policy)" in result.stderr
+    finally:
+        cp.kubectl("apply", "-f", "-", input=_generated())
+        _wait_until_denied(cp)

@@ -1,0 +1,75 @@
+"""Both sides of the agreement test as (field path, code, message text) sets: the validating
+webhook's failures (the real pipeline) and the generated policies' (celpy), restricted to
+the rules of core.intent.rules; shared by tests/policies/test_agreement.py and
+tests/e2e/test_policies.py."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from typing import Any
+
+import orjson
+
+from core.intent.rules import RULES
+from tests.builders.objects import build_review
+from tests.policies.cel_eval import failures, matches
+from tests.policies.table import Case
+from tests.webhook.harness import runtime
+from webhook.config import parse_config
+from webhook.policies import policies
+from webhook.review.handlers import HANDLERS
+from webhook.review.pipeline import decide_review
+from webhook.review.wire import parse_review
+
+CODES = {r.code for r in RULES} | {"too-large"}
+ANNOTATED = [f"metadata.annotations[{r.key}]" for r in RULES if r.where == "annotation"]
+FIELDS = (*ANNOTATED, "topologyPolicy")
+_RULE = re.compile(r"^(?P<path>[^:]+): (?P<text>.*) \(rule (?P<code>[a-z-]+)\)$", re.S)
+
+
+def ours(message: str) -> tuple[str, str, str] | None:
+    """(path, code, text) of a failure message, when the rule table covers it."""
+    m = _RULE.match(message)
+    assert m is not None, message
+    path, code = m["path"], m["code"]
+    if code not in CODES or not path.endswith(FIELDS):
+        return None
+    return re.sub(r"spec\.tasks\[\d+\]", "spec.tasks[*]", path), code, m["text"]
+
+
+def as_cel_words(text: str) -> str:
+    """The webhook's text without what CEL cannot say: the "did you mean" suggestion
+    (difflib), a chain's bad token, the thousands separator of a size."""
+    text = re.sub(r"; did you mean [^?]+\?", "", text)
+    text = re.sub(r"token '[^']*' is not", "a token is not", text)
+    return re.sub(r"(\d),(\d{3}) characters,", r"\1\2 characters,", text)
+
+
+def webhook_failures(case: Case, config: dict[str, Any]) -> set[tuple[str, str, str]]:
+    review = build_review(
+        case.obj, operation=case.operation, old=case.old, namespace=case.namespace
+    )
+    request = parse_review(orjson.dumps(review))
+    rt = runtime(config)
+    outcome = asyncio.run(
+        decide_review(request, handler=HANDLERS["validate"], runtime=rt, deadline=1e12)
+    )
+    found = {ours(message) for check, _, message in outcome.violations if check == "annotations"}
+    return {f for f in found if f is not None}
+
+
+def policy_failures(case: Case, config: dict[str, Any]) -> set[tuple[str, str, str]]:
+    review = build_review(
+        case.obj, operation=case.operation, old=case.old, namespace=case.namespace
+    )
+    request = review["request"]
+    namespace_labels = {"kubernetes.io/metadata.name": request["namespace"]}
+    out = set()
+    for policy in policies(parse_config(config, env={}), 1024)[::2]:
+        if matches(policy, request, namespace_labels):
+            for failure in failures(policy, request):
+                covered = ours(failure.message)
+                assert covered is not None, failure.message
+                out.add(covered)
+    return out
