@@ -229,11 +229,14 @@ def start_numagate(
     workers: int,
     log_level: str,
     config: Path | None = None,
+    executable: Path | None = None,
+    name: str = "numagate",
 ) -> Server:
+    """``executable``: another checkout's numagate (benchmarks/server_ab.py); default this one's."""
     port = free_port()
-    log = work / "numagate.log"
+    log = work / f"{name}.log"
     cmd = [
-        str(VENV_BIN / "numagate"), "serve", "--inventory", str(inventory),
+        str(executable or VENV_BIN / "numagate"), "serve", "--inventory", str(inventory),
         "--workers", str(workers), "--port", str(port), "--cert-dir", str(cert_dir),
         "--log-level", log_level,
     ]  # fmt: skip
@@ -241,7 +244,7 @@ def start_numagate(
         cmd += ["--config", str(config)]
     with log.open("wb") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT)
-    server = Server("numagate", proc, port, log)
+    server = Server(name, proc, port, log)
     wait_ready(
         server, cert_dir / "ca.crt", workers, r"numagate: worker (\d+) serving", READY_TIMEOUT
     )
@@ -280,7 +283,10 @@ def check_answers(server: Server, ca: Path, path: str, bodies: Sequence[Path]) -
         if status != 200:
             raise BenchError(f"{server.name} {path} {body_path.name}: HTTP {status}: {raw[:300]!r}")
         response = json.loads(raw)["response"]
-        if server.name == "numagate" and response["uid"] != json.loads(body)["request"]["uid"]:
+        if (
+            not server.name.startswith("bare")
+            and response["uid"] != json.loads(body)["request"]["uid"]
+        ):
             raise BenchError(f"{path} {body_path.name}: uid not echoed")
         allowed += bool(response["allowed"])
         denied += not response["allowed"]
