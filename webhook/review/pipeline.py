@@ -229,7 +229,8 @@ async def answer(
     start = runtime.clock() if start is None else start
     handler = HANDLERS[webhook]
     metrics = runtime.metrics
-    metrics.in_flight.inc(webhook=webhook)
+    bound = metrics.for_review(webhook)
+    bound.in_flight.inc()
     seen = _Seen()
     try:
         result = await _respond(raw, handler, runtime, seen, timeout, start)
@@ -242,12 +243,12 @@ async def answer(
         log.exception("internal error", extra={"uid": uid, "webhook": webhook})
         result = answer_for_error(exc, fail_open=handler.mutating, uid=uid)
     finally:
-        metrics.in_flight.dec(webhook=webhook)
+        bound.in_flight.dec()
     metrics.requests.inc(
         webhook=webhook,
         operation=seen.operation,
         allowed=str(result.allowed).lower() if result.allowed is not None else "",
         code=str(result.code),
     )
-    metrics.duration.observe(runtime.clock() - start, webhook=webhook)
+    bound.duration.observe(runtime.clock() - start)
     return result
