@@ -62,6 +62,12 @@ TARGETS = {
     "impossible_rps": 1000,
     "handler_p99_ms": 0.3,
     "rss_mib": 150,
+    # issue 27 (the regression guard): CPU per review of the bare server over ours, in the
+    # same run; the impossible pod's reviews/s over the bare server's; p99 over the bare's.
+    "efficiency_replicas": 0.9,
+    "efficiency_unique": 0.7,
+    "impossible_rps_ratio": 0.3,
+    "p99_unique_ratio": 1.5,
 }
 
 
@@ -229,11 +235,14 @@ def start_numagate(
     workers: int,
     log_level: str,
     config: Path | None = None,
+    executable: Path | None = None,
+    name: str = "numagate",
 ) -> Server:
+    """``executable``: another checkout's numagate (benchmarks/server_ab.py); default this one's."""
     port = free_port()
-    log = work / "numagate.log"
+    log = work / f"{name}.log"
     cmd = [
-        str(VENV_BIN / "numagate"), "serve", "--inventory", str(inventory),
+        str(executable or VENV_BIN / "numagate"), "serve", "--inventory", str(inventory),
         "--workers", str(workers), "--port", str(port), "--cert-dir", str(cert_dir),
         "--log-level", log_level,
     ]  # fmt: skip
@@ -241,7 +250,7 @@ def start_numagate(
         cmd += ["--config", str(config)]
     with log.open("wb") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT)
-    server = Server("numagate", proc, port, log)
+    server = Server(name, proc, port, log)
     wait_ready(
         server, cert_dir / "ca.crt", workers, r"numagate: worker (\d+) serving", READY_TIMEOUT
     )
@@ -280,7 +289,10 @@ def check_answers(server: Server, ca: Path, path: str, bodies: Sequence[Path]) -
         if status != 200:
             raise BenchError(f"{server.name} {path} {body_path.name}: HTTP {status}: {raw[:300]!r}")
         response = json.loads(raw)["response"]
-        if server.name == "numagate" and response["uid"] != json.loads(body)["request"]["uid"]:
+        if (
+            not server.name.startswith("bare")
+            and response["uid"] != json.loads(body)["request"]["uid"]
+        ):
             raise BenchError(f"{path} {body_path.name}: uid not echoed")
         allowed += bool(response["allowed"])
         denied += not response["allowed"]
@@ -432,6 +444,15 @@ def verdicts(result: dict[str, Any]) -> dict[str, bool]:
             result["handler"][name]["p99_ms"] < TARGETS["handler_p99_ms"]
         )
     out["RSS < 150 MiB per worker"] = rss < TARGETS["rss_mib"]
+    eff, p99 = result["cpu_efficiency"], result["p99_ratio"]
+    out["CPU efficiency >= 0.9 (mutate replicas)"] = eff["mutate"] >= TARGETS["efficiency_replicas"]
+    out["CPU efficiency >= 0.7 (mutate-unique)"] = (
+        eff["mutate-unique"] >= TARGETS["efficiency_unique"]
+    )
+    out["validate-impossible >= 0.3 of bare reviews/s"] = (
+        result["ratio"]["validate-impossible"] >= TARGETS["impossible_rps_ratio"]
+    )
+    out["p99 <= 1.5x bare (mutate-unique)"] = p99["mutate-unique"] <= TARGETS["p99_unique_ratio"]
     out["no errors"] = all(
         s["non_2xx"] == 0 and s["socket_errors"] == 0 for s in (*ng.values(), *bare.values())
     )
@@ -461,8 +482,16 @@ def markdown(result: dict[str, Any]) -> str:
                 f"{s['p90_ms']:.2f} | {s['p99_ms']:.2f} | {s['server_cpu_ms_per_review']} | "
                 f"{s['server_cpu_cores']} | {s['non_2xx']} | {s['socket_errors']} |"
             )
-    lines += ["", "| ratio numagate / bare | value |", "|---|---:|"]
-    lines += [f"| {k} | {v:.2f} |" for k, v in result["ratio"].items()]
+    lines += [
+        "",
+        "| scenario | reviews/s ratio (ours / bare) | CPU efficiency (bare CPU / ours) "
+        "| p99 ratio (ours / bare) |",
+        "|---|---:|---:|---:|",
+    ]
+    lines += [
+        f"| {k} | {v:.2f} | {result['cpu_efficiency'][k]:.2f} | {result['p99_ratio'][k]:.2f}x |"
+        for k, v in result["ratio"].items()
+    ]
     lines += ["", "| in-process handler | p50 ms | p99 ms | mean ms |", "|---|---:|---:|---:|"]
     for name, h in result["handler"].items():
         lines.append(f"| {name} | {h['p50_ms']:.3f} | {h['p99_ms']:.3f} | {h['mean_ms']:.3f} |")
@@ -618,12 +647,31 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         for name, *_ in SCENARIOS
     }
+    # CPU per review holds across runs on a shared machine where reviews/s does not
+    # (docs/benchmarks.md, "The request path"): the regression guard of issue 27.
+    result["cpu_efficiency"] = {
+        name: round(
+            result["bare"][name]["server_cpu_ms_per_review"]
+            / result["numagate"][name]["server_cpu_ms_per_review"],
+            3,
+        )
+        for name, *_ in SCENARIOS
+    }
+    result["p99_ratio"] = {
+        name: round(result["numagate"][name]["p99_ms"] / result["bare"][name]["p99_ms"], 2)
+        for name, *_ in SCENARIOS
+    }
     result["targets"] = TARGETS
     result["verdicts"] = verdicts(result)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "server.json").write_text(json.dumps(result, indent=2) + "\n")
     (args.out / "server.md").write_text(markdown(result))
     print(json.dumps(result, indent=2))
+    print(
+        "CPU efficiency vs bare (bare CPU per review / ours): "
+        + ", ".join(f"{k} {v:.2f}" for k, v in result["cpu_efficiency"].items()),
+        file=sys.stderr,
+    )
     return 0
 
 

@@ -178,12 +178,41 @@ def test_verdicts_cover_both_kinds_of_scenario() -> None:
         "ratio": {n: 0.6 for n in names},
         "handler": {n: {"p99_ms": 0.2} for n in names},
         "rss_mib_per_worker": {"1": 100.0},
+        "cpu_efficiency": {n: 0.95 for n in names},
+        "p99_ratio": {n: 1.2 for n in names},
     }
     result["numagate"]["mutate-unique"]["reviews_per_s"] = 4000.0
+    result["cpu_efficiency"]["mutate-unique"] = 0.6
+    result["p99_ratio"]["mutate-unique"] = 1.6
     got = bench.verdicts(result)
     assert got["mutate >= 5000/s (replicas)"] and not got["mutate >= 5000/s (every pod different)"]
     assert got["mutate >= 50% of bare (replicas)"] and not got["mutate >= 70% of bare (replicas)"]
     assert got["validate-impossible >= 1000/s"] and got["no errors"]
+    # issue 27's guard: CPU efficiency and p99 against the bare server of the same run
+    assert got["CPU efficiency >= 0.9 (mutate replicas)"]
+    assert not got["CPU efficiency >= 0.7 (mutate-unique)"]
+    assert not got["p99 <= 1.5x bare (mutate-unique)"]
+    assert got["validate-impossible >= 0.3 of bare reviews/s"]
+
+
+def test_server_ab_efficiency_is_bare_cpu_over_ours_per_round() -> None:
+    import server_ab
+
+    def run(cpu: float, rps: float, p99: float) -> dict[str, float]:
+        return {"server_cpu_ms_per_review": cpu, "reviews_per_s": rps, "p99_ms": p99}
+
+    runs = {
+        "mutate": {
+            "new": [run(0.2, 5000, 6.0), run(0.4, 3000, 9.0)],
+            "bare": [run(0.1, 10000, 4.0), run(0.3, 6000, 6.0)],
+        }
+    }
+    got = server_ab.summarize(runs)["mutate"]
+    assert got["new"]["rounds"]["efficiency"] == [0.5, 0.75]
+    assert got["new"]["cpu_efficiency"] == 0.625  # median of the rounds' ratios
+    assert got["new"]["rps_ratio"] == 0.5 and got["new"]["p99_ratio"] == 1.5
+    assert got["bare"]["cpu_efficiency"] == 1.0
+    assert "| mutate | new | 0.300 | 0.62 |" in server_ab.table({"mutate": got})
 
 
 def test_wrk_script_posts_json_and_reports_percentiles() -> None:

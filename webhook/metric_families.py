@@ -53,6 +53,11 @@ class Family:
         # every review, and prometheus-client's labels() costs a few microseconds.
         self._children: dict[tuple[tuple[str, str], ...], Any] = {}
 
+    def child(self, **labels: str) -> Any:
+        """prometheus-client's child for one label set, checked as ``inc`` checks it: the
+        request path binds the few it updates on every review once (webhook.metrics)."""
+        return self._child(labels)
+
     def _child(self, labels: dict[str, str]) -> Any:
         if not self.labelnames:
             if labels:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import platform
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import prometheus_client
 from prometheus_client import CollectorRegistry, ProcessCollector, generate_latest
@@ -46,6 +46,14 @@ def build_labels() -> dict[str, str]:
     }
 
 
+class ReviewMetrics(NamedTuple):
+    """The children every review of one endpoint updates, bound once per endpoint
+    (:meth:`WebhookMetrics.for_review`): keyword labels cost a lookup per call."""
+
+    in_flight: Any
+    duration: Any
+
+
 class WebhookMetrics:
     """Every metric numagate exposes. ``multiprocess`` (default: PROMETHEUS_MULTIPROC_DIR
     is set) renders the merged view of every worker's files instead of this process's."""
@@ -55,6 +63,7 @@ class WebhookMetrics:
             multiprocess = bool(os.environ.get(MULTIPROC_ENV))
         self.multiprocess = multiprocess
         self._own = CollectorRegistry(auto_describe=True)
+        self._for_review: dict[str, ReviewMetrics] = {}
         f = self._families = Families(self._own)
         self._define_admission(f)
         self._define_state(f)
@@ -71,6 +80,16 @@ class WebhookMetrics:
         self.exposed.register(Visible(source, self.refresh))
         # process_*: this process (with several workers, the one answering the scrape).
         ProcessCollector(registry=self.exposed)
+
+    def for_review(self, webhook: str) -> ReviewMetrics:
+        """The in-flight gauge and the duration histogram of ``webhook``'s reviews."""
+        bound = self._for_review.get(webhook)
+        if bound is None:
+            bound = ReviewMetrics(
+                self.in_flight.child(webhook=webhook), self.duration.child(webhook=webhook)
+            )
+            self._for_review[webhook] = bound
+        return bound
 
     def _define_admission(self, f: Families) -> None:
         """What the admission reviews do."""

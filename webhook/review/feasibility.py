@@ -19,7 +19,7 @@ from core.model import Decision, PodIntent
 from webhook.config import Config
 from webhook.inventory.state import EVALUATION_COST, InventoryView
 from webhook.review.response import Outcome, allowed, denied
-from webhook.review.runtime import Runtime
+from webhook.review.runtime import InventoryRead, Runtime
 
 # The kernel runs on the event loop (no thread hop, which costs CPU per review and a
 # malloc arena per pool thread) when the slowest evaluation seen on this inventory, times
@@ -130,17 +130,17 @@ def _classify(checks: _Checks, template: PodTemplate, decision: Decision) -> Non
 async def _feasibility(
     checks: _Checks,
     pairs: Sequence[tuple[PodTemplate, PodIntent]],
+    inventory: InventoryRead,
     *,
     runtime: Runtime,
     config: Config,
     deadline: float,
 ) -> None:
-    view = runtime.inventory.view
+    view, stale = inventory.view, inventory.stale
     if view is None:
         checks.volatile = True
         checks.warnings += unchecked("no-inventory").warnings
         return
-    stale = runtime.inventory.is_stale(config.inventory.stale_after_seconds)
     checks.volatile = checks.volatile or stale
     results = await _evaluate_all(
         [i for _, i in pairs], view, runtime=runtime, config=config, deadline=deadline

@@ -33,7 +33,7 @@ from core.mutation.patch import PatchOp, annotation_ops
 from webhook.config import Config
 from webhook.review.feasibility import _apply_modes, _at, _Checks, _feasibility
 from webhook.review.response import Outcome, allowed, denied, patched
-from webhook.review.runtime import Runtime
+from webhook.review.runtime import InventoryRead, Runtime
 from webhook.review.wire import AdmissionRequest, WebhookName
 
 # Static (mirror) pods are created by the kubelet from files; mutating them is futile
@@ -41,8 +41,9 @@ from webhook.review.wire import AdmissionRequest, WebhookName
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 
 
-# (request, runtime, configuration, deadline on runtime.clock) -> the decision
-Decide = Callable[[AdmissionRequest, Runtime, Config, float], Awaitable[Outcome]]
+# (request, runtime, configuration, deadline on runtime.clock, the inventory the review
+# reads) -> the decision
+Decide = Callable[[AdmissionRequest, Runtime, Config, float, InventoryRead], Awaitable[Outcome]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,19 +130,19 @@ def affinity_settings(config: Config) -> AffinitySettings:
     return settings
 
 
-def mutate(request: AdmissionRequest, runtime: Runtime, config: Config) -> Outcome:
+def mutate(request: AdmissionRequest, config: Config, inventory: InventoryRead) -> Outcome:
     """The mutating webhook: Pods on CREATE only; everything else passes unchanged.
 
     A pod the core cannot read is admitted unchanged with a warning: the validating
     webhook denies it with the reason (a broken mutation must never block creation).
     """
     try:
-        return _mutate(request, runtime, config)
+        return _mutate(request, config, inventory)
     except CoreError as exc:
         return allowed(warnings=[f"pod not mutated: {exc}"])
 
 
-def _mutate(request: AdmissionRequest, runtime: Runtime, config: Config) -> Outcome:
+def _mutate(request: AdmissionRequest, config: Config, inventory: InventoryRead) -> Outcome:
     obj = request.object
     if request.operation != "CREATE" or not _is_pod(request) or not isinstance(obj, dict):
         return allowed()
@@ -169,8 +170,8 @@ def _mutate(request: AdmissionRequest, runtime: Runtime, config: Config) -> Outc
         return patched(ops, warnings=[f.message for f in errors if f.code == "too-large"])
     warnings = [f.message for f in result.findings if f.severity == "warning"]
     inject = config.mutation.inject_affinity
-    stale = inject and runtime.inventory.is_stale(config.inventory.stale_after_seconds)
-    view = runtime.inventory.view if inject else None
+    stale = inject and inventory.stale
+    view = inventory.view if inject else None
     volatile = inject and (stale or view is None)
     spec_ops_, more_warnings = spec_ops(
         result.intent, spec, view, affinity_settings(config), inject=inject, stale=stale
@@ -184,7 +185,7 @@ def judged_intent(
     request: AdmissionRequest,
     template: PodTemplate,
     intent: PodIntent,
-    runtime: Runtime,
+    inventory: InventoryRead,
     config: Config,
 ) -> PodIntent:
     """The intent validation judges: for a Pod, without the policy affinity mutate added
@@ -193,11 +194,11 @@ def judged_intent(
     `not-selected` of numagate's own affinity)."""
     if not _is_pod(request) or not config.mutation.inject_affinity or not intent.required_terms:
         return intent
-    stale = runtime.inventory.is_stale(config.inventory.stale_after_seconds)
-    view = runtime.inventory.view
     try:
         settings = affinity_settings(config)
-        spec = without_policy_affinity(intent, template.spec, view, settings, stale=stale)
+        spec = without_policy_affinity(
+            intent, template.spec, inventory.view, settings, stale=inventory.stale
+        )
         return (
             intent if spec is None else read_intent(dataclasses.replace(template, spec=spec)).intent
         )
@@ -206,9 +207,13 @@ def judged_intent(
 
 
 async def _decide_mutate(
-    request: AdmissionRequest, runtime: Runtime, config: Config, deadline: float
+    request: AdmissionRequest,
+    runtime: Runtime,
+    config: Config,
+    deadline: float,
+    inventory: InventoryRead,
 ) -> Outcome:
-    return mutate(request, runtime, config)
+    return mutate(request, config, inventory)
 
 
 MUTATE = Handler("mutate", mutating=True, decide=_decide_mutate)
@@ -222,7 +227,11 @@ def _finding_message(path: str, message: str, code: str) -> str:
 
 
 async def validate(
-    request: AdmissionRequest, runtime: Runtime, config: Config, deadline: float
+    request: AdmissionRequest,
+    runtime: Runtime,
+    config: Config,
+    deadline: float,
+    inventory: InventoryRead,
 ) -> Outcome:
     """The validating webhook for Pods and the pod templates of workloads."""
     if request.operation not in ("CREATE", "UPDATE") or not isinstance(request.object, dict):
@@ -256,11 +265,13 @@ async def validate(
         checks.warnings += [f.message for f in result.findings if f.severity == "warning"]
         if not errors:
             pairs.append(
-                (template, judged_intent(request, template, result.intent, runtime, config))
+                (template, judged_intent(request, template, result.intent, inventory, config))
             )
     if pairs:
         try:
-            await _feasibility(checks, pairs, runtime=runtime, config=config, deadline=deadline)
+            await _feasibility(
+                checks, pairs, inventory, runtime=runtime, config=config, deadline=deadline
+            )
         except CoreError as exc:  # e.g. an affinity operator the API would have rejected
             return denied(str(exc), code=400, reason="BadRequest")
     return _apply_modes(checks, config)

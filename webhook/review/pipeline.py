@@ -11,7 +11,6 @@ import logging
 from dataclasses import dataclass
 
 from webhook.config import MAX_TIMEOUT_SECONDS, Config
-from webhook.inventory.state import InventoryView
 from webhook.logs import get_logger
 from webhook.metrics import WebhookMetrics
 from webhook.review.decision_cache import Entry, raw_key, review_key, split_body
@@ -25,7 +24,7 @@ from webhook.review.response import (
     finalize,
     review_answer,
 )
-from webhook.review.runtime import Runtime
+from webhook.review.runtime import InventoryRead, Runtime
 from webhook.review.wire import (
     AdmissionRequest,
     RequestError,
@@ -62,10 +61,13 @@ async def decide_review(
     runtime: Runtime,
     deadline: float,
     config: Config | None = None,
+    inventory: InventoryRead | None = None,
 ) -> Outcome:
-    """The handler's decision for a parsed review (no cache, nothing put on the wire)."""
+    """The handler's decision for a parsed review (no cache, nothing put on the wire).
+    ``inventory``: what the review reads (default: the runtime's inventory now)."""
     config = runtime.config() if config is None else config
-    return await handler.decide(request, runtime, config, deadline)
+    inventory = runtime.read(config) if inventory is None else inventory
+    return await handler.decide(request, runtime, config, deadline, inventory)
 
 
 def _log_answer(
@@ -104,12 +106,12 @@ def _log_answer(
     )
 
 
-def _cache_usable(runtime: Runtime, config: Config, view: InventoryView | None) -> bool:
+def _cache_usable(config: Config, inventory: InventoryRead) -> bool:
     """Whether the decision cache may be used now: turned on, an inventory loaded and not
     stale (a stale inventory's answers warn and never deny)."""
-    if not config.decision_cache.entries or view is None:
-        return False
-    return not runtime.inventory.is_stale(config.inventory.stale_after_seconds)
+    return (
+        bool(config.decision_cache.entries) and inventory.view is not None and not inventory.stale
+    )
 
 
 async def _decide_parsed(
@@ -118,13 +120,14 @@ async def _decide_parsed(
     handler: Handler,
     runtime: Runtime,
     config: Config,
-    view: InventoryView | None,
+    inventory: InventoryRead,
     use_cache: bool,
     deadline: float,
 ) -> tuple[Outcome, HttpAnswer, Entry | None, str]:
     """The answer for a parsed review, from the decision cache or decided now: (outcome,
     answer, the cache entry that holds it or None, the cache result for the metric).
-    ``view`` is the inventory the decision reads (captured once per review)."""
+    ``inventory`` is what the decision reads (taken once per review)."""
+    view = inventory.view
     key = review_key(request, handler.name) if use_cache else None
     if key is None:
         found = "uncacheable"
@@ -137,7 +140,12 @@ async def _decide_parsed(
         result = HttpAnswer(200, JSON, entry.body(request.uid), outcome.allowed, outcome.code)
         return outcome, result, entry, found
     outcome = await decide_review(
-        request, handler=handler, runtime=runtime, deadline=deadline, config=config
+        request,
+        handler=handler,
+        runtime=runtime,
+        deadline=deadline,
+        config=config,
+        inventory=inventory,
     )
     review = finalize(outcome, request.uid, mutating=handler.mutating)
     result = review_answer(review, allowed_=outcome.allowed, code=outcome.code)
@@ -207,8 +215,9 @@ async def _respond(
     """The answer for a body: a verified replica's cached answer without parsing it (see
     webhook.review.decision_cache), else parsed and decided (or found in the cache)."""
     config = runtime.config()
-    view = runtime.inventory.view
-    usable = _cache_usable(runtime, config, view)
+    inventory = runtime.read(config)  # the one read of the inventory in this review
+    view = inventory.view
+    usable = _cache_usable(config, inventory)
     use_cache = usable and runtime.decisions.wants_key()
     raw_k = raw_key(raw, handler.name) if use_cache else None
     known = None if raw_k is None else runtime.decisions.get_raw(raw_k, view, config)
@@ -227,7 +236,7 @@ async def _respond(
             handler=handler,
             runtime=runtime,
             config=config,
-            view=view,
+            inventory=inventory,
             use_cache=use_cache,
             deadline=deadline,
         )
@@ -257,7 +266,8 @@ async def answer(
     start = runtime.clock() if start is None else start
     handler = HANDLERS[webhook]
     metrics = runtime.metrics
-    metrics.in_flight.inc(webhook=webhook)
+    bound = metrics.for_review(webhook)
+    bound.in_flight.inc()
     seen = _Seen()
     try:
         result = await _respond(raw, handler, runtime, seen, timeout, start)
@@ -273,12 +283,12 @@ async def answer(
         log.exception("internal error", extra={"uid": uid, "webhook": webhook})
         result = answer_for_error(exc, fail_open=handler.mutating, uid=uid)
     finally:
-        metrics.in_flight.dec(webhook=webhook)
+        bound.in_flight.dec()
     metrics.requests.inc(
         webhook=webhook,
         operation=seen.operation,
         allowed=str(result.allowed).lower() if result.allowed is not None else "",
         code=str(result.code),
     )
-    metrics.duration.observe(runtime.clock() - start, webhook=webhook)
+    bound.duration.observe(runtime.clock() - start)
     return result

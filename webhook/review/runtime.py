@@ -8,9 +8,20 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from webhook.config import Config
-from webhook.inventory.state import InventoryState
+from webhook.inventory.state import InventoryState, InventoryView
 from webhook.metrics import WebhookMetrics
 from webhook.review.decision_cache import DecisionCache
+
+
+@dataclass(frozen=True, slots=True)
+class InventoryRead:
+    """The inventory one review reads, taken once when it starts (:meth:`Runtime.read`):
+    the decision cache, mutate's affinity, validate's judged intent and its feasibility
+    check all read this view and this staleness, so a reload installed meanwhile cannot
+    give one review two views (issue 31)."""
+
+    view: InventoryView | None
+    stale: bool  # a live inventory not synchronized for inventory.staleAfterSeconds
 
 
 @dataclass
@@ -22,3 +33,8 @@ class Runtime:
     metrics: WebhookMetrics = field(default_factory=WebhookMetrics)
     clock: Callable[[], float] = time.monotonic
     decisions: DecisionCache = field(default_factory=DecisionCache)
+
+    def read(self, config: Config) -> InventoryRead:
+        """The inventory a review starting now reads (see :class:`InventoryRead`)."""
+        view = self.inventory.view
+        return InventoryRead(view, self.inventory.is_stale(config.inventory.stale_after_seconds))
