@@ -117,7 +117,8 @@ class WebhookMetrics:
         self.unchecked = f.counter(
             "numagate_admission_unchecked_total",
             "Reviews allowed without being checked, by webhook and reason (review-values: the"
-            " body holds more JSON values than limits.reviewValues; it is not decoded).",
+            " body holds more JSON values than limits.reviewValues; it is not decoded;"
+            " too-large: a pod template over a limit on its structure, e.g. limits.containers).",
             ("webhook", "reason"),
         )
         self.errors = f.counter(

@@ -6,8 +6,12 @@ Their CPU time is measured by benchmarks/worst_case.py, not here.
 - ``unchecked``: over the decode guard (not decoded): HTTP 200, allowed unchanged with a
   warning naming the guard's limit, on /validate too (issue 29: a 413 would make the
   validating webhook's failurePolicy: Fail refuse a pod Kubernetes accepts);
-- ``too-large``: /validate denies naming the field and the limit (rule too-large); /mutate
-  allows with that same text as a warning and leaves the field as written;
+- ``too-large``: over a bound of the annotations, /validate denies naming the field and the
+  limit (rule too-large); /mutate allows with that same text as a warning and leaves the
+  field as written;
+- ``unchecked-size``: over a bound of the object's structure (containers, resources,
+  affinity, nodeSelector, tasks), which Kubernetes accepts: /validate allows with a
+  "numagate: not checked" warning naming the limit (issue 29); /mutate as for too-large;
 - ``deny``: /validate denies under another rule, with a bounded message;
 - ``reviewed``: read in full, no too-large finding;
 - ``any``: HTTP 200 (the slowest inputs fuzz/worst_case_fuzz.py kept).
@@ -81,7 +85,7 @@ def _unread_keys(obj: dict[str, Any], warnings: list[str]) -> list[str]:
 def _check_mutate(case: WorstCase, obj: dict[str, Any], response: dict[str, Any]) -> None:
     assert response["allowed"] is True, response
     warnings = response.get("warnings", [])
-    if case.expect == "too-large":
+    if case.expect in ("too-large", "unchecked-size"):
         assert any(case.fragment in w for w in warnings), warnings
     patched = copy.deepcopy(obj)
     if "patch" in response:
@@ -107,6 +111,14 @@ def _check_validate(case: WorstCase, response: dict[str, Any]) -> None:
     text = _messages(response)
     if case.expect == "reviewed":
         assert "too-large" not in text, text[:500]
+        return
+    if case.expect == "unchecked-size":
+        assert response["allowed"] is True, response
+        assert "patch" not in response and "status" not in response, response
+        assert any(
+            w.startswith("numagate: not checked:") and case.fragment in w
+            for w in response["warnings"]
+        ), response["warnings"]
         return
     assert response["allowed"] is False, response
     message = response["status"]["message"]

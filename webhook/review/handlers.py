@@ -22,7 +22,7 @@ from core.errors import CoreError
 from core.intent.limits import DEFAULT, Limits
 from core.intent.read import read_intent
 from core.intent.workloads import PodTemplate, pod_templates, structure_findings
-from core.model import PodIntent, is_map
+from core.model import Finding, PodIntent, is_map
 from core.mutation.affinity import (
     AffinitySettings,
     ScarceSettings,
@@ -226,6 +226,22 @@ def _finding_message(path: str, message: str, code: str) -> str:
     return f"{path}: {message} (rule {code})" if path else f"{message} (rule {code})"
 
 
+def _unchecked_size(finding: Finding) -> bool:
+    """Over one of numagate's own bounds on the object's structure (containers, resources,
+    affinity, nodeSelector, templates): Kubernetes accepts such an object, so it is allowed
+    unchecked. Over a bound of the annotations it is an error: the API server refuses
+    annotations over 256 KiB itself, and a policy value past its bound is invalid whatever
+    it holds (the ValidatingAdmissionPolicy refuses it too)."""
+    return finding.code == "too-large" and "metadata.annotations" not in finding.path
+
+
+def _not_checked(findings: list[Finding], runtime: Runtime) -> Outcome:
+    """Allowed, with a warning per finding that numagate did not check the pod template,
+    counted (reason too-large)."""
+    runtime.metrics.unchecked.inc(webhook="validate", reason="too-large")
+    return allowed(warnings=[f"numagate: not checked: {f.message}" for f in findings])
+
+
 async def validate(
     request: AdmissionRequest,
     runtime: Runtime,
@@ -245,6 +261,8 @@ async def validate(
         return allowed()
     limits = config.core_limits
     malformed = [f for f in structure_findings(request.object, limits) if f.severity == "error"]
+    if malformed and all(_unchecked_size(f) for f in malformed):
+        return _not_checked(malformed, runtime)
     if malformed:
         message = "; ".join(_finding_message(f.path, f.message, f.code) for f in malformed)
         return denied(message, code=400, reason="BadRequest")
@@ -260,10 +278,14 @@ async def validate(
         except CoreError as exc:
             return denied(_at(template, str(exc)), code=400, reason="BadRequest")
         errors = [f for f in result.findings if f.severity == "error"]
+        sizes = [f for f in errors if _unchecked_size(f)]
         for f in errors:
-            checks.fail("annotations", _finding_message(f.path, f.message, f.code))
+            if f not in sizes:
+                checks.fail("annotations", _finding_message(f.path, f.message, f.code))
         checks.warnings += [f.message for f in result.findings if f.severity == "warning"]
-        if not errors:
+        if sizes:
+            checks.warnings += _not_checked(sizes, runtime).warnings
+        elif not errors:
             pairs.append(
                 (template, judged_intent(request, template, result.intent, inventory, config))
             )
