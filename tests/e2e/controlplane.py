@@ -126,6 +126,8 @@ class ControlPlane:
     apiserver_port: int = 0
     pki: Pki | None = None
     apiserver_flags: list[str] = field(default_factory=list)
+    # The benchmarks measure admission alone: no scheduler competing for the 2 cores.
+    with_scheduler: bool = True
 
     # -- paths
     @property
@@ -155,7 +157,8 @@ class ControlPlane:
             self._write_kubeconfigs()
             self.start_apiserver()
             self._ensure_default_service_account("default")
-            self._start_scheduler()
+            if self.with_scheduler:
+                self._start_scheduler()
             self._start_kwok()
         except BaseException:
             self.stop()
