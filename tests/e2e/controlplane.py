@@ -339,15 +339,13 @@ class ControlPlane:
     # -- clients
     def kubectl(self, *args: str, input: str | None = None, check: bool = True,
                 kubeconfig: Path | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:  # fmt: skip
-        """The built kubectl against this control plane (the admin unless ``kubeconfig``)."""
-        cmd = [
-            str(self.binary("kubectl")),
-            "--kubeconfig",
-            str(kubeconfig or self.kubeconfig),
-            *args,
-        ]
+        """The built kubectl against this control plane (the admin unless ``kubeconfig``).
+        The kubeconfig goes in $KUBECONFIG: kubectl looks a plugin up only when the
+        plugin's name comes before any flag (`kubectl numagate pending -A`)."""
+        env = {**self.env(), "KUBECONFIG": str(kubeconfig or self.kubeconfig)}
+        cmd = [str(self.binary("kubectl")), *args]
         proc = subprocess.run(cmd, input=input, capture_output=True, text=True, timeout=timeout,
-                              env=self.env())  # fmt: skip
+                              env=env)  # fmt: skip
         if check and proc.returncode != 0:
             raise ControlPlaneError(
                 f"kubectl {' '.join(args)} failed ({proc.returncode}): {proc.stderr.strip()}"

@@ -66,14 +66,11 @@ def test_fits_is_bound_and_no_room_now_stays_pending_and_is_explained(serving: I
     # kubectl finds `kubectl-numagate` on PATH (the plugin lookup), as a user's would.
     pending = plane.kubectl("numagate", "pending", "-A", "-o", "json", check=False)
     assert pending.returncode == 0, pending.stderr
-    entries = json.loads(pending.stdout)
-    listed = (
-        entries if isinstance(entries, list) else entries.get("pending", entries.get("items", []))
-    )
-    mine = [e for e in listed if json.dumps(e).find('"waits"') >= 0]
-    assert mine, pending.stdout
-    assert "no-room-now" in json.dumps(mine[0]), mine[0]
-    assert "single-busy" in json.dumps(mine[0])
+    listed = json.loads(pending.stdout)["pods"]
+    mine = [e for e in listed if (e["namespace"], e["name"]) == (TEST_NS, "waits")]
+    assert len(mine) == 1, pending.stdout
+    assert mine[0]["outcome"] == "no-room-now", mine[0]
+    assert mine[0]["closest"]["node"] == "single-busy", mine[0]
     table = plane.kubectl("numagate", "pending", "-A", check=False)
     assert "waits" in table.stdout and "fits" not in table.stdout.split(), table.stdout
 
