@@ -232,6 +232,10 @@ def install(plane: ControlPlane, workdir: Path) -> Install:
     docs = webhooks_to_url(rendered, port)
     text = yaml.safe_dump_all(docs)
     (workdir / "numagate.yaml").write_text(text)
+    # A server-side dry run creates nothing, so the namespaced objects of a first install
+    # are refused ("namespaces numagate-system not found"): the Namespace goes first.
+    namespaces = [d for d in docs if d["kind"] == "Namespace"]
+    plane.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(namespaces))
     dry_run = plane.kubectl("apply", "--dry-run=server", "-f", "-", input=text, check=False)
     applied = plane.kubectl("apply", "-f", "-", input=text, check=False)
     certs = workdir / "certs"

@@ -9,6 +9,7 @@ import base64
 import json
 import ssl
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -43,7 +44,11 @@ class HookServer:
 
 
 @contextmanager
-def hook_server(directory: Path, patcher: Patcher | None = None) -> Iterator[HookServer]:
+def hook_server(
+    directory: Path, patcher: Patcher | None = None, delay: float = 0.0
+) -> Iterator[HookServer]:
+    """Serve on 127.0.0.1 (a free port) until the block ends; ``delay``: seconds to wait
+    before each answer (a webhook slower than its timeoutSeconds)."""
     certs = ensure_serving_certs(directory, hosts=("127.0.0.1",))
     state = HookServer(certs, patcher)
 
@@ -52,6 +57,7 @@ def hook_server(directory: Path, patcher: Patcher | None = None) -> Iterator[Hoo
             body = self.rfile.read(int(self.headers["Content-Length"]))
             review = json.loads(body)
             state.recorded.append(Recorded(self.path, review))
+            time.sleep(delay)
             request = review["request"]
             response: dict[str, Any] = {"uid": request["uid"], "allowed": True}
             ops = state.patcher(request) if state.patcher and request.get("object") else None

@@ -251,17 +251,24 @@ def test_excluded_namespaces_and_objects_are_not_sent(serving: Install) -> None:
     )
 
 
-def test_the_apiserver_sends_timeout_and_enforces_it(serving: Install, tmp_path: Path) -> None:
+def _register(plane, name: str, url: str, ca: str, timeout: int, policy: str) -> None:  # type: ignore[no-untyped-def]
+    hook = webhook_entry(
+        f"{name}.e2e.io", url, ca, POD_RULES, TEST_NS, mutating=False, policy=policy
+    )
+    hook["timeoutSeconds"] = timeout
+    cfg = {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+           "metadata": {"name": name}, "webhooks": [hook]}  # fmt: skip
+    create(plane, cfg, check=True)
+    time.sleep(1)  # the apiserver picks up a new configuration asynchronously
+
+
+def test_the_apiserver_sends_timeout_seconds_and_enforces_it(
+    serving: Install, tmp_path: Path
+) -> None:
     plane = serving.plane
-    with hook_server(tmp_path) as rec:
-        cfg = {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
-               "metadata": {"name": "e2e-recorder"},
-               "webhooks": [webhook_entry("recorder.e2e.io", rec.url("/validate"), rec.ca_bundle,
-                                          POD_RULES, TEST_NS, mutating=False)]}  # fmt: skip
-        cfg["webhooks"][0]["timeoutSeconds"] = 2
-        create(plane, cfg, check=True)
+    with hook_server(tmp_path / "fast") as rec:
+        _register(plane, "e2e-recorder", rec.url("/validate"), rec.ca_bundle, 2, "Ignore")
         try:
-            time.sleep(1)
             assert create(plane, pod("timed")).returncode == 0
         finally:
             plane.kubectl("delete", "validatingwebhookconfiguration", "e2e-recorder")
@@ -269,6 +276,20 @@ def test_the_apiserver_sends_timeout_and_enforces_it(serving: Install, tmp_path:
     assert rec.recorded and rec.recorded[0].path == "/validate?timeout=2s"
     shipped = get(plane, "mutatingwebhookconfiguration", "numagate", None)["webhooks"][0]
     assert shipped["timeoutSeconds"] == 3
+    # A webhook slower than its timeoutSeconds: the apiserver gives up, failurePolicy decides.
+    with hook_server(tmp_path / "slow", delay=3.0) as slow:
+        _register(plane, "e2e-slow", slow.url("/validate"), slow.ca_bundle, 1, "Fail")
+        try:
+            started = time.monotonic()
+            out = create(plane, pod("too-slow"))
+            elapsed = time.monotonic() - started
+        finally:
+            plane.kubectl("delete", "validatingwebhookconfiguration", "e2e-slow")
+    assert out.returncode == 1 and 'failed calling webhook "e2e-slow.e2e.io"' in out.stderr, (
+        out.stderr
+    )
+    assert "context deadline exceeded" in out.stderr or "Timeout" in out.stderr, out.stderr
+    assert elapsed < 3.0
 
 
 def test_numagate_stopped_mutate_ignores_and_validate_fails_closed(serving: Install) -> None:
