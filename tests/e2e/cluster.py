@@ -201,8 +201,12 @@ def webhooks_to_url(docs: list[dict[str, Any]], port: int) -> list[dict[str, Any
     for doc in out:
         if doc["kind"].endswith("WebhookConfiguration"):
             for hook in doc["webhooks"]:
-                path = hook["clientConfig"]["service"].get("path", "/")
-                hook["clientConfig"] = {"url": f"https://127.0.0.1:{port}{path}"}
+                client = hook["clientConfig"]
+                url = f"https://127.0.0.1:{port}{client['service'].get('path', '/')}"
+                hook["clientConfig"] = {
+                    "url": url,
+                    **({"caBundle": client["caBundle"]} if "caBundle" in client else {}),
+                }
     return out
 
 

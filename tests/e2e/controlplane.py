@@ -262,6 +262,13 @@ class ControlPlane:
             "--cert-dir", str(self.workdir / "apiserver-certs"),
             "--tls-cert-file", str(pki.serving_cert), "--tls-private-key-file", str(pki.serving_key),
             "--client-ca-file", str(pki.ca),
+            # The front-proxy CA that kube-scheduler's delegated authentication reads from
+            # kube-system/extension-apiserver-authentication (it logs an error without).
+            "--requestheader-client-ca-file", str(pki.ca),
+            "--requestheader-allowed-names", "front-proxy-client",
+            "--requestheader-username-headers", "X-Remote-User",
+            "--requestheader-group-headers", "X-Remote-Group",
+            "--requestheader-extra-headers-prefix", "X-Remote-Extra-",
             "--authorization-mode", "RBAC",
             "--service-cluster-ip-range", SERVICE_CIDR,
             "--service-account-issuer", SA_ISSUER,

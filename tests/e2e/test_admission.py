@@ -107,7 +107,12 @@ def test_server_side_dry_run_returns_the_mutated_pod_and_stores_nothing(serving:
 
 def _deployment(name: str, cpu: str) -> dict:
     template = pod(name, cpu=cpu, annotations=koord("SingleNUMANode"))
-    del template["metadata"]["name"], template["metadata"]["namespace"]
+    del (
+        template["metadata"]["name"],
+        template["metadata"]["namespace"],
+        template["apiVersion"],
+        template["kind"],
+    )
     template["metadata"]["labels"] = {"app": name}
     return {"apiVersion": "apps/v1", "kind": "Deployment",
             "metadata": {"name": name, "namespace": TEST_NS},
@@ -148,7 +153,7 @@ def test_a_pod_update_is_admitted(serving: Install) -> None:
 
 def _volcano_job(name: str, cpu: str, policy: str) -> dict:
     template = pod(name, cpu=cpu, scheduler="volcano")
-    del template["metadata"]
+    del template["metadata"], template["apiVersion"], template["kind"]
     return {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
             "metadata": {"name": name, "namespace": TEST_NS},
             "spec": {"schedulerName": "volcano", "minAvailable": 1,

@@ -68,7 +68,7 @@ def _shape(review: dict[str, Any]) -> dict[str, Any]:
 
 def _volcano_job(name: str) -> dict[str, Any]:
     template = pod(name, cpu="2", scheduler="volcano", namespace=NS)
-    del template["metadata"]
+    del template["metadata"], template["apiVersion"], template["kind"]
     return {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
             "metadata": {"name": name, "namespace": NS},
             "spec": {"schedulerName": "volcano", "minAvailable": 1, "tasks": [
