@@ -19,6 +19,7 @@ from tests.e2e.cluster import TEST_NS, Install, create_nodes, install, install_c
 from tests.e2e.controlplane import ControlPlane
 
 _PLANE: list[ControlPlane] = []
+_INSTALL: list[Install] = []
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -34,6 +35,11 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  
     report = outcome.get_result()
     if report.failed and _PLANE:
         report.sections.append(("control plane logs", _PLANE[0].logs()))
+    if report.failed and _INSTALL and _INSTALL[0].serve is not None:
+        lines = [x for x in _INSTALL[0].serve.log if '"numagate.admission"' not in x]
+        report.sections.append(
+            ("numagate serve log (admission lines left out)", "\n".join(lines[-40:]))
+        )
 
 
 @pytest.fixture(scope="session")
@@ -63,10 +69,12 @@ def installed(
     create_nodes(control_plane)
     control_plane.create_namespace(TEST_NS)
     result = install(control_plane, Path(tmp_path_factory.mktemp("numagate")))
+    _INSTALL.append(result)
     try:
         yield result
     finally:
         result.stop_serve()
+        _INSTALL.clear()
 
 
 @pytest.fixture

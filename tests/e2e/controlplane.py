@@ -275,6 +275,9 @@ class ControlPlane:
             "--service-account-key-file", str(pki.sa_public),
             "--service-account-signing-key-file", str(pki.sa_private),
             "--allow-privileged=true", "--profiling=false",
+            # It taints every new node not-ready until the node lifecycle controller (in the
+            # kube-controller-manager, absent here) sees it Ready: nothing would be scheduled.
+            "--disable-admission-plugins", "TaintNodesByCondition",
             "--v", "1",
             *self.apiserver_flags,
         ])  # fmt: skip

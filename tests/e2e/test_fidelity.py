@@ -70,6 +70,14 @@ def test_a_watch_from_a_compacted_version_gets_an_expired_error_event(installed:
     # The watch cache keeps a window of recent events; a watch older than the window is
     # answered 200 with one ERROR event (not an HTTP 410), as the fake does.
     plane.start_apiserver()  # a fresh watch cache: its window starts after `old`
+    # A just-started apiserver answers 429 "storage is (re)initializing" until its watch
+    # cache has listed (the fake has no such window).
+    deadline = time.monotonic() + 60
+    while True:
+        status, _ = request(plane, NRTS, {"limit": 1, "resourceVersion": "0"})
+        if status == 200 or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
     events = watch_events(plane, NRTS, {"resourceVersion": old, "timeoutSeconds": 5}, 1, 30)
     assert events and events[0]["type"] == "ERROR", events
     status = events[0]["object"]
@@ -79,6 +87,9 @@ def test_a_watch_from_a_compacted_version_gets_an_expired_error_event(installed:
 
 def test_bookmarks_carry_the_version_and_an_empty_object(installed: Install) -> None:
     plane = installed.plane
+    # The watch cache sends bookmarks only once it has processed an event since it
+    # started (an apiserver restart resets it): give it one.
+    plane.kubectl("label", "--overwrite", "node", "none-a", f"e2e-touched={int(time.time())}")
     _, listed = request(plane, "/api/v1/nodes", {})
     events = watch_events(plane, "/api/v1/nodes", {"resourceVersion": listed["metadata"]["resourceVersion"],
                                                    "allowWatchBookmarks": "true", "timeoutSeconds": 4}, 50, 30)  # fmt: skip

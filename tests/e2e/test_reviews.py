@@ -82,6 +82,7 @@ def _deployment(name: str) -> dict[str, Any]:
         "labels": {"app": name},
         "annotations": template["metadata"]["annotations"],
     }
+    del template["apiVersion"], template["kind"]
     return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name, "namespace": NS},
             "spec": {"replicas": 1, "selector": {"matchLabels": {"app": name}}, "template": template}}  # fmt: skip
 
