@@ -122,6 +122,8 @@ class Install:
     config: Path
     serve: ServeProcess | None = None
     serve_args: list[str] = field(default_factory=list)
+    # Started with the install (bookmarks come about once a minute: tests/e2e/watches.py).
+    watches: Any = None
 
     @property
     def ca(self) -> Path:

@@ -17,6 +17,7 @@ import pytest
 
 from tests.e2e.cluster import TEST_NS, Install, create_nodes, install, install_crds
 from tests.e2e.controlplane import ControlPlane
+from tests.e2e.watches import start_watches
 
 _PLANE: list[ControlPlane] = []
 _INSTALL: list[Install] = []
@@ -69,10 +70,12 @@ def installed(
     create_nodes(control_plane)
     control_plane.create_namespace(TEST_NS)
     result = install(control_plane, Path(tmp_path_factory.mktemp("numagate")))
+    result.watches = start_watches(control_plane, str(result.sa_kubeconfig))
     _INSTALL.append(result)
     try:
         yield result
     finally:
+        result.watches.stop()
         result.stop_serve()
         _INSTALL.clear()
 

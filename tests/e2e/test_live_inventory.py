@@ -6,20 +6,14 @@ and the bookmarks its reflector counts on."""
 from __future__ import annotations
 
 import json
-import random
 import threading
 import time
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
-from kubernetes import config
 
 from tests.e2e.cluster import NUMA_CPUS, TEST_NS, Install, clean_pods, create, koord, nrt, pod
 from tests.e2e.controlplane import wait_until
-from webhook.inventory.live import NODE_RESOURCE_TOPOLOGIES
-from webhook.inventory.objects import Timing
-from webhook.inventory.reflector import Reflector
 
 DENIED = "numagate: no node can ever run this pod"
 
@@ -86,6 +80,14 @@ def test_nrt_changes_reach_decisions(serving: Install) -> None:
     )
 
 
+def test_bookmarks_arrive_at_numagates_reflector(serving: Install) -> None:
+    """numagate's Reflector, watching NRTs since the install as the ServiceAccount, takes
+    the resourceVersion of the BOOKMARKs the real apiserver sends (about once a minute)."""
+    reflector = serving.watches.reflector
+    wait_until(lambda: reflector.bookmarks > 0, 90, "a BOOKMARK from the real apiserver")
+    assert reflector.resource_version and reflector.listed
+
+
 def test_compaction_and_an_apiserver_restart_relist_without_a_false_denial(
     serving: Install,
 ) -> None:
@@ -125,44 +127,3 @@ def test_compaction_and_an_apiserver_restart_relist_without_a_false_denial(
     wait_until(
         lambda: _decision(serving, "wide", "12") == "denied", 30, "the NRT restored to count"
     )
-
-
-class _Recorder:
-    def __init__(self) -> None:
-        self.events: list[str] = []
-
-    def on_replaced(self, reflector: Any, old: Any, new: Any, changed: bool) -> None:
-        self.events.append("replaced")
-
-    def on_event(self, reflector: Any, kind: str, key: Any, item: dict[str, Any]) -> None:
-        self.events.append(kind)
-
-    def on_touch(self) -> None:
-        self.events.append("touch")
-
-
-def test_bookmarks_arrive_at_numagates_reflector(serving: Install) -> None:
-    """The real apiserver sends a BOOKMARK shortly before a watch's timeoutSeconds ends
-    (its watch cache schedules one 2 s before the deadline), so a short server timeout
-    shows one within seconds; the reflector takes its resourceVersion."""
-    # The watch cache sends bookmarks only once it has processed an event since it
-    # started (an apiserver restart resets it): give it one.
-    serving.plane.kubectl(
-        "annotate", "--overwrite", "noderesourcetopology", "none-a", f"e2e/touched={time.time()}"
-    )
-    api = config.new_client_from_config(str(serving.sa_kubeconfig))
-    stopping = threading.Event()
-    timing = Timing(watch_timeout=4, request_timeout=10, backoff_initial=0.2, backoff_max=1,
-                    absent_retry=5, page_size=500)  # fmt: skip
-    reflector = Reflector(
-        NODE_RESOURCE_TOPOLOGIES, api, _Recorder(), timing, stopping, random.Random(1)
-    )
-    thread = threading.Thread(target=reflector.run, daemon=True)
-    thread.start()
-    try:
-        wait_until(lambda: reflector.bookmarks > 0, 20, "a BOOKMARK from the real apiserver")
-    finally:
-        stopping.set()
-        reflector.cut()  # closes the open watch so the thread ends now
-        thread.join(15)
-    assert reflector.resource_version

@@ -109,7 +109,9 @@ def test_the_reviews_the_apiserver_sends_match_the_fixtures_and_our_harness(
                 ("pod-create-dry-run", lambda: create(plane, pod("rec-dry", annotations=koord("SingleNUMANode"), namespace=NS), "--dry-run=server")),
                 ("pod-update", lambda: plane.kubectl("annotate", "pod", "rec-pod", "-n", NS, "e2e/touched=yes", check=False)),
                 ("deployment-create", lambda: create(plane, _deployment("rec-deploy"))),
-                ("deployment-update", lambda: plane.kubectl("scale", "deployment", "rec-deploy", "-n", NS, "--replicas=2", check=False)),
+                # Not `kubectl scale`: that writes deployments/scale, a subresource neither
+                # numagate's rules nor this recorder's name.
+                ("deployment-update", lambda: plane.kubectl("annotate", "deployment", "rec-deploy", "-n", NS, "e2e/touched=yes", check=False)),
                 ("volcano-job-create", lambda: create(plane, _volcano_job("rec-vcjob"))),
             ]  # fmt: skip
             recorded: dict[str, dict[str, Any]] = {}
