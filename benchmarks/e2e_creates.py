@@ -167,6 +167,20 @@ def p99(before: dict[float, float], after: dict[float, float]) -> tuple[float, f
     return float("nan"), counts[0] / total, int(total)
 
 
+def server_time(port: int, ca: Path) -> dict[str, float]:
+    """numagate's own mean review time (numagate_admission_duration_seconds sum/count), per
+    webhook, over the whole run: the part of the apiserver's figure spent inside numagate."""
+    sums: dict[str, list[float]] = {}
+    for line in http(port, ca, "GET", "/metrics", name="127.0.0.1")[1].decode().splitlines():
+        for suffix in ("_sum", "_count"):
+            if line.startswith(f"numagate_admission_duration_seconds{suffix}{{"):
+                hook = line.split('webhook="', 1)[1].split('"', 1)[0]
+                sums.setdefault(hook, [0.0, 0.0])[suffix == "_count"] += float(
+                    line.rsplit(" ", 1)[1]
+                )
+    return {hook: 1000 * s / c for hook, (s, c) in sums.items() if c}
+
+
 def churn(api: Api, n: int, stop: threading.Event) -> list[int]:
     """Each node's NRT rewritten once a minute (n/60 per second), its free CPUs changed."""
     done = [0]
@@ -213,7 +227,7 @@ def measure(
     port = free_port()
     started = time.perf_counter()
     serve = start_process(["--port", str(port), "--cert-dir", str(certs), "--kubeconfig", str(plane.kubeconfig),
-                           "--config", str(work / "config.yaml")], cwd=work, ca=certs / "ca.crt", timeout=600)  # fmt: skip
+                           "--config", str(work / "config.yaml")], cwd=work, workers=args.workers, ca=certs / "ca.crt", timeout=600)  # fmt: skip
     try:
         while http(port, certs / "ca.crt", "GET", "/readyz", name="127.0.0.1")[0] != 200:
             time.sleep(0.05)
@@ -241,6 +255,7 @@ def measure(
             result[f"p99_{hook}"] = p99(before[hook], mid[hook])
             result[f"p99_churn_{hook}"] = p99(mid[hook], after[hook])
         result["serve_rss_mib"] = round(rss_mib(serve.proc.pid))
+        result["server_time"] = server_time(port, certs / "ca.crt")
     finally:
         serve.stop()
         plane.kubectl(
@@ -258,6 +273,7 @@ def report(r: dict[str, Any], pods_n: int) -> None:
     print(f"control plane: nodes created {r['nodes_s']:.1f} s, NRTs {r['nrts_s']:.1f} s, all Ready after "
           f"{r['all_ready_s']:.1f} s; RSS MiB {r['rss_mib']}")  # fmt: skip
     print(f"numagate ready from the real API: {r['ready_s']:.2f} s (RSS {r['serve_rss_mib']} MiB)")
+    print(f"numagate's own mean review time, ms: {r['server_time']}")
     print(f"pod creates/s: without {without:.0f}, with numagate {with_:.0f}, ratio {with_ / without:.2f}; "
           f"under NRT churn {pods_n / r['churn_s']:.0f}/s ({r['churn_updates']} NRT updates)")  # fmt: skip
     for hook in WEBHOOKS:
@@ -272,6 +288,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--nodes", default="1000,10000")
     p.add_argument("--pods", type=int, default=1500, help="pods per measured phase")
     p.add_argument("--clients", type=int, default=16, help="concurrent API clients")
+    p.add_argument("--workers", type=int, default=2, help="numagate serve --workers")
     args = p.parse_args(argv)
     sizes = [int(x) for x in args.nodes.split(",")]
     work = Path(tempfile.mkdtemp(prefix="numagate-e2e-bench-"))
