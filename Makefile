@@ -56,13 +56,14 @@ lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
-bench: install
+bench: install e2e-build
 	$(PY) benchmarks/core.py
 	$(PY) benchmarks/inventory.py
 	$(PY) benchmarks/server.py
 	$(PY) benchmarks/churn.py
 	$(PY) benchmarks/thread_cpu.py
 	$(PY) benchmarks/sustained.py
+	$(PY) benchmarks/e2e_creates.py
 	$(PY) benchmarks/worst_case.py
 
 # Ten minutes of steady load (zero errors, flat memory), then a ten-minute fuzz run of the
