@@ -375,7 +375,10 @@ class Reflector:
                 # for a few seconds, until its RBAC authorizer has synced (tests/e2e,
                 # test_live_inventory.py). A transient failure: keep the objects, retry
                 # with backoff (a revoked grant shows as a stale type, not an empty one).
-                raise
+                raise WatchError(
+                    "403 Forbidden (grant list and watch on this resource to numagate's "
+                    "service account; a restarting apiserver refuses for a few seconds)"
+                ) from exc
             if exc.status == HTTP_FORBIDDEN:
                 raise Absent(
                     "403 Forbidden (grant list and watch on this resource to numagate's "
