@@ -326,7 +326,7 @@ def test_forbidden_resource_names_rbac_and_does_not_block(server, make_source):
 def test_a_403_after_a_list_keeps_the_objects_and_retries_with_backoff(server, make_source):
     # A kube-apiserver just restarted answers 403 until its RBAC authorizer has synced.
     seed(server)
-    source, recorder = make_source(absent_retry=60.0)
+    _source, recorder = make_source(absent_retry=60.0)
     wait_for(lambda: recorder.names() == truth(server), 5.0, step=0.01)
     server.set_forbidden(NRTS, True)
     server.expire_watches(NRTS)  # the relist meets the 403
