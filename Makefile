@@ -8,7 +8,7 @@ EXT_STAMP := core/.ext-built
 
 VERSION := $(shell sed -n 's/^__version__ = "\(.*\)"/\1/p' webhook/version.py)
 
-.PHONY: install build run test lint bench soak clean promtool image
+.PHONY: install build run test lint bench soak clean promtool image e2e-build
 
 install: $(STAMP) $(EXT_STAMP)
 
@@ -36,8 +36,13 @@ image:
 run: install
 	$(VENV)/bin/numagate serve
 
-test: install promtool
+test: install promtool e2e-build
 	$(PY) -m pytest
+
+# The end-to-end suite's etcd, kube-apiserver, kube-scheduler, kubectl and kwok, built with
+# Go from the module proxy into ~/.cache/numagate/e2e once per version (docs/e2e.md).
+e2e-build:
+	$(PYTHON) tests/e2e/build.py
 
 # tests/test_observability.py runs the real promtool (Debian's prometheus package). Only
 # when it is missing and apt-get exists (as root, or through sudo) is it installed.
@@ -51,13 +56,14 @@ lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
-bench: install
+bench: install e2e-build
 	$(PY) benchmarks/core.py
 	$(PY) benchmarks/inventory.py
 	$(PY) benchmarks/server.py
 	$(PY) benchmarks/churn.py
 	$(PY) benchmarks/thread_cpu.py
 	$(PY) benchmarks/sustained.py
+	$(PY) benchmarks/e2e_creates.py
 	$(PY) benchmarks/worst_case.py
 
 # Ten minutes of steady load (zero errors, flat memory), then a ten-minute fuzz run of the

@@ -12,6 +12,7 @@ from typing import Any
 import kubernetes_validate
 import yaml
 
+from tests.e2e.build import bin_dir
 from tests.paths import ROOT
 from webhook.config import parse_config
 
@@ -22,9 +23,17 @@ NAMESPACE = "numagate-system"
 K8S_VERSIONS = ["1.30.0", kubernetes_validate.latest_version()]
 
 
+def kubectl() -> Path:
+    """The kubectl the end-to-end suite builds (tests/e2e/build.py): never one the machine
+    may or may not carry."""
+    path = bin_dir() / "kubectl"
+    assert path.is_file(), f"{path} is missing: run `make e2e-build` (python3 tests/e2e/build.py)"
+    return path
+
+
 def kustomize(directory: Path) -> list[dict[str, Any]]:
     result = subprocess.run(
-        ["kubectl", "kustomize", str(directory)], capture_output=True, text=True, check=False
+        [str(kubectl()), "kustomize", str(directory)], capture_output=True, text=True, check=False
     )
     assert result.returncode == 0, result.stderr
     return [doc for doc in yaml.safe_load_all(result.stdout) if doc]

@@ -92,9 +92,25 @@ def bin_dir() -> Path:
     return cache_root() / f"bin-{hashlib.sha256(keys.encode()).hexdigest()[:12]}"
 
 
+# kwok v0.8 has no built-in stages: the node and pod lifecycles it ships as files in its
+# module (kustomize/stage/...). No node heartbeat: without a kube-controller-manager nothing
+# marks a silent node NotReady, and 10,000 heartbeats would load the apiserver for nothing.
+STAGES = "kwok-stages.yaml"
+STAGE_FILES = (
+    "kustomize/stage/node/fast/node-initialize.yaml",
+    "kustomize/stage/pod/general/pod-create.yaml",
+    "kustomize/stage/pod/general/pod-init-container-running.yaml",
+    "kustomize/stage/pod/general/pod-init-container-completed.yaml",
+    "kustomize/stage/pod/general/pod-ready.yaml",
+    "kustomize/stage/pod/general/pod-complete.yaml",
+    "kustomize/stage/pod/general/pod-delete.yaml",
+)
+
+
 def missing() -> list[str]:
-    """The binaries not built yet for the current toolchain files."""
-    return [b.name for b in BINARIES if not (bin_dir() / b.name).is_file()]
+    """The binaries (and kwok's stage file) not built yet for the current toolchain files."""
+    names = [b.name for b in BINARIES] + [STAGES]
+    return [name for name in names if not (bin_dir() / name).is_file()]
 
 
 class BuildError(RuntimeError):
@@ -128,6 +144,8 @@ def build() -> Path:
     target = bin_dir()
     todo = [b for b in BINARIES if not (target / b.name).is_file()]
     if not todo:
+        if not (target / STAGES).is_file():
+            _write_stages(_go(), target)
         return target
     go = _go()
     target.mkdir(parents=True, exist_ok=True)
@@ -159,6 +177,7 @@ def build() -> Path:
             env,
         )
         partial.rename(target / binary.name)  # whole or absent: an interrupted build is redone
+    _write_stages(go, target)
     peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     print(
         f"[e2e build] done in {time.monotonic() - started:.0f} s; "
@@ -167,6 +186,22 @@ def build() -> Path:
         flush=True,
     )
     return target
+
+
+def _write_stages(go: str, target: Path) -> None:
+    """Copy kwok's node and pod stage files from its module into one file next to kwok."""
+    env = {**os.environ, "GOFLAGS": "-mod=mod"}
+    proc = subprocess.run([go, "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/kwok"],
+                          cwd=TOOLCHAIN / "kwok", env=env, capture_output=True, text=True)  # fmt: skip
+    if proc.returncode != 0 or not proc.stdout.strip():
+        raise BuildError(
+            f"step 'kwok stages' failed: go list -m sigs.k8s.io/kwok: {proc.stderr.strip()}"
+        )
+    module = Path(proc.stdout.strip())
+    docs = [(module / name).read_text(encoding="utf-8").strip() for name in STAGE_FILES]
+    partial = target / f".{STAGES}.partial"
+    partial.write_text("\n---\n".join(docs) + "\n", encoding="utf-8")
+    partial.rename(target / STAGES)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -23,6 +23,7 @@ from certs.authority import CertPaths, cert_pem, create_ca, generate, utcnow
 from tests.builders.objects import SMALL, build_review, koord_pod, manifest
 from tests.certs.tls import client_certificate
 from tests.launch import NAMESPACE, SERVER_NAME, SERVICE, running_server
+from tests.paths import FIXTURES
 from tests.webhook.harness import ApiServer, WebhookCallError
 from tests.webhook.scrape import parse
 from webhook.server import ServeOptions
@@ -310,3 +311,26 @@ async def test_certificate_rotation_is_served_without_a_restart(tmp_path: Path) 
             assert (await api.call("validate", build_review(koord_pod("2")))).allowed
             _, body = await api.get("/metrics")
         assert parse(body.decode())["numagate_certwatcher_read_certificate_total{}"] >= 1
+
+
+# AdmissionReviews recorded from a real kube-apiserver (tests/e2e/test_reviews.py): the
+# server answers each within the contract, and a mutate patch applies to the object sent.
+APISERVER_REVIEWS = sorted((FIXTURES / "reviews" / "apiserver").glob("*.json"))
+
+
+def test_the_recorded_apiserver_reviews_are_there() -> None:
+    names = {p.stem for p in APISERVER_REVIEWS}
+    assert {"mutate-pod-create", "validate-pod-create", "validate-deployment-update",
+            "validate-volcano-job-create", "mutate-pod-create-dry-run"} <= names, names  # fmt: skip
+
+
+@pytest.mark.parametrize("path", APISERVER_REVIEWS, ids=lambda p: p.stem)
+async def test_reviews_recorded_from_the_real_apiserver(api: ApiServer, path: Path) -> None:
+    review = orjson.loads(path.read_bytes())
+    webhook = path.stem.split("-", 1)[0]
+    call = await api.call(webhook, review)
+    if call.patch is not None:
+        patched = jsonpatch.JsonPatch(call.patch).apply(review["request"]["object"])
+        again = copy.deepcopy(review)
+        again["request"]["object"] = patched
+        assert (await api.call(webhook, again)).patch is None  # idempotent on the real shape

@@ -370,6 +370,15 @@ class Reflector:
                 raise Gone(f"{exc.status} {exc.reason}") from exc
             if exc.status == HTTP_NOT_FOUND:
                 raise Absent("404 Not Found (is the CRD installed?)") from exc
+            if exc.status == HTTP_FORBIDDEN and self.installed:
+                # Readable before: a kube-apiserver that has just (re)started answers 403
+                # for a few seconds, until its RBAC authorizer has synced (tests/e2e,
+                # test_live_inventory.py). A transient failure: keep the objects, retry
+                # with backoff (a revoked grant shows as a stale type, not an empty one).
+                raise WatchError(
+                    "403 Forbidden (grant list and watch on this resource to numagate's "
+                    "service account; a restarting apiserver refuses for a few seconds)"
+                ) from exc
             if exc.status == HTTP_FORBIDDEN:
                 raise Absent(
                     "403 Forbidden (grant list and watch on this resource to numagate's "

@@ -322,6 +322,21 @@ def test_forbidden_resource_names_rbac_and_does_not_block(server, make_source):
     wait_for(lambda: recorder.names() == truth(server), 5.0, step=0.01)
 
 
+@pytest.mark.slow
+def test_a_403_after_a_list_keeps_the_objects_and_retries_with_backoff(server, make_source):
+    # A kube-apiserver just restarted answers 403 until its RBAC authorizer has synced.
+    seed(server)
+    _source, recorder = make_source(absent_retry=60.0)
+    wait_for(lambda: recorder.names() == truth(server), 5.0, step=0.01)
+    server.set_forbidden(NRTS, True)
+    server.expire_watches(NRTS)  # the relist meets the 403
+    time.sleep(0.3)
+    assert recorder.names() == truth(server)  # nothing dropped
+    server.set_forbidden(NRTS, False)
+    server.apply(nrt("n3"))
+    wait_for(lambda: ("NodeResourceTopology", "n3") in recorder.names(), 5.0, step=0.01)
+
+
 def test_crd_removed_while_watched_drops_its_objects(server, make_source):
     seed(server)
     source, recorder = make_source()

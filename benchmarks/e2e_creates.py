@@ -1,0 +1,320 @@
+"""Pod creations through a real kube-apiserver (issue 26): etcd, kube-apiserver and kwok
+from tests/e2e (no kube-scheduler: admission alone is measured), N kwok nodes with their
+NRTs, every pod different, numagate registered against not registered, in one run.
+
+    .venv/bin/python benchmarks/e2e_creates.py [--nodes 1000,10000] [--pods 1500] [--clients 16]
+
+Per size it prints: the control plane's node-creation time and memory (RSS of etcd,
+kube-apiserver, kwok), numagate's time to ready from the real API, pod creates/s without
+and with numagate and their ratio, numagate's p99 as the apiserver measures it
+(``apiserver_admission_webhook_admission_duration_seconds``, interpolated in its buckets:
+5, 25, 100 ms, ...) without and with NRT churn (each node's NRT rewritten once a minute).
+The binaries come from ``make e2e-build``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import os
+import random
+import shutil
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import urllib3
+import yaml
+
+HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE.parent)]
+
+from tests.e2e.cluster import KOORD_LABEL, koord, nrt, pod, webhooks_to_url  # noqa: E402
+from tests.e2e.controlplane import ControlPlane, fake_node, free_port  # noqa: E402
+from tests.launch import http, start_process  # noqa: E402
+
+POLICIES = ("SingleNUMANode", "Restricted", "BestEffort", None)
+KUBELET = {"SingleNUMANode": "single-numa-node", "Restricted": "restricted", "BestEffort": "best-effort", None: "none"}  # fmt: skip
+WEBHOOKS = ("mutate.numagate.io", "pods.validate.numagate.io")
+
+
+class Api:
+    """Raw HTTP to the apiserver as the admin, many threads (urllib3, bodies pre-encoded)."""
+
+    def __init__(self, plane: ControlPlane, clients: int) -> None:
+        assert plane.pki is not None
+        self.base = plane.server
+        self.pool = urllib3.HTTPSConnectionPool(
+            "127.0.0.1", plane.apiserver_port, maxsize=clients, ca_certs=str(plane.pki.ca),
+            cert_file=str(plane.pki.admin_cert), key_file=str(plane.pki.admin_key),
+            assert_hostname="127.0.0.1", retries=False, timeout=60,
+        )  # fmt: skip
+
+    def send(
+        self, method: str, path: str, body: bytes, content_type: str = "application/json"
+    ) -> int:
+        resp = self.pool.request(method, path, body=body, headers={"Content-Type": content_type})
+        if resp.status >= 300 and resp.status != 409:
+            raise RuntimeError(f"{method} {path}: {resp.status} {resp.data[:300]!r}")
+        return resp.status
+
+
+def parallel(api: Api, clients: int, calls: Sequence[tuple[str, str, bytes]]) -> float:
+    """Send every call with ``clients`` threads; the wall time."""
+    started = time.perf_counter()
+    with ThreadPoolExecutor(clients) as pool:
+        list(pool.map(lambda c: api.send(*c), calls))
+    return time.perf_counter() - started
+
+
+def rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def create_nodes(plane: ControlPlane, api: Api, n: int, clients: int) -> dict[str, float]:
+    rng = random.Random(n)
+    nodes, nrts = [], []
+    for i in range(n):
+        policy = POLICIES[i % len(POLICIES)]
+        name = f"bench-{i:05d}"
+        labels = {KOORD_LABEL: policy} if policy else {}
+        nodes.append(
+            (
+                "POST",
+                "/api/v1/nodes",
+                json.dumps(fake_node(name, labels, cpu="64", memory="256Gi")).encode(),
+            )
+        )
+        doc = nrt(name, KUBELET[policy], rng.randint(4, 8))
+        nrts.append(
+            (
+                "POST",
+                "/apis/topology.node.k8s.io/v1alpha2/noderesourcetopologies",
+                json.dumps(doc).encode(),
+            )
+        )
+    t_nodes = parallel(api, clients, nodes)
+    t_nrts = parallel(api, clients, nrts)
+    started = time.perf_counter()
+    ready = 0
+    while time.perf_counter() - started < 600:
+        out = plane.kubectl(
+            "get",
+            "nodes",
+            "-o",
+            'jsonpath={range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{"\\n"}{end}',
+        )
+        ready = out.stdout.split().count("True")
+        if ready >= n:
+            break
+        time.sleep(2)
+    return {
+        "nodes_s": t_nodes,
+        "nrts_s": t_nrts,
+        "all_ready_s": t_nodes + t_nrts + time.perf_counter() - started,
+    }
+
+
+def pods(prefix: str, count: int, seed: int) -> list[tuple[str, str, bytes]]:
+    """Every pod different: its own CPU, memory and policy (no two reviews alike)."""
+    rng = random.Random(seed)
+    out = []
+    for i in range(count):
+        policy = ("SingleNUMANode", "Restricted", "BestEffort")[i % 3]
+        doc = pod(f"{prefix}-{i}", cpu=f"{rng.randint(100, 4000)}m", memory=f"{rng.randint(64, 4096)}Mi",
+                  annotations=koord(policy), namespace="bench")  # fmt: skip
+        out.append(("POST", "/api/v1/namespaces/bench/pods", json.dumps(doc).encode()))
+    return out
+
+
+def histogram(plane: ControlPlane) -> dict[str, dict[float, float]]:
+    """The apiserver's admission webhook duration buckets, per webhook (all labels summed)."""
+    out: dict[str, dict[float, float]] = {w: {} for w in WEBHOOKS}
+    for line in plane.get("/metrics").decode().splitlines():
+        if not line.startswith("apiserver_admission_webhook_admission_duration_seconds_bucket{"):
+            continue
+        labels, value = line.rsplit(" ", 1)
+        for hook in WEBHOOKS:
+            if f'name="{hook}"' in labels:
+                le = labels.split('le="', 1)[1].split('"', 1)[0]
+                bound = float("inf") if le == "+Inf" else float(le)
+                out[hook][bound] = out[hook].get(bound, 0.0) + float(value)
+    return out
+
+
+def p99(before: dict[float, float], after: dict[float, float]) -> tuple[float, float, int]:
+    """(p99 in ms interpolated linearly within its bucket, share under 5 ms, calls)."""
+    bounds = sorted(after)
+    counts = [after[b] - before.get(b, 0.0) for b in bounds]
+    total = counts[-1] if counts else 0
+    if not total:
+        return float("nan"), float("nan"), 0
+    target, lower, lower_count = 0.99 * total, 0.0, 0.0
+    for bound, count in zip(bounds, counts, strict=True):
+        if count >= target:
+            if bound == float("inf"):
+                return float("inf"), counts[0] / total, int(total)
+            share = (target - lower_count) / max(count - lower_count, 1e-9)
+            return 1000 * (lower + share * (bound - lower)), counts[0] / total, int(total)
+        lower, lower_count = bound, count
+    return float("nan"), counts[0] / total, int(total)
+
+
+def server_time(port: int, ca: Path) -> dict[str, float]:
+    """numagate's own mean review time (numagate_admission_duration_seconds sum/count), per
+    webhook, over the whole run: the part of the apiserver's figure spent inside numagate."""
+    sums: dict[str, list[float]] = {}
+    for line in http(port, ca, "GET", "/metrics", name="127.0.0.1")[1].decode().splitlines():
+        for suffix in ("_sum", "_count"):
+            if line.startswith(f"numagate_admission_duration_seconds{suffix}{{"):
+                hook = line.split('webhook="', 1)[1].split('"', 1)[0]
+                sums.setdefault(hook, [0.0, 0.0])[suffix == "_count"] += float(
+                    line.rsplit(" ", 1)[1]
+                )
+    return {hook: 1000 * s / c for hook, (s, c) in sums.items() if c}
+
+
+def churn(api: Api, n: int, stop: threading.Event) -> list[int]:
+    """Each node's NRT rewritten once a minute (n/60 per second), its free CPUs changed."""
+    done = [0]
+    rng = random.Random(7)
+    period = 60.0 / n
+
+    def run() -> None:
+        i, next_at = 0, time.perf_counter()
+        while not stop.is_set():
+            name = f"bench-{i % n:05d}"
+            free = str(rng.randint(2, 8))
+            patch = {"zones": nrt(name, "none", int(free))["zones"]}
+            api.send("PATCH", f"/apis/topology.node.k8s.io/v1alpha2/noderesourcetopologies/{name}",
+                     json.dumps(patch).encode(), "application/merge-patch+json")  # fmt: skip
+            done[0] += 1
+            i += 1
+            next_at += period
+            time.sleep(max(0.0, next_at - time.perf_counter()))
+
+    threads = [threading.Thread(target=run, daemon=True)]
+    for t in threads:
+        t.start()
+    return done
+
+
+def measure(
+    plane: ControlPlane, api: Api, args: argparse.Namespace, n: int, work: Path
+) -> dict[str, Any]:
+    result: dict[str, Any] = {"nodes": n}
+    result.update(create_nodes(plane, api, n, args.clients))
+    procs = plane.procs
+    result["rss_mib"] = {name: round(rss_mib(p.popen.pid)) for name, p in procs.items() if p.popen}
+    plane.kubectl(
+        "delete",
+        "mutatingwebhookconfiguration,validatingwebhookconfiguration",
+        "numagate",
+        "--ignore-not-found",
+    )
+    # Warm-up, then without numagate.
+    parallel(api, args.clients, pods(f"warm-{n}", 200, 1))
+    result["without_s"] = parallel(api, args.clients, pods(f"off-{n}", args.pods, 2))
+    # numagate, from the real API (the admin's kubeconfig: RBAC is the e2e suite's test).
+    certs = work / f"certs-{n}"
+    port = free_port()
+    started = time.perf_counter()
+    serve = start_process(["--port", str(port), "--cert-dir", str(certs), "--kubeconfig", str(plane.kubeconfig),
+                           "--config", str(work / "config.yaml")], cwd=work, workers=args.workers, ca=certs / "ca.crt", timeout=600)  # fmt: skip
+    try:
+        while http(port, certs / "ca.crt", "GET", "/readyz", name="127.0.0.1")[0] != 200:
+            time.sleep(0.05)
+        result["ready_s"] = time.perf_counter() - started
+        ca = base64.b64encode((certs / "ca.crt").read_bytes()).decode()
+        docs = webhooks_to_url([d for d in yaml.safe_load_all(plane.kubectl("kustomize", str(HERE.parent / "manifests" / "base")).stdout)
+                                if d and d["kind"].endswith("WebhookConfiguration")], port)  # fmt: skip
+        for doc in docs:
+            for hook in doc["webhooks"]:
+                hook["clientConfig"]["caBundle"] = ca
+        plane.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(docs))
+        time.sleep(2)
+        parallel(api, args.clients, pods(f"warm-on-{n}", 200, 3))
+        before = histogram(plane)
+        result["with_s"] = parallel(api, args.clients, pods(f"on-{n}", args.pods, 4))
+        mid = histogram(plane)
+        stop = threading.Event()
+        churned = churn(api, n, stop)
+        time.sleep(5)
+        result["churn_s"] = parallel(api, args.clients, pods(f"churn-{n}", args.pods, 5))
+        stop.set()
+        after = histogram(plane)
+        result["churn_updates"] = churned[0]
+        for hook in WEBHOOKS:
+            result[f"p99_{hook}"] = p99(before[hook], mid[hook])
+            result[f"p99_churn_{hook}"] = p99(mid[hook], after[hook])
+        result["serve_rss_mib"] = round(rss_mib(serve.proc.pid))
+        result["server_time"] = server_time(port, certs / "ca.crt")
+    finally:
+        serve.stop()
+        plane.kubectl(
+            "delete",
+            "mutatingwebhookconfiguration,validatingwebhookconfiguration",
+            "numagate",
+            "--ignore-not-found",
+        )
+    return result
+
+
+def report(r: dict[str, Any], pods_n: int) -> None:
+    without, with_ = pods_n / r["without_s"], pods_n / r["with_s"]
+    print(f"\n== {r['nodes']} kwok nodes with NRTs ==")
+    print(f"control plane: nodes created {r['nodes_s']:.1f} s, NRTs {r['nrts_s']:.1f} s, all Ready after "
+          f"{r['all_ready_s']:.1f} s; RSS MiB {r['rss_mib']}")  # fmt: skip
+    print(f"numagate ready from the real API: {r['ready_s']:.2f} s (RSS {r['serve_rss_mib']} MiB)")
+    print(f"numagate's own mean review time, ms: {r['server_time']}")
+    print(f"pod creates/s: without {without:.0f}, with numagate {with_:.0f}, ratio {with_ / without:.2f}; "
+          f"under NRT churn {pods_n / r['churn_s']:.0f}/s ({r['churn_updates']} NRT updates)")  # fmt: skip
+    for hook in WEBHOOKS:
+        ms, fast, calls = r[f"p99_{hook}"]
+        cms, cfast, ccalls = r[f"p99_churn_{hook}"]
+        print(f"{hook}: p99 {ms:.1f} ms ({fast:.1%} under 5 ms, {calls} calls); under churn "
+              f"{cms:.1f} ms ({cfast:.1%} under 5 ms, {ccalls} calls)")  # fmt: skip
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--nodes", default="1000,10000")
+    p.add_argument("--pods", type=int, default=1500, help="pods per measured phase")
+    p.add_argument("--clients", type=int, default=16, help="concurrent API clients")
+    p.add_argument("--workers", type=int, default=2, help="numagate serve --workers")
+    args = p.parse_args(argv)
+    sizes = [int(x) for x in args.nodes.split(",")]
+    work = Path(tempfile.mkdtemp(prefix="numagate-e2e-bench-"))
+    (work / "config.yaml").write_text("shutdown: {delaySeconds: 0}\n")
+    results = []
+    for n in sizes:
+        plane = ControlPlane(work / f"plane-{n}", with_scheduler=False,
+                             apiserver_flags=["--max-requests-inflight", "800", "--max-mutating-requests-inflight", "400"])  # fmt: skip
+        with plane:
+            plane.create_namespace("bench")
+            plane.kubectl("apply", "-f", str(HERE.parent / "tests" / "e2e" / "crds"))
+            plane.kubectl(
+                "wait",
+                "--for",
+                "condition=Established",
+                "crd/noderesourcetopologies.topology.node.k8s.io",
+            )
+            api = Api(plane, args.clients)
+            results.append(measure(plane, api, args, n, work))
+        report(results[-1], args.pods)
+    if not os.environ.get("NUMAGATE_E2E_KEEP"):
+        shutil.rmtree(work, ignore_errors=True)  # etcd data: about 1 GiB at 10,000 nodes
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
