@@ -2,7 +2,7 @@
 
 Everything is deterministic (a seeded ``random.Random``), so two runs measure the same
 bytes. The inventory is written as the Kubernetes objects ``kubectl get
-nodes,noderesourcetopologies,numatopologies -o yaml`` would print (DESIGN 4.2); the reviews
+nodes,noderesourcetopologies,numatopologies -o yaml`` would print (docs/contracts.md: Inventory input); the reviews
 are ``admission.k8s.io/v1`` AdmissionReviews as the apiserver sends them (webhook-anchors
 1.1), each carrying a Pod of 4-10 KB (containers, env, volumes, probes) in one of the three
 dialects (Koordinator, Volcano, HAMi) or none (kubelet only).

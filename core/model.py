@@ -25,7 +25,7 @@ Verdict = Literal[
     "fits", "no-room-now", "never-fits", "policy-mismatch", "not-selected", "unknown-topology"
 ]
 
-# Kubelet spellings, the internal vocabulary (DESIGN 5, research upstream-schedulers §5).
+# Kubelet spellings, the internal vocabulary (docs/contracts.md: Policy semantics, research upstream-schedulers §5).
 POLICY_NONE = "none"
 POLICY_BEST_EFFORT = "best-effort"
 POLICY_RESTRICTED = "restricted"
@@ -184,7 +184,7 @@ Unchecked = Literal[
 
 @dataclass(frozen=True, slots=True)
 class Decision:
-    """The cluster-level answer for one pod (DESIGN 4.3), made once by
+    """The cluster-level answer for one pod (docs/contracts.md: Verdicts), made once by
     core.feasibility.decision and read as is by the webhook and lint: ``outcome`` is what
     was decided, ``unchecked`` why nothing was (empty or stale inventory, the deadline,
     no NUMA data, nothing selected), ``message`` the denial (impossible only),

@@ -183,3 +183,21 @@ def test_no_test_module_imports_another() -> None:
         if tests:
             found[module] = tests
     assert found == {}
+
+
+_OUTSIDE_DESIGN = re.compile(r"\bDESIGN \d")
+
+
+def test_no_citation_of_the_design_outside_the_repository() -> None:
+    """The contracts the code cites are in docs/contracts.md, not in a design document
+    outside the repository ("DESIGN 4.3")."""
+    found = [
+        f"{path.relative_to(ROOT)}:{n}"
+        for top in ("core", "webhook", "certs", "schemas", "docs", "tests", "benchmarks")
+        for path in sorted((ROOT / top).rglob("*"))
+        if path.suffix in {".py", ".pyx", ".pxd", ".md", ".json", ".yaml"}
+        and path != Path(__file__)
+        for n, line in enumerate(path.read_text(errors="replace").splitlines(), 1)
+        if _OUTSIDE_DESIGN.search(line)
+    ]
+    assert found == []

@@ -1,5 +1,5 @@
 """The aiohttp application: ``POST /mutate``, ``POST /validate``, ``GET /healthz``,
-``/readyz``, ``/metrics`` (DESIGN 4.6).
+``/readyz``, ``/metrics`` (docs/contracts.md: HTTP endpoints).
 
 Handlers do transport only (content type, size, ``?timeout=``); every decision is made in
 :func:`webhook.review.pipeline.answer`, every error is mapped in :mod:`webhook.review.errors`.

@@ -778,7 +778,7 @@ cdef void _state_init(_State* st, _Packed* p, int shape, int empty, i64* buf) no
     cdef int base = shape * SHAPE_FIELDS
     cdef int n = <int>p.shape_info[base + SF_N], nres = p.n_res, z, r, k
     cdef int zoff = <int>p.shape_info[base + SF_ZONE_OFF]
-    cdef int col = 1 if empty else 2  # "empty": available := allocatable (DESIGN 4.3)
+    cdef int col = 1 if empty else 2  # "empty": available := allocatable (docs/contracts.md: Verdicts)
     st.n = n
     st.nres = nres
     st.cap = buf

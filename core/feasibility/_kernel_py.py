@@ -121,7 +121,7 @@ class _State:
         self.total = [
             [zones[((zoff + z) * nres + r) * 3 + 1] for r in range(nres)] for z in range(n)
         ]
-        col = 1 if empty else 2  # "empty": available := allocatable (DESIGN 4.3)
+        col = 1 if empty else 2  # "empty": available := allocatable (docs/contracts.md: Verdicts)
         self.free = [
             [zones[((zoff + z) * nres + r) * 3 + col] for r in range(nres)] for z in range(n)
         ]

@@ -1,5 +1,5 @@
 """Which nodes a pod's scheduler considers compatible, and how each node is simulated
-(DESIGN 5; research upstream-schedulers.md 1.2, 2.3, 5)."""
+(docs/contracts.md: Policy semantics; research upstream-schedulers.md 1.2, 2.3, 5)."""
 
 from __future__ import annotations
 

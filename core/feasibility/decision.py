@@ -1,4 +1,4 @@
-"""The cluster decision for one pod (DESIGN 4.3), from its verdicts: fits, no-room-now,
+"""The cluster decision for one pod (docs/contracts.md: Verdicts), from its verdicts: fits, no-room-now,
 impossible or unchecked, with the messages the webhook and lint show."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ def _short(text: str) -> str:
 
 
 def decide(evaluation: Evaluation, *, stale: bool = False) -> Decision:
-    """Fits, no room now (warn), impossible (deny) or unchecked (warn) (DESIGN 4.3).
+    """Fits, no room now (warn), impossible (deny) or unchecked (warn) (docs/contracts.md: Verdicts).
     Never denies on an empty or stale inventory, on nodes without NUMA data, or when no
     node is selected."""
     c = evaluation.counts

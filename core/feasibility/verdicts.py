@@ -1,4 +1,4 @@
-"""Per-node verdicts for a pod over a snapshot (DESIGN 4.3): fits, no-room-now, never-fits,
+"""Per-node verdicts for a pod over a snapshot (docs/contracts.md: Verdicts): fits, no-room-now, never-fits,
 policy-mismatch, not-selected, unknown-topology.
 
 Node selection (core.feasibility.selection) and compatibility (core.feasibility.compat)

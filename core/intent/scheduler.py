@@ -1,7 +1,7 @@
 """Which scheduler places the pod, and the keys of the other schedulers: mirroring a policy
 into the key the pod's scheduler reads, or reporting that a key has no effect.
 
-Scheduler detection (DESIGN 5):
+Scheduler detection (docs/contracts.md: Policy semantics):
 
 1. ``spec.schedulerName`` ``koord-scheduler`` -> koordinator, ``volcano`` -> volcano,
    ``hami-scheduler`` -> hami.

@@ -1,4 +1,4 @@
-"""The inventory: plain Kubernetes objects -> one NodeTopology per node (DESIGN 4.2).
+"""The inventory: plain Kubernetes objects -> one NodeTopology per node (docs/contracts.md: Inventory input).
 
 Accepted kinds (others are counted in ``InventoryResult.ignored`` and otherwise skipped):
 

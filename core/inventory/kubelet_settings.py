@@ -136,7 +136,7 @@ def _cpu_options(value: object, path: str, report: Reporter, settings: Settings)
 
 
 def read_attributes(attrs: object, path: str, report: Reporter) -> Settings:
-    """NRT v1alpha2 ``attributes`` (and ours, where an exporter knows them: DESIGN 4.2)."""
+    """NRT v1alpha2 ``attributes`` (and ours, where an exporter knows them: docs/contracts.md: Inventory input)."""
     settings = Settings()
     if attrs is None:
         return settings

@@ -10,7 +10,7 @@ Rules (research/upstream-schedulers.md §4):
   (scheduler-plugins skips ids above 64 too).
 - An NRT with any malformed NUMA zone is rejected as a whole: a partial NUMA picture
   could make a pod look impossible, while a node without NUMA data is never grounds for
-  a denial (DESIGN 4.2).
+  a denial (docs/contracts.md: Inventory input).
 - Policy: ``topologyPolicies[0]`` (deprecated v1alpha1 list) first, then ``attributes``
   override it, as scheduler-plugins ``nodeconfig/topologymanager.go`` does. Invalid
   attribute values are reported and ignored (the default stays), like upstream.

@@ -1,4 +1,4 @@
-"""Node affinity planning for the mutating webhook (DESIGN 5): restrict a pod to the nodes
+"""Node affinity planning for the mutating webhook (docs/contracts.md: Policy semantics): restrict a pod to the nodes
 whose topology policy is compatible with its own (by a policy label, or by node names
 when the nodes carry no such label), then, optionally, keep it off nodes with scarce
 resources it does not use (core.mutation.scarce). Pure: the caller passes the settings and

@@ -1,4 +1,4 @@
-"""The scheduler settings that change ranking (DESIGN 4.4 ``scoring``), read from a
+"""The scheduler settings that change ranking (docs/contracts.md: explain -o json ``scoring``), read from a
 scheduler-args document: a KubeSchedulerConfiguration or bare koord-scheduler profile
 (plugin weights, NodeResourcesFitPlus and ScarceResourceAvoidance args), a volcano-scheduler
 conf (numa-aware weight) and HAMi's scheduler policies. Parsing only; ranking is

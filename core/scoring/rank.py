@@ -1,4 +1,4 @@
-"""Ranking of the `fits` nodes by the pod's own scheduler (DESIGN 4.4 ``ranking``/``score``).
+"""Ranking of the `fits` nodes by the pod's own scheduler (docs/contracts.md: explain -o json ``ranking``/``score``).
 
 - Volcano numa-aware (research §2.3, seeds 001/002): ``weight * (100 - 100*n/max)`` with
   Volcano's integer ``NormalizeScore`` (``100*n // max``), for Guaranteed pods with a policy;

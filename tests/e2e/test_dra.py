@@ -20,7 +20,7 @@ from tests.core.dra.ground_truth import Case, load_cases, numagate_verdict
 
 CASES = load_cases()
 BIND_TIMEOUT = 60.0  # s for a pod that fits to be bound
-NEVER_WAIT = 20.0  # s an impossible pod stays unbound (after the scheduler said so)
+NEVER_WAIT = 5.0  # s an impossible pod stays unbound (after the scheduler said so)
 
 
 def _apply(control_plane: Any, objects: list[dict[str, Any]]) -> None:
@@ -41,7 +41,7 @@ def _unschedulable(pod: dict[str, Any]) -> bool:
 
 
 def _scheduler_verdict(control_plane: Any, case: Case) -> str:
-    control_plane.kubectl("create", "namespace", case.name)
+    control_plane.create_namespace(case.name)
     _apply(control_plane, case.nodes)
     _apply(control_plane, case.objects)
     _apply(control_plane, [case.pod])

@@ -1,7 +1,7 @@
 """The bad-input corpus, generated from readable tables, and the plumbing to run it.
 
 Each :class:`Case` is one HTTP request body (plus its Content-Type) and what the
-contract (DESIGN 4.6, research/webhook-anchors.md 1.2-1.3) says the webhook must answer:
+contract (docs/contracts.md: HTTP endpoints, research/webhook-anchors.md 1.2-1.3) says the webhook must answer:
 
 - ``reject``: a bad *webhook request* (not JSON, not UTF-8, wrong content type, no
   ``request.uid``, not an AdmissionReview v1, over the size cap) gets a real HTTP

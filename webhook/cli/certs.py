@@ -1,4 +1,4 @@
-"""`numagate certs generate|inject` (DESIGN 4.1).
+"""`numagate certs generate|inject` (docs/contracts.md: Command line).
 
 Exit status: 0 done, 1 the operation failed (bad argument, unusable CA, API error); the
 message on stderr names the field or object and the cause, never a traceback.

@@ -1,6 +1,6 @@
 """`numagate explain --inventory FILE [--config FILE] [-o table|json] [--all] MANIFEST`:
 per-node verdicts, NUMA placement, ranking and the decision for the first pod spec in
-MANIFEST (DESIGN 4.1, 4.4). The ranking uses the configuration's ``scoring`` section;
+MANIFEST (docs/contracts.md: Command line, explain -o json). The ranking uses the configuration's ``scoring`` section;
 the decision is what the webhooks would answer with that configuration and inventory.
 Exit 0 with a report (whatever the decision), 2 on unreadable input or a manifest without
 a pod spec. The command line runs it through webhook.cli.output, which adds the cluster

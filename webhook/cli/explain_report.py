@@ -1,4 +1,4 @@
-"""`numagate explain`: the report (DESIGN 4.4 JSON shape) and its table rendering.
+"""`numagate explain`: the report (docs/contracts.md: explain -o json JSON shape) and its table rendering.
 
 The ``decision`` is what the webhooks would answer: the handlers the endpoints use
 (webhook.review.handlers.HANDLERS) decide on the request the apiserver would send for the
@@ -162,7 +162,7 @@ async def _call(request: AdmissionRequest, webhook: str, runtime: Runtime) -> Ou
 async def webhook_decision(
     obj: Mapping[str, Any], template: PodTemplate, runtime: Runtime
 ) -> dict[str, Any]:
-    """The DESIGN 4.4 ``decision`` for ``obj``: the mutating webhook's patch and the
+    """The docs/contracts.md: explain -o json ``decision`` for ``obj``: the mutating webhook's patch and the
     validating webhook's answer, both from the endpoints' handlers (see the module docstring)."""
     ident = {"kind": template.kind, "namespace": template.namespace, "name": template.name}
     if template.path:
@@ -238,7 +238,7 @@ def build_report(
     decision: Mapping[str, Any],
     scoring: ScoringArgs | None = None,
 ) -> dict[str, Any]:
-    """Everything explain prints, as the DESIGN 4.4 JSON document. ``decision`` comes from
+    """Everything explain prints, as the docs/contracts.md: explain -o json JSON document. ``decision`` comes from
     :func:`webhook_decision`; ``scoring`` is the configuration's ``scoring`` section."""
     evaluation = evaluate(intent, snapshot, full=True)
     ranked = ranking(intent, snapshot.nodes, evaluation.verdicts, scoring)

@@ -1,5 +1,5 @@
 """`numagate lint [--inventory FILE] [--config FILE] [--kubeconfig FILE] [--context NAME]
-[-n NS] [-o text|json|yaml|sarif|junit] FILE...` (DESIGN 4.1).
+[-n NS] [-o text|json|yaml|sarif|junit] FILE...` (docs/contracts.md: Command line).
 
 Exit status: 0 no errors, 1 errors found, 2 usage error or unreadable input (the reason on
 stderr, never a traceback; with ``-o json|yaml|sarif|junit`` also a ``parse-error``

@@ -1,4 +1,4 @@
-"""The lint engine behind ``numagate lint`` (DESIGN 4.1, 4.5): Kubernetes objects in,
+"""The lint engine behind ``numagate lint`` (docs/contracts.md: Command line, lint -o json): Kubernetes objects in,
 findings out, rendered as text for people or JSON for tools.
 
 Every pod template of every object goes through exactly the reading the webhook does
@@ -40,7 +40,7 @@ class LintFinding:
     line: int | None = None  # 1-based, in ``file`` (None: not known, e.g. stdin JSON)
 
     def as_dict(self) -> dict[str, str | int | None]:
-        """The DESIGN 4.5 shape, plus ``line``."""
+        """The docs/contracts.md: lint -o json shape, plus ``line``."""
         return {
             "file": self.file,
             "object": self.object,

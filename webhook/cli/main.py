@@ -1,4 +1,4 @@
-"""The ``numagate`` command line (also installed as ``kubectl-numagate``), DESIGN 4.1.
+"""The ``numagate`` command line (also installed as ``kubectl-numagate``), docs/contracts.md: Command line.
 
 Each subcommand lives in its own module and is imported only when called, so
 ``numagate lint`` does not pay for aiohttp or the kubernetes client; what each one accepts

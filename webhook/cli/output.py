@@ -3,7 +3,7 @@ no file is given (the inventory, ``pod/NAME``), its output as asked (``-o table|
 yaml``), and exit status 1 when the decision is a denial (as ``kubectl auth can-i``
 answers "no" with 1), so a CI step fails on a pod the webhook would reject.
 
-explain reads files and builds its report (a JSON document, DESIGN 4.4): the cluster's
+explain reads files and builds its report (a JSON document, docs/contracts.md: explain -o json): the cluster's
 objects are handed to it as a List file in a private temporary directory, and the report
 is rendered here.
 """

@@ -43,7 +43,7 @@ def summarize(counts: Mapping[str, int]) -> str:
 def explain_pods(
     pods: Sequence[Mapping[str, Any]], inventory: Sequence[Mapping[str, Any]]
 ) -> list[dict[str, Any]]:
-    """One entry per pod numagate can explain (DESIGN 4.3 verdicts, core.feasibility)."""
+    """One entry per pod numagate can explain (docs/contracts.md: Verdicts verdicts, core.feasibility)."""
     from core.feasibility.decision import decide
     from core.feasibility.snapshot import Snapshot
     from core.feasibility.verdicts import evaluate

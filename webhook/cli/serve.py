@@ -1,4 +1,4 @@
-"""``numagate serve``: the admission webhook over TLS (DESIGN 4.1).
+"""``numagate serve``: the admission webhook over TLS (docs/contracts.md: Command line).
 
 A large inventory file starts building in a helper process first thing; the heavy
 imports, the certificates and the TLS setup come after, beside it (``run``).

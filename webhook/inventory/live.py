@@ -1,5 +1,5 @@
 """Live inventory: the cluster objects numagate reads, kept by one reflector per resource
-type (webhook/inventory/reflector.py) and combined here (DESIGN 4.2).
+type (webhook/inventory/reflector.py) and combined here (docs/contracts.md: Inventory input).
 
 Nothing here is called on the request path: ``on_change`` hands the complete current
 object list to the server, which builds a new immutable snapshot and swaps it in. It runs

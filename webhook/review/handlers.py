@@ -3,7 +3,7 @@ each a decision from a parsed request to an :class:`~webhook.review.response.Out
 
 mutate (Pods, CREATE): normalized annotations, mirrored into the dialect of the pod's
 scheduler (core.intent.read), and the node affinity that selects exactly the compatible
-nodes (core.mutation.affinity, DESIGN 5). validate (Pods and workload templates, CREATE
+nodes (core.mutation.affinity, docs/contracts.md: Policy semantics). validate (Pods and workload templates, CREATE
 and UPDATE of the template): annotation errors, impossible pods, pods with no room now
 (webhook.review.feasibility), each under its own enforcement mode (enforce / warn /
 dryrun, as Gatekeeper's enforcementAction).

@@ -1,4 +1,4 @@
-"""Per-scheduler compatibility (DESIGN 5): the Koordinator matrix (seed 000 and
+"""Per-scheduler compatibility (docs/contracts.md: Policy semantics): the Koordinator matrix (seed 000 and
 Test_mergeTopologyPolicy), Volcano's exact match (CCE tables, seed 001), kubelet-only."""
 
 from __future__ import annotations

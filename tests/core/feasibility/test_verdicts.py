@@ -1,4 +1,4 @@
-"""Cluster evaluation and decision (DESIGN 4.3), with the seed examples: the CCE Volcano
+"""Cluster evaluation and decision (docs/contracts.md: Verdicts), with the seed examples: the CCE Volcano
 tables (seed 001) and node selection as Kubernetes evaluates it."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The inventory model built from real Kubernetes objects (DESIGN 4.2, issue 4 part A).
+"""The inventory model built from real Kubernetes objects (docs/contracts.md: Inventory input, issue 4 part A).
 
 Facts come from research/upstream-schedulers.md §1.1-1.2, §2.2, §4.1-4.2 and
 research/kubelet-topology-manager.md §7; file fixtures from seed 001 (CCE tables)."""

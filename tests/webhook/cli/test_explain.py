@@ -1,4 +1,4 @@
-"""`numagate explain`: the DESIGN 4.4 JSON contract and the table, on real inventory files;
+"""`numagate explain`: the docs/contracts.md: explain -o json JSON contract and the table, on real inventory files;
 the decision is the webhooks' own answer (patch from the mutating webhook, allowed/message
 from the validating one), checked against `numagate review` and applied with jsonpatch."""
 
