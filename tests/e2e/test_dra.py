@@ -3,13 +3,15 @@ tests/fixtures/dra/cases.yaml, the ResourceSlices are created on kwok nodes (no 
 needed: the scheduler's DRA allocator only reads slices), then the pod; numagate's verdict
 (core/dra over the same objects) must agree with the scheduler: fits = the pod is bound
 within BIND_TIMEOUT, impossible = it is still unbound after NEVER_WAIT (the scheduler has
-tried and failed: the pod reports PodScheduled=False).
+tried and failed: a FailedScheduling event). Claims from a template are created by the
+test as claims of the same name (no kube-controller-manager here).
 
 Needs the session-scoped ``control_plane`` fixture of the end-to-end suite (``.kubeconfig``,
 ``.kubectl(*args, input=..., check=...)``) with kube-apiserver, kube-scheduler and kwok."""
 
 from __future__ import annotations
 
+import copy
 import json
 import time
 from typing import Any
@@ -33,25 +35,52 @@ def _pod(control_plane: Any, namespace: str) -> dict[str, Any]:
     return json.loads(out.stdout)
 
 
-def _unschedulable(pod: dict[str, Any]) -> bool:
-    return any(
-        c.get("type") == "PodScheduled" and c.get("status") == "False"
-        for c in (pod.get("status") or {}).get("conditions") or ()
+def _unschedulable(control_plane: Any, namespace: str) -> bool:
+    """The scheduler tried and failed: a FailedScheduling event for the pod (its
+    PodScheduled condition is not always written by the time the event is)."""
+    out = control_plane.kubectl(
+        "get",
+        "events",
+        "-n",
+        namespace,
+        "--field-selector",
+        "reason=FailedScheduling,involvedObject.name=pod",
+        "-o",
+        "json",
     )
+    return bool(json.loads(out.stdout)["items"])
+
+
+def _claims_by_name(case: Case) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The case's objects and pod with each ResourceClaimTemplate turned into a
+    ResourceClaim of the same name and spec, which the pod names: the control plane has no
+    kube-controller-manager, whose resourceclaim controller would create the claims of a
+    template. The allocator sees the same requests either way."""
+    objects = []
+    for obj in case.objects:
+        if obj["kind"] == "ResourceClaimTemplate":
+            obj = {**obj, "kind": "ResourceClaim", "spec": obj["spec"]["spec"]}
+        objects.append(obj)
+    pod = copy.deepcopy(case.pod)
+    for entry in pod["spec"]["resourceClaims"]:
+        if "resourceClaimTemplateName" in entry:
+            entry["resourceClaimName"] = entry.pop("resourceClaimTemplateName")
+    return objects, pod
 
 
 def _scheduler_verdict(control_plane: Any, case: Case) -> str:
     control_plane.create_namespace(case.name)
+    objects, pod = _claims_by_name(case)
     _apply(control_plane, case.nodes)
-    _apply(control_plane, case.objects)
-    _apply(control_plane, [case.pod])
+    _apply(control_plane, objects)
+    _apply(control_plane, [pod])
     deadline = time.monotonic() + BIND_TIMEOUT
     seen_unschedulable: float | None = None
     while time.monotonic() < deadline:
         pod = _pod(control_plane, case.name)
         if pod["spec"].get("nodeName"):
             return "fits"
-        if _unschedulable(pod):
+        if _unschedulable(control_plane, case.name):
             seen_unschedulable = seen_unschedulable or time.monotonic()
             if time.monotonic() - seen_unschedulable >= NEVER_WAIT:
                 return "impossible"
