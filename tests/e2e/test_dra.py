@@ -90,11 +90,27 @@ def _scheduler_verdict(control_plane: Any, case: Case) -> str:
     return "no decision (neither bound nor marked unschedulable: is kube-scheduler running?)"
 
 
+def _remove(control_plane: Any, case: Case) -> None:
+    """The case's nodes, pod and DRA objects are gone again: the session's other tests
+    share the cluster (a node without NUMA data there changes their decisions)."""
+    objects, _ = _claims_by_name(case)
+    control_plane.kubectl(
+        "delete", "pod", "pod", "-n", case.name, "--grace-period=0", "--force", check=False
+    )
+    body = json.dumps({"apiVersion": "v1", "kind": "List", "items": [*objects, *case.nodes]})
+    control_plane.kubectl(
+        "delete", "--ignore-not-found", "--wait=false", "-f", "-", input=body, check=False
+    )
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_numagate_agrees_with_kube_scheduler(control_plane: Any, case: Case) -> None:
     ours = numagate_verdict(case)
-    theirs = _scheduler_verdict(control_plane, case)
+    try:
+        theirs = _scheduler_verdict(control_plane, case)
+    finally:
+        _remove(control_plane, case)
     assert (ours, theirs) == (case.expect, case.expect), (
         f"{case.name}: numagate {ours}, scheduler {theirs}"
     )
