@@ -63,7 +63,6 @@ Rules, each chosen so that bad or partial data never makes a pod look impossible
 
 from __future__ import annotations
 
-import zlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -151,14 +150,15 @@ def attach(parts: Parts, kind: str, data: Parsed) -> bool:
         if data is not None:
             parts.pods.append(data)  # type: ignore[arg-type]
         return True
-    slot = _SLOTS[kind]
+    slot = SLOTS[kind]
     if getattr(parts, slot) is not None:
         return False
     setattr(parts, slot, data)
     return True
 
 
-_SLOTS: Final = {"Node": "node", "NodeResourceTopology": "nrt", "Numatopology": "volcano"}
+# Where each kind but Pod goes in a node's Parts (the incremental inventory uses it too).
+SLOTS: Final = {"Node": "node", "NodeResourceTopology": "nrt", "Numatopology": "volcano"}
 
 
 class _Builder:
@@ -176,7 +176,7 @@ class _Builder:
             return
         if found is None:
             return
-        slot = _SLOTS.get(found.kind)
+        slot = SLOTS.get(found.kind)
         parts = self.parts.get(found.name)
         if slot is not None and parts is not None and getattr(parts, slot) is not None:
             found.report.error("metadata.name", "listed twice; the first one is used")
@@ -205,81 +205,6 @@ def build_inventory(objects: Iterable[Mapping[str, Any]]) -> InventoryResult:
     for index, obj in enumerate(objects):
         builder.add(index, obj)
     return builder.build()
-
-
-# An error of a share's build and where the whole build would have put it: (0, object
-# index, "") while objects are added, (1, 0, node name) while nodes are merged.
-Placed = tuple[tuple[int, int, str], str]
-
-
-@dataclass(frozen=True, slots=True)
-class InventoryShare:
-    """The inventory of one share of the nodes (:func:`build_inventory_share`)."""
-
-    nodes: tuple[NodeTopology, ...]  # sorted by name
-    errors: tuple[Placed, ...]
-    ignored: Mapping[str, int]
-
-
-def share_of(obj: object, shares: int) -> int:
-    """Which of ``shares`` an object's node falls in: a Pod by ``spec.nodeName``, the
-    rest by name (an NRT and a Numatopology are named after their node), share 0 for an
-    object without either. Every object of one node lands in the same share, so the
-    rules across objects (the first of two NRTs, a pod's NUMA nodes) see all of them."""
-    if shares == 1 or not is_map(obj):
-        return 0
-    if obj.get("kind") == "Pod":
-        spec = obj.get("spec")
-        name = spec.get("nodeName") if is_map(spec) else None
-    else:
-        metadata = obj.get("metadata")
-        name = metadata.get("name") if is_map(metadata) else None
-    if not isinstance(name, str):
-        return 0
-    return zlib.crc32(name.encode("utf-8", "surrogatepass")) % shares
-
-
-def split_objects(
-    objects: Iterable[Mapping[str, Any]], shares: int
-) -> list[list[tuple[int, Mapping[str, Any]]]]:
-    """The objects of each share (:func:`share_of`), each with its index among all."""
-    out: list[list[tuple[int, Mapping[str, Any]]]] = [[] for _ in range(shares)]
-    for index, obj in enumerate(objects):
-        out[share_of(obj, shares)].append((index, obj))
-    return out
-
-
-def build_inventory_share(indexed: Iterable[tuple[int, Mapping[str, Any]]]) -> InventoryShare:
-    """:func:`build_inventory` of one share of :func:`split_objects`, each error with its
-    place in the whole build's order; :func:`join_shares` puts the shares together. Lets a
-    large build use several cores."""
-    builder = _Builder()
-    errors = builder.errors
-    placed: list[Placed] = []
-    for index, obj in indexed:
-        seen = len(errors)
-        builder.add(index, obj)
-        placed.extend(((0, index, ""), e) for e in errors[seen:])
-    nodes = []
-    for name in sorted(builder.parts):
-        seen = len(errors)
-        nodes.append(merge(name, builder.parts[name], builder.share))
-        placed.extend(((1, 0, name), e) for e in errors[seen:])
-    return InventoryShare(tuple(nodes), tuple(placed), dict(builder.ignored))
-
-
-def join_shares(shares: Iterable[InventoryShare]) -> InventoryResult:
-    """The shares as :func:`build_inventory` of all their objects would give them: nodes
-    by name, errors in the whole build's order (a stable sort by place), ignored kinds
-    summed."""
-    shares = list(shares)
-    nodes = sorted((n for s in shares for n in s.nodes), key=lambda n: n.name)
-    placed = sorted((e for s in shares for e in s.errors), key=lambda e: e[0])
-    ignored: dict[str, int] = {}
-    for s in shares:
-        for kind, count in s.ignored.items():
-            ignored[kind] = ignored.get(kind, 0) + count
-    return InventoryResult(tuple(nodes), tuple(e for _, e in placed), ignored)
 
 
 def _display_name(kind: object, metadata: object, index: int) -> str:

@@ -17,12 +17,12 @@ through ``parse_object`` and applies the results on its event loop).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from operator import attrgetter
 from typing import Any
 
-from core.inventory.build import Identified, Parsed, identify, parse
+from core.inventory.build import SLOTS, Identified, Parsed, identify, parse
 from core.inventory.merge import Parts, merge
 from core.inventory.node import NodeInfo
 from core.inventory.nrt import NrtData
@@ -132,7 +132,7 @@ class IncrementalInventory:
         if kind == "Pod":
             parts.pods.append(parsed.data)  # type: ignore[arg-type]
         else:
-            setattr(parts, _SLOTS[kind], parsed.data)
+            setattr(parts, SLOTS[kind], parsed.data)
         self._dirty.add(name)
 
     def delete(self, key: ObjectKey) -> None:
@@ -148,17 +148,8 @@ class IncrementalInventory:
         if key[0] == "Pod":
             parts.pods = [p for p in parts.pods if p is not old.data]
         else:
-            setattr(parts, _SLOTS[key[0]], None)
+            setattr(parts, SLOTS[key[0]], None)
         self._dirty.add(name)
-
-    def replace(self, kind: str, objects: Iterable[ParsedObject]) -> None:
-        """Every object of ``kind`` is now ``objects`` (a relist): the difference is applied."""
-        fresh = {p.key: p for p in objects}
-        for key in [k for k in self._objects if k[0] == kind and k not in fresh]:
-            self.delete(key)
-        for key, parsed in fresh.items():
-            if self._objects.get(key) != parsed:
-                self.set(parsed)
 
     def flush(self) -> dict[str, NodeTopology | None]:
         """Merge every touched node name; its new record, or None when it is gone."""
@@ -213,9 +204,6 @@ class IncrementalInventory:
     def nodes(self) -> tuple[NodeTopology, ...]:
         """Every record, sorted by name (what ``build_inventory`` returns)."""
         return tuple(self.records[k] for k in sorted(self.records))
-
-
-_SLOTS = {"Node": "node", "NodeResourceTopology": "nrt", "Numatopology": "volcano"}
 
 
 def _node_of(parsed: ParsedObject) -> str | None:

@@ -238,7 +238,7 @@ async def test_workers_adopt_the_prebuilt_inventory(
     from webhook import server as server_module
     from webhook.config import ConfigHolder
     from webhook.inventory import file_build
-    from webhook.inventory.state import InventoryState, build_file_pickled
+    from webhook.inventory.state import InventoryState, pickled_file_build
 
     monkeypatch.setattr(file_build, "ISOLATE_ABOVE_BYTES", 0)
     path = tmp_path / "inv.yaml"
@@ -246,7 +246,7 @@ async def test_workers_adopt_the_prebuilt_inventory(
     opts = server_module.ServeOptions(
         host="127.0.0.1", port=0, cert="", key="", inventory=str(path)
     )
-    build = file_build.start_file_build(opts.inventory, build_file_pickled)
+    build = file_build.start_file_build(opts.inventory, pickled_file_build)
     assert build is not None
     payload = build.result()
     path.write_text("{{{ not yaml")
@@ -259,4 +259,4 @@ async def test_workers_adopt_the_prebuilt_inventory(
         for task in sources.tasks:
             task.cancel()
     monkeypatch.setattr(file_build, "ISOLATE_ABOVE_BYTES", 1 << 20)
-    assert file_build.start_file_build(opts.inventory, build_file_pickled) is None  # small
+    assert file_build.start_file_build(opts.inventory, pickled_file_build) is None  # small

@@ -92,9 +92,9 @@ def run(args: argparse.Namespace) -> int:
 
 def _build_file(path: str) -> bytes:
     # In the helper: the build's modules are imported there, beside the server's own.
-    from webhook.inventory.state import build_file_pickled
+    from webhook.inventory.state import pickled_file_build
 
-    return build_file_pickled(path)
+    return pickled_file_build(path)
 
 
 def _serve(args: argparse.Namespace, build: FileBuildProcess | None, choice: Choice | None) -> int:

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import Any
 
-Build = Callable[[str], bytes]  # path -> the pickled FileBuild (state.build_file_pickled)
+Build = Callable[[str], bytes]  # path -> the pickled FileBuild (state.pickled_file_build)
 
 # Files above this size are built in a helper process (webhook.inventory.state explains
 # why); small ones in-process, where a process start would cost more than it saves.
@@ -119,31 +119,3 @@ def die_with_parent() -> None:
     """Linux: SIGKILL this process when its parent dies (prctl PR_SET_PDEATHSIG)."""
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)
-
-
-def forked(work: Callable[[], bytes]) -> Callable[[], bytes | None]:
-    """``work()`` in a child forked now (call it from a process of one thread: the file
-    build's helper); the function returned waits for the child's bytes, None if it failed
-    (the caller then does the work itself)."""
-    read, write = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child: its bytes down the pipe, then out without cleanup
-        os.close(read)
-        code = 1
-        try:
-            die_with_parent()
-            data = work()
-            with os.fdopen(write, "wb") as out:
-                out.write(data)
-            code = 0
-        finally:
-            os._exit(code)
-    os.close(write)
-
-    def wait() -> bytes | None:
-        with os.fdopen(read, "rb") as got:
-            data = got.read()
-        _, status = os.waitpid(pid, 0)
-        return data if os.waitstatus_to_exitcode(status) == 0 else None
-
-    return wait

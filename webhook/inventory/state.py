@@ -5,7 +5,7 @@ immutable :class:`InventoryView`. Sources build a new view (parse, ``build_inven
 ``Snapshot.build``) off the request path, in a thread, and swap it in with one
 assignment, which is atomic under the GIL. A source that fails keeps the last good view.
 
-Large static files are parsed in a short-lived helper process (:func:`build_file_isolated`):
+Large static files are parsed in a short-lived helper process (:func:`build_file`):
 the YAML parse of a large file allocates many short-lived dicts, and a process
 that did it keeps most of those pages after freeing them (glibc heap fragmentation). The
 helper sends back the pickled view, which holds only what the request path needs.
@@ -30,15 +30,9 @@ from typing import Any
 from core.errors import CoreError
 from core.feasibility.packing import Readers
 from core.feasibility.snapshot import Snapshot
-from core.inventory.build import (
-    InventoryResult,
-    build_inventory,
-    build_inventory_share,
-    join_shares,
-    split_objects,
-)
+from core.inventory.build import build_inventory
 from core.model import NodeTopology
-from webhook.inventory.file_build import ISOLATE_ABOVE_BYTES, FileBuildProcess, forked
+from webhook.inventory.file_build import ISOLATE_ABOVE_BYTES, FileBuildProcess
 from webhook.inventory.loader import LoadError, parse_objects, read_text
 from webhook.logs import get_logger
 from webhook.metrics import WebhookMetrics
@@ -90,46 +84,11 @@ class InventoryView:
         object.__setattr__(self, "memo", {})
 
 
-# A build of at least this many objects goes on two cores when the file-build helper has
-# them: below it, the second process's fork and pickle cost about what they save.
-SPLIT_ABOVE_OBJECTS = 20_000
-
-
-def build_view(
-    objects: Iterable[Mapping[str, Any]], *, source: str, now: float, split_above: int = 0
-) -> InventoryView:
-    """Build a view from raw Kubernetes objects (CPU work: call it off the request path).
-    ``split_above`` objects or more (0: never): half of the nodes built in a forked child
-    (:func:`build_split`); only for a process of one thread, the file-build helper."""
-    objects = list(objects)
-    if 0 < split_above <= len(objects) and _cores() > 1:
-        result = build_split(objects)
-    else:
-        result = build_inventory(objects)
+def build_view(objects: Iterable[Mapping[str, Any]], *, source: str, now: float) -> InventoryView:
+    """Build a view from raw Kubernetes objects (CPU work: call it off the request path)."""
+    result = build_inventory(objects)
     nodes = tuple(result.nodes)
     return InventoryView(nodes, Snapshot.build(nodes), tuple(result.errors), source, now)
-
-
-def build_split(objects: list[Mapping[str, Any]]) -> InventoryResult:
-    """:func:`build_inventory` on two cores: the nodes of share 1 built in a forked child
-    and pickled back, those of share 0 here meanwhile, then joined (the same nodes and
-    errors, in the same order: core/inventory/build.py). A child that fails leaves its
-    share to this process."""
-    # Split before the fork: each process then touches its own share's objects only, and
-    # the child copies fewer of the pages it shares with this one.
-    ours, theirs = split_objects(objects, 2)
-    wait = forked(lambda: pickle.dumps(build_inventory_share(theirs), protocol=5))
-    mine = build_inventory_share(ours)
-    sent = wait()
-    other = pickle.loads(sent) if sent is not None else build_inventory_share(theirs)
-    return join_shares((mine, other))
-
-
-def _cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
 
 
 class InventoryState:
@@ -281,22 +240,27 @@ class FileBuild:
     signature: Signature | None  # taken before the read: a later change is noticed
 
 
-def build_file(path: str, *, now: float, split_above: int = 0) -> FileBuild:
-    """Read, parse and build ``path`` in this process (LoadError for unreadable or
-    unparsable files); ``split_above`` as :func:`build_view`'s."""
+def build_file(path: str, *, now: float, isolate: bool = False) -> FileBuild:
+    """Read, parse and build ``path`` (LoadError for unreadable or unparsable files, the
+    build's own errors as themselves); ``isolate``: in a short-lived helper process
+    (:class:`FileBuildProcess`, :func:`pickled_file_build`), stamped with ``now``."""
+    if isolate:
+        built: FileBuild = pickle.loads(FileBuildProcess(path, pickled_file_build).result())
+        # Stamped with this process's clock (the age metric and staleness use it).
+        return dataclasses.replace(built, view=dataclasses.replace(built.view, built_at=now))
     signature = file_signature(path)
     text = read_text(path)
     digest = _digest(text)
     objects = [o.obj for o in parse_objects(text, path)]
     del text
-    view = build_view(objects, source=f"file:{path}", now=now, split_above=split_above)
+    view = build_view(objects, source=f"file:{path}", now=now)
     return FileBuild(view, digest, signature)
 
 
-def build_file_pickled(path: str, *, split_above: int = SPLIT_ABOVE_OBJECTS) -> bytes:
-    """:func:`build_file`, pickled: what the helper process sends (file_build.py). The
-    helper has one thread, so a large build may fork (``split_above``)."""
-    # Runs in the helper process (its main thread), which exits afterwards.
+def pickled_file_build(path: str) -> bytes:
+    """What the helper process runs (webhook/inventory/file_build.py): :func:`build_file`,
+    pickled. Not for other callers: it resets the signal handling and turns the collector
+    off in the process it runs in, which exits afterwards."""
     # A forked helper starts with the server's signal handling (the event loop's wakeup
     # fd): back to a fresh interpreter's, so that Ctrl-C and SIGTERM reach it as they would
     # reach a spawned one.
@@ -307,21 +271,8 @@ def build_file_pickled(path: str, *, split_above: int = SPLIT_ABOVE_OBJECTS) -> 
     # written: the cyclic collector would traverse them again and again for nothing (40%
     # of the build's CPU at 10,000 nodes, docs/benchmarks.md); the process is short-lived.
     gc.disable()
-    built = build_file(path, now=time.monotonic(), split_above=split_above)
+    built = build_file(path, now=time.monotonic())
     return pickle.dumps(built, protocol=pickle.HIGHEST_PROTOCOL)
-
-
-def build_file_pickled_isolated(path: str, *, method: str | None = None) -> bytes:
-    """:func:`build_file` in a short-lived helper process (:class:`FileBuildProcess`);
-    the pickled :class:`FileBuild`. Errors (LoadError, CoreError) come back as the same
-    exception."""
-    return FileBuildProcess(path, build_file_pickled, method=method).result()
-
-
-def build_file_isolated(path: str, *, now: float) -> FileBuild:
-    built: FileBuild = pickle.loads(build_file_pickled_isolated(path))
-    # Stamped with the receiving process's clock (the age metric and staleness use it).
-    return dataclasses.replace(built, view=dataclasses.replace(built.view, built_at=now))
 
 
 class StaticFileSource:
@@ -364,10 +315,9 @@ class StaticFileSource:
         sig = file_signature(self.path)
         now = self.state.clock()
         self.reads += 1
-        if sig is not None and sig[1] > self.isolate_above:
-            built = build_file_isolated(self.path, now=now)
-        else:
-            built = build_file(self.path, now=now)
+        built = build_file(
+            self.path, now=now, isolate=sig is not None and sig[1] > self.isolate_above
+        )
         self.state.install(built.view)
         self._remember(built.digest, built.signature)
         return built.view
@@ -408,7 +358,7 @@ class StaticFileSource:
         if large:
             # The helper reads the file again; if it changed meanwhile, its stat differs
             # from the signature remembered above and the next check reloads.
-            return build_file_isolated(self.path, now=now).view
+            return build_file(self.path, now=now, isolate=True).view
         objects = [o.obj for o in parse_objects(text, self.path)]
         return build_view(objects, source=f"file:{self.path}", now=now)
 

@@ -125,7 +125,9 @@ class InventoryUpdates:
         self._building = False
         self._slice = MIN_SLICE  # events per slice, adapted to the time a slice took
         self._errors: tuple[str, ...] = ()
-        self._unbuilt: list[Queued] = []  # events taken in before the first build
+        # Events taken in but not yet served, for the next whole build to report: before
+        # the first build, and a batch that needs a whole build.
+        self._unbuilt: list[Queued] = []
         self.applied = 0  # events applied (for tests and the debug log)
         self.batches = 0
         self.full_builds = 0
@@ -196,6 +198,8 @@ class InventoryUpdates:
         drained = self._drain(self._slice)
         changes = self.inventory.flush()
         if not self.editor.fits(changes):
+            # The build reports these events with its own (update metrics, debug line).
+            self._unbuilt.extend((*item[:4], None) for item in drained)
             self._full_build("a resource new to the packed table")
             return
         if changes or drained:

@@ -24,6 +24,7 @@ from tests.builders.objects import SMALL
 from tests.launch import wait_for
 from tests.webhook.fake_apiserver import NODES, FakeApiServer, node
 from webhook.heap import release_free_heap
+from webhook.inventory.file_build import FileBuildProcess
 from webhook.inventory.live import NODES as NODE_RESOURCE
 from webhook.inventory.loader import LoadError
 from webhook.inventory.objects import Key, Timing, fingerprint
@@ -31,8 +32,8 @@ from webhook.inventory.reflector import Reflector
 from webhook.inventory.state import (
     InventoryState,
     build_file,
-    build_file_pickled_isolated,
     load_demo,
+    pickled_file_build,
 )
 from webhook.inventory.stream import api_get
 from webhook.server import pause_gc_until_ready
@@ -234,14 +235,14 @@ def test_the_file_helper_builds_the_same_inventory_forked_or_spawned(
     path = tmp_path / "inv.yaml"
     path.write_text(SMALL.read_text())
     reference = build_file(str(path), now=0.0)
-    built = pickle.loads(build_file_pickled_isolated(str(path), method=method))
+    built = pickle.loads(FileBuildProcess(str(path), pickled_file_build, method=method).result())
     assert built.view.nodes == reference.view.nodes
     assert built.view.errors == reference.view.errors
     assert built.digest == reference.digest
     assert gc.isenabled()  # the helper's pause is its own
     path.write_text("{{{ not yaml")
     with pytest.raises(LoadError, match="not valid YAML"):
-        build_file_pickled_isolated(str(path), method=method)
+        FileBuildProcess(str(path), pickled_file_build, method=method).result()
 
 
 _SERVE_SPY = """

@@ -124,6 +124,29 @@ def test_an_event_changes_exactly_its_node(server, running):
     assert metrics.inventory_updates.latency.count() >= 1
 
 
+def test_a_batch_that_forces_a_whole_build_reaches_the_update_metrics(server, running):
+    """A node with a resource the packed table lacks makes the batch a whole build (in a
+    thread): its events are still counted and their latency observed."""
+    from tests.builders import objects
+
+    names = [f"n{i}" for i in range(4)]
+    seed(server, names)
+    r = running()
+    wait_for(lambda: r.state.view is not None and len(r.state.view.nodes) == 4, 10.0, step=0.01)
+    metrics = r.state.metrics
+    assert metrics is not None and r.updates.full_builds == 1
+    updates = metrics.inventory_updates
+    modified = updates.events.value(resource="noderesourcetopologies", type="MODIFIED")
+    observed = updates.latency.count()
+    gpus = {"cpu": ("32", "32", "30"), "nvidia.com/gpu": ("2", "2", "2")}
+    zones = [objects.zone(i, gpus) for i in (0, 1)]
+    server.apply(objects.nrt("n1", zones, attributes={"topologyManagerPolicy": "single-numa-node"}))
+    wait_for(lambda: r.updates.full_builds == 2, 10.0, step=0.01)
+    assert "nvidia.com/gpu" in r.nodes()["n1"].zones[0].available
+    assert updates.events.value(resource="noderesourcetopologies", type="MODIFIED") == modified + 1
+    assert updates.latency.count() == observed + 1
+
+
 def test_relist_after_410_while_events_keep_coming(server, running):
     names = [f"n{i}" for i in range(20)]
     seed(server, names)
