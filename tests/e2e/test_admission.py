@@ -26,6 +26,7 @@ from tests.e2e.cluster import (
     selected_nodes,
     webhook_calls,
 )
+from tests.e2e.controlplane import ControlPlane
 from tests.e2e.hookserver import POD_RULES, hook_server, webhook_entry
 
 DENIED = 'admission webhook "pods.validate.numagate.io" denied the request: numagate: no node can ever run this pod'
@@ -297,6 +298,17 @@ def test_the_apiserver_sends_timeout_seconds_and_enforces_it(
     assert elapsed < 3.0
 
 
+def _set_failure_policy(plane: ControlPlane, count: int, value: str) -> None:
+    """Every webhook of numagate's validating configuration gets ``failurePolicy: value``."""
+    ops = [
+        {"op": "replace", "path": f"/webhooks/{i}/failurePolicy", "value": value}
+        for i in range(count)
+    ]
+    plane.kubectl(
+        "patch", "validatingwebhookconfiguration", "numagate", "--type=json", "-p", json.dumps(ops)
+    )
+
+
 def test_numagate_stopped_mutate_ignores_and_validate_fails_closed(serving: Install) -> None:
     plane = serving.plane
     hooks = get(plane, "validatingwebhookconfiguration", "numagate", None)["webhooks"]
@@ -308,18 +320,7 @@ def test_numagate_stopped_mutate_ignores_and_validate_fails_closed(serving: Inst
         assert "connect: connection refused" in out.stderr
         # With the validating webhook failing open too (components/fail-open), the pod is
         # admitted untouched: the mutating webhook's Ignore lets it through.
-        ops = [
-            {"op": "replace", "path": f"/webhooks/{i}/failurePolicy", "value": "Ignore"}
-            for i in range(len(hooks))
-        ]
-        plane.kubectl(
-            "patch",
-            "validatingwebhookconfiguration",
-            "numagate",
-            "--type=json",
-            "-p",
-            json.dumps(ops),
-        )
+        _set_failure_policy(plane, len(hooks), "Ignore")
         time.sleep(1)
         out = create(plane, pod("while-down", annotations=koord("single-numa-node")))
         assert out.returncode == 0, out.stderr
@@ -329,16 +330,5 @@ def test_numagate_stopped_mutate_ignores_and_validate_fails_closed(serving: Inst
         }
         assert not required_terms(stored)
     finally:
-        ops = [
-            {"op": "replace", "path": f"/webhooks/{i}/failurePolicy", "value": "Fail"}
-            for i in range(len(hooks))
-        ]
-        plane.kubectl(
-            "patch",
-            "validatingwebhookconfiguration",
-            "numagate",
-            "--type=json",
-            "-p",
-            json.dumps(ops),
-        )
+        _set_failure_policy(plane, len(hooks), "Fail")
         serving.start_serve()
