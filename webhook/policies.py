@@ -16,22 +16,17 @@ fails open; the rules themselves stop at ``limits.VALUE_CHARS`` characters.
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable
 from typing import Any, Final
 
-from core.intent import dialects as d
-from core.intent.rules import (
-    HAMI_PERCENT_MAX,
-    QUANTITY_RULES,
-    RULES,
-    VOLCANO_CPU_POLICIES,
-    QuantityRule,
-    Rule,
-    hami_range_message,
-    volcano_cpu_message,
-)
+from core.intent.rules import QUANTITY_RULES, RULES, Rule
 from webhook.config import Config, Mode
+from webhook.policy_quantities import (
+    bad_tasks,
+    cel_raw,
+    cel_string,
+    quantity_task_rule,
+    quantity_template_validation,
+)
 
 API_VERSION: Final = "admissionregistration.k8s.io/v1"
 TEMPLATES: Final = "numagate-templates"
@@ -47,18 +42,6 @@ _WORKLOADS: Final = (
     ("apps", "v1", ["deployments", "statefulsets", "daemonsets", "replicasets"]),
     ("batch", "v1", ["jobs", "cronjobs"]),
 )
-
-
-def cel_string(text: str) -> str:
-    """A CEL string literal (single-quoted, backslashes and quotes escaped)."""
-    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
-
-
-def cel_raw(text: str) -> str:
-    """A raw CEL string literal (backslashes kept as written: RE2 patterns)."""
-    if "'" in text or "\n" in text:
-        raise ValueError(f"not a raw CEL string: {text[:40]!r}")
-    return f"r'{text}'"
 
 
 # ---- the expressions ------------------------------------------------------------------
@@ -117,9 +100,8 @@ def _task_parts(rule: Rule, t: str) -> tuple[str, str, str]:
     return present, _annotation(meta, rule.key), path
 
 
-def _bad_tasks(rule: Rule | QuantityRule) -> str:
-    """The variable holding the (changed) tasks that fail ``rule``."""
-    return "bad_" + rule.name.replace("-", "_")
+def _bad_tasks(rule: Rule) -> str:
+    return bad_tasks(rule.name)
 
 
 def _task_variable(rule: Rule, limit: int) -> dict[str, str]:
@@ -141,173 +123,6 @@ def _task_validation(rule: Rule, limit: int) -> dict[str, Any]:
         "messageExpression": _message(rule, cel_string(path), first_value, limit),
         "reason": "Forbidden",  # the webhook denies with 403 Forbidden
     }
-
-
-# ---- the quantity rules (Kubernetes' CEL quantity library; core.intent.rules) ---------
-# ``[x].map(v, f(v))[0]`` and ``[x].exists(v, p(v))`` bind a value once (no cel.bind in 1.30).
-
-# core.quantity.MAX_VALUE in core units: a larger quantity is the webhook's invalid-quantity
-_MAX_COUNT: Final = "4611686018427387904"
-_MAX_CPU: Final = "4611686018427387"  # cores: MAX_VALUE millicores
-
-
-def _format(words: Callable[..., str], *args: str) -> str:
-    """CEL: the text ``words(...)`` makes, with the CEL string expressions ``args`` in
-    place of its arguments."""
-    parts = re.split("\x00(\\d+)\x00", words(*(f"\x00{i}\x00" for i in range(len(args)))))
-    out = [f"({args[int(p)]})" if i % 2 else cel_string(p) for i, p in enumerate(parts) if p]
-    return " + ".join(out)
-
-
-def _quoted(value: str) -> str:
-    """CEL: a quantity as Python's repr shows it (a string quoted, a number not)."""
-    return f'(type({value}) == string ? "\'" + {value} + "\'" : string({value}))'
-
-
-def _containers(spec: str, name: str) -> str:
-    return f"(has({spec}.{name}) ? {spec}.{name} : [])"
-
-
-_LISTS: Final = ("initContainers", "containers")  # the webhook's order
-
-
-def _hami_entries(c: str) -> list[tuple[str, str, str]]:
-    """(over 100, value, field) of each HAMi percentage of container ``c``, in the
-    webhook's order."""
-    out = []
-    for section in ("limits", "requests"):
-        for name in d.HAMI_PERCENT_RESOURCES:
-            values = f"{c}.resources.{section}"
-            value = f"{values}[{cel_string(name)}]"
-            text = f"string({value})"
-            over = (
-                f"(has({c}.resources) && has({values}) && {cel_string(name)} in {values} && "
-                f"isQuantity({text}) && quantity({text}).isGreaterThan(quantity("
-                f"'{HAMI_PERCENT_MAX}')) && !quantity({text}).isGreaterThan(quantity("
-                f"'{_MAX_COUNT}')))"
-            )
-            out.append((over, value, f"resources.{section}[{name}]"))
-    return out
-
-
-def _hami_bad(c: str) -> str:
-    return "(" + " || ".join(over for over, _, _ in _hami_entries(c)) + ")"
-
-
-def _hami_message(rule: QuantityRule, c: str, path: str) -> str:
-    """CEL: the message of container ``c``'s first HAMi percentage over 100."""
-    text = "''"
-    for over, value, field in reversed(_hami_entries(c)):
-        name = field.split("[", 1)[1][:-1]
-        said = _format(hami_range_message, cel_string(name), _quoted(value))
-        here = f"{cel_string(f'{path}.{field}: ')} + {said} + {cel_string(f' (rule {rule.code})')}"
-        text = f"({over} ? {here} : {text})"
-    return text
-
-
-def _first_bad(spec: str, bad: Callable[[str], str], message: Callable[[str, str], str]) -> str:
-    """CEL: the message of the first container of pod spec ``spec`` that is ``bad``, init
-    containers first; ``message(c, list_name)``."""
-    init, app = (_containers(spec, n) for n in _LISTS)
-    first_init = f"[{init}.filter(c, {bad('c')})[0]].map(k, {message('k', 'initContainers')})[0]"
-    first_app = f"[{app}.filter(c, {bad('c')})[0]].map(k, {message('k', 'containers')})[0]"
-    return f"({init}.exists(c, {bad('c')}) ? {first_init} : {first_app})"
-
-
-def _any_bad(spec: str, bad: Callable[[str], str]) -> str:
-    return " || ".join(f"{_containers(spec, n)}.exists(c, {bad('c')})" for n in _LISTS)
-
-
-def _hami_template_validation(rule: QuantityRule) -> dict[str, Any]:
-    spec = "variables.template.spec"
-    present = f"variables.checked && has({spec})"
-    message = _first_bad(spec, _hami_bad, lambda c, n: _hami_message(rule, c, f"spec.{n}[*]"))
-    return {
-        "expression": f"!({present}) || !({_any_bad(spec, _hami_bad)})",
-        "messageExpression": f"variables.prefix + {message}",
-        "reason": "Forbidden",
-    }
-
-
-def _cpu_millis(c: str) -> str:
-    """CEL: container ``c``'s CPU in millicores, rounded up, as Volcano's rule reads it
-    (the request, or the limit when the requests map is empty); 0 when unset or not a
-    quantity the webhook reads (its invalid-quantity)."""
-    given = f"has({c}.resources) && has({c}.resources.requests) && size({c}.resources.requests) > 0"
-    limits = f"has({c}.resources) && has({c}.resources.limits) && 'cpu' in {c}.resources.limits"
-    text = (
-        f"({given} ? ('cpu' in {c}.resources.requests ? string({c}.resources.requests['cpu']) "
-        f": '0') : ({limits} ? string({c}.resources.limits['cpu']) : '0'))"
-    )
-    # exact ceiling: the float's rounding is off by under half a millicore
-    ceiling = (
-        "[int(quantity(s).asApproximateFloat() * 1000.0 + 0.5)].map(r, "
-        "quantity(string(r) + 'm').isLessThan(quantity(s)) ? r + 1 : r)[0]"
-    )
-    readable = f"isQuantity(s) && !quantity(s).isLessThan(quantity('0')) && !quantity(s).isGreaterThan(quantity('{_MAX_CPU}'))"
-    return f"[{text}].map(s, {readable} ? {ceiling} : 0)[0]"
-
-
-def _cpu_section(c: str) -> str:
-    return (
-        f"(has({c}.resources) && has({c}.resources.requests) && size({c}.resources.requests) "
-        "> 0 ? 'requests' : 'limits')"
-    )
-
-
-def _fractional(c: str) -> str:
-    return f"[{_cpu_millis(c)}].exists(m, m <= 0 || m % 1000 != 0)"
-
-
-def _volcano_task_strict(t: str) -> str:
-    """CEL: task ``t`` has a policy under which Volcano wants integer CPUs, and its pods are
-    Volcano's (the webhook's scheduler rule: not another scheduler named)."""
-    others = sorted(n for n, s in d.SCHEDULER_BY_NAME.items() if s != "volcano")
-    spec = f"{t}.template.spec"
-    return (
-        f"has({t}.topologyPolicy) && {t}.topologyPolicy in {list(VOLCANO_CPU_POLICIES)} && "
-        f"has({t}.template) && has({spec}) && !(has({spec}.schedulerName) && "
-        f"{spec}.schedulerName in {others})"
-    )
-
-
-def _cpu_message(rule: QuantityRule, t: str) -> Callable[[str, str], str]:
-    def message(c: str, list_name: str) -> str:
-        section = _cpu_section(c)
-        shown = f"[{_cpu_millis(c)}].map(m, m == 0 ? '0 (unset)' : string(m) + 'm')[0]"
-        name = f'(has({c}.name) ? "\'" + {c}.name + "\'" : "\'#\'")'
-        policy = f'"\'" + {t}.topologyPolicy + "\'"'
-        path = cel_string(f"spec.tasks[*].template.spec.{list_name}[*].resources.")
-        said = _format(volcano_cpu_message, name, section, shown, policy)
-        return f"{path} + {section} + '[cpu]: ' + {said} + {cel_string(f' (rule {rule.code})')}"
-
-    return message
-
-
-def _quantity_task_parts(rule: QuantityRule) -> tuple[str, str]:
-    """(the filter over tasks ``t`` that fail ``rule``, the message of ``T``: the first)."""
-    spec, first = "t.template.spec", "variables." + _bad_tasks(rule) + "[0]"
-    if rule.code == "out-of-range":
-        bad = f"has(t.template) && has({spec}) && ({_any_bad(spec, _hami_bad)})"
-        message = _first_bad(
-            f"{first}.template.spec",
-            _hami_bad,
-            lambda c, n: _hami_message(rule, c, f"spec.tasks[*].template.spec.{n}[*]"),
-        )
-        return bad, message
-    bad = f"{_volcano_task_strict('t')} && ({_any_bad(spec, _fractional)})"
-    return bad, _first_bad(f"{first}.template.spec", _fractional, _cpu_message(rule, first))
-
-
-def _quantity_task_rule(rule: QuantityRule) -> tuple[dict[str, str], dict[str, Any]]:
-    bad, message = _quantity_task_parts(rule)
-    variable = {"name": _bad_tasks(rule), "expression": f"variables.tasks.filter(t, {bad})"}
-    validation = {
-        "expression": f"size(variables.{_bad_tasks(rule)}) == 0",
-        "messageExpression": message,
-        "reason": "Forbidden",
-    }
-    return variable, validation
 
 
 def _selectors(config: Config) -> dict[str, Any]:
@@ -392,7 +207,7 @@ def templates_policy(config: Config, limit: int, quantities: bool = True) -> dic
     validations = [_template_validation(r, limit) for r in RULES if r.where == "annotation"]
     if quantities:
         validations += [
-            _hami_template_validation(r) for r in QUANTITY_RULES if r.where == "template"
+            quantity_template_validation(r) for r in QUANTITY_RULES if r.where == "template"
         ]
     spec = {"variables": variables, "validations": validations}
     return _policy(TEMPLATES, rules, spec, config)
@@ -410,7 +225,7 @@ def volcano_jobs_policy(config: Config, limit: int, quantities: bool = True) -> 
     variables += [_task_variable(r, limit) for r in RULES]
     validations = [_task_validation(r, limit) for r in RULES]
     if quantities:
-        for variable, validation in map(_quantity_task_rule, QUANTITY_RULES):
+        for variable, validation in map(quantity_task_rule, QUANTITY_RULES):
             variables.append(variable)
             validations.append(validation)
     spec = {"variables": variables, "validations": validations}

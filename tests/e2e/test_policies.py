@@ -170,20 +170,48 @@ def test_the_apiserver_denies_where_the_webhook_rules_say(
         assert said in {f"{p}: {t} (rule {c})" for p, c, t in policy_failures(case, {})}, said
 
 
+def _admitted_in_mode(cp: ControlPlane, mode: str) -> subprocess.CompletedProcess[str]:
+    """The probe's answer once the bindings of ``mode`` (no longer Deny) took effect."""
+    cp.kubectl("apply", "-f", "-", input=_generated(mode))
+    deadline = time.monotonic() + 60
+    while True:
+        result = cp.kubectl(
+            "create", "--dry-run=server", "-f", "-", input=_yaml(PROBE), check=False
+        )
+        if result.returncode == 0 or time.monotonic() > deadline:
+            return result
+        time.sleep(0.5)
+
+
 def test_warn_mode_warns_instead(with_policies: ControlPlane) -> None:
     cp = with_policies
-    cp.kubectl("apply", "-f", "-", input=_generated("warn"))
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            result = cp.kubectl(
-                "create", "--dry-run=server", "-f", "-", input=_yaml(PROBE), check=False
-            )
-            if result.returncode == 0 or time.monotonic() > deadline:
-                break
-            time.sleep(0.5)
+        result = _admitted_in_mode(cp, "warn")
         assert result.returncode == 0, result.stderr
         assert "Warning:" in result.stderr and "(rule unknown-policy)" in result.stderr
+        # a quantity rule warns too
+        over = next(c for c in CASES if c.name == "hami-cores-over")
+        result = _send(cp, over)
+        assert result.returncode == 0, result.stderr
+        assert "(rule out-of-range)" in result.stderr, result.stderr
+    finally:
+        cp.kubectl("apply", "-f", "-", input=_generated())
+        _wait_until_denied(cp)
+
+
+def test_dryrun_mode_audits_only(with_policies: ControlPlane) -> None:
+    """modes.annotations dryrun: validationActions Audit, so the apiserver admits without a
+    warning (the failure goes to the audit log only)."""
+    cp = with_policies
+    try:
+        result = _admitted_in_mode(cp, "dryrun")
+        assert result.returncode == 0, result.stderr
+        assert "Warning:" not in result.stderr, result.stderr
+        bindings = cp.kubectl(
+            "get", "validatingadmissionpolicybindings", "-l", "app.kubernetes.io/component=policy",
+            "-o", "jsonpath={.items[*].spec.validationActions}",
+        )  # fmt: skip
+        assert bindings.stdout.split() == ['["Audit"]', '["Audit"]'], bindings.stdout
     finally:
         cp.kubectl("apply", "-f", "-", input=_generated())
         _wait_until_denied(cp)
