@@ -11,7 +11,10 @@ webhook's ``modes.annotations`` (enforce: Deny, warn: Warn, dryrun: Audit). Scop
 webhook's: the excluded namespaces and the ignore label, Pods on CREATE, workloads on CREATE
 and on an UPDATE that changes a template's annotations or spec. ``failurePolicy: Ignore``:
 an expression that cannot be evaluated (the cost budget) admits, as the mutating webhook
-fails open; the rules themselves stop at ``limits.VALUE_CHARS`` characters.
+fails open; the rules themselves stop at ``limits.VALUE_CHARS`` characters. The rules on
+container quantities (``QUANTITY_RULES``) are in webhook.policy_quantities; they need
+Kubernetes' CEL quantity library, so ``quantities=False`` leaves them out for a CEL
+library without it (the unit tests' cel-python).
 """
 
 from __future__ import annotations
