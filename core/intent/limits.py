@@ -69,7 +69,7 @@ class Limits:
         limits, affinity terms, requirements and values, nodeSelector labels) are the
         object's, split evenly, so that a Job of many tasks reads no more than one pod at
         the limits: per template they let a review cost the templates limit times a pod's
-        worst (docs/reliability.md, "CPU per review")."""
+        worst (docs/reliability.md, "Bad input")."""
         if templates <= 1:
             return self
         return replace(
