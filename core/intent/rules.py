@@ -11,7 +11,10 @@ whitespace, case, and ``[\\s_.-]`` separators anywhere, with Python's ``str.issp
 rewrite is accepted and only a value it cannot read is refused. Values longer than
 ``limits.VALUE_CHARS`` are refused by both (the webhook's ``too-large``).
 
-Rules that stay in the webhook, and why, are in the README ("Which rule lives where").
+``QUANTITY_RULES`` (HAMi percentages over 100, a Volcano Job task's integer CPUs) read
+container quantities: their CEL (webhook/policy_quantities.py) needs Kubernetes' quantity
+library. Rules that stay in the webhook, and why, are in the README ("Which rule lives
+where").
 """
 
 from __future__ import annotations
