@@ -11,15 +11,25 @@ webhook's ``modes.annotations`` (enforce: Deny, warn: Warn, dryrun: Audit). Scop
 webhook's: the excluded namespaces and the ignore label, Pods on CREATE, workloads on CREATE
 and on an UPDATE that changes a template's annotations or spec. ``failurePolicy: Ignore``:
 an expression that cannot be evaluated (the cost budget) admits, as the mutating webhook
-fails open; the rules themselves stop at ``limits.VALUE_CHARS`` characters.
+fails open; the rules themselves stop at ``limits.VALUE_CHARS`` characters. The rules on
+container quantities (``QUANTITY_RULES``) are in webhook.policy_quantities; they need
+Kubernetes' CEL quantity library, so ``quantities=False`` leaves them out for a CEL
+library without it (the unit tests' cel-python).
 """
 
 from __future__ import annotations
 
 from typing import Any, Final
 
-from core.intent.rules import RULES, Rule
+from core.intent.rules import QUANTITY_RULES, RULES, Rule
 from webhook.config import Config, Mode
+from webhook.policy_quantities import (
+    bad_tasks,
+    cel_raw,
+    cel_string,
+    quantity_task_rule,
+    quantity_template_validation,
+)
 
 API_VERSION: Final = "admissionregistration.k8s.io/v1"
 TEMPLATES: Final = "numagate-templates"
@@ -35,18 +45,6 @@ _WORKLOADS: Final = (
     ("apps", "v1", ["deployments", "statefulsets", "daemonsets", "replicasets"]),
     ("batch", "v1", ["jobs", "cronjobs"]),
 )
-
-
-def cel_string(text: str) -> str:
-    """A CEL string literal (single-quoted, backslashes and quotes escaped)."""
-    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
-
-
-def cel_raw(text: str) -> str:
-    """A raw CEL string literal (backslashes kept as written: RE2 patterns)."""
-    if "'" in text or "\n" in text:
-        raise ValueError(f"not a raw CEL string: {text[:40]!r}")
-    return f"r'{text}'"
 
 
 # ---- the expressions ------------------------------------------------------------------
@@ -106,8 +104,7 @@ def _task_parts(rule: Rule, t: str) -> tuple[str, str, str]:
 
 
 def _bad_tasks(rule: Rule) -> str:
-    """The variable holding the (changed) tasks that fail ``rule``."""
-    return "bad_" + rule.name.replace("-", "_")
+    return bad_tasks(rule.name)
 
 
 def _task_variable(rule: Rule, limit: int) -> dict[str, str]:
@@ -194,7 +191,7 @@ _CHANGED = (
 )
 
 
-def templates_policy(config: Config, limit: int) -> dict[str, Any]:
+def templates_policy(config: Config, limit: int, quantities: bool = True) -> dict[str, Any]:
     rules = [_rule("", "v1", ["pods"], ["CREATE"])]
     rules += [_rule(g, v, r, ["CREATE", "UPDATE"]) for g, v, r in _WORKLOADS]
     variables = [
@@ -211,11 +208,15 @@ def templates_policy(config: Config, limit: int) -> dict[str, Any]:
         {"name": "checked", "expression": _CHANGED},
     ]
     validations = [_template_validation(r, limit) for r in RULES if r.where == "annotation"]
+    if quantities:
+        validations += [
+            quantity_template_validation(r) for r in QUANTITY_RULES if r.where == "template"
+        ]
     spec = {"variables": variables, "validations": validations}
     return _policy(TEMPLATES, rules, spec, config)
 
 
-def volcano_jobs_policy(config: Config, limit: int) -> dict[str, Any]:
+def volcano_jobs_policy(config: Config, limit: int, quantities: bool = True) -> dict[str, Any]:
     rules = [_rule("batch.volcano.sh", "v1alpha1", ["jobs"], ["CREATE", "UPDATE"])]
     # on UPDATE, only tasks that are not in the old object unchanged (the webhook's rule)
     tasks = (
@@ -226,16 +227,21 @@ def volcano_jobs_policy(config: Config, limit: int) -> dict[str, Any]:
     variables = [{"name": "tasks", "expression": tasks}]
     variables += [_task_variable(r, limit) for r in RULES]
     validations = [_task_validation(r, limit) for r in RULES]
+    if quantities:
+        for variable, validation in map(quantity_task_rule, QUANTITY_RULES):
+            variables.append(variable)
+            validations.append(validation)
     spec = {"variables": variables, "validations": validations}
     return _policy(VOLCANO_JOBS, rules, spec, config)
 
 
-def policies(config: Config, value_chars: int) -> list[dict[str, Any]]:
+def policies(config: Config, value_chars: int, quantities: bool = True) -> list[dict[str, Any]]:
     """The policies and their bindings for ``config`` (``value_chars``: limits.VALUE_CHARS
-    or its configured value)."""
+    or its configured value). ``quantities=False`` leaves out the rules that need
+    Kubernetes' quantity library (QUANTITY_RULES): what a CEL library without it can run."""
     return [
-        templates_policy(config, value_chars),
+        templates_policy(config, value_chars, quantities),
         _binding(TEMPLATES, config),
-        volcano_jobs_policy(config, value_chars),
+        volcano_jobs_policy(config, value_chars, quantities),
         _binding(VOLCANO_JOBS, config),
     ]

@@ -12,6 +12,7 @@ from core.intent import dialects as d
 from core.intent.findings import Ctx
 from core.intent.hami import hami_ranges
 from core.intent.limits import DEFAULT, clip, over
+from core.intent.rules import volcano_cpu_message
 from core.model import (
     ContainerDemand,
     is_map,
@@ -245,9 +246,7 @@ def check_exclusive_cpus(
                     f"{c.path}.resources.{section}[cpu]",
                     "error",
                     "fractional-cpu",
-                    f"container {c.name!r} CPU {section} is {shown}; with topologyPolicy "
-                    f"{policy!r} Volcano requires every container and init container to "
-                    "request a positive integer number of CPUs (e.g. 1, 2)",
+                    volcano_cpu_message(repr(c.name), section, shown, repr(policy)),
                 )
     if qos != "Guaranteed":
         ctx.add(

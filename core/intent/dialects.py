@@ -147,7 +147,14 @@ def fold(value: str) -> str:
 def suggest(raw: str, allowed: Sequence[str]) -> str | None:
     """The allowed value closest to ``raw`` (difflib on the folded forms), if one is close."""
     candidates = {fold(a): a for a in allowed if a}
-    hits = difflib.get_close_matches(fold(raw), list(candidates), n=1, cutoff=0.6)
+    word = fold(raw)
+    # difflib's first test (real_quick_ratio: 2*min(lengths)/sum) refuses a word whose
+    # length is too far from every candidate's; tested here first, as it would be, before
+    # get_close_matches indexes the word (linear in it: a 200,000-character value costed
+    # /validate more than its 50 ms, benchmarks/worst_case.py koord-long-value)
+    if all(2.0 * min(len(word), len(c)) / (len(word) + len(c)) < 0.6 for c in candidates):
+        return None
+    hits = difflib.get_close_matches(word, list(candidates), n=1, cutoff=0.6)
     return candidates[hits[0]] if hits else None
 
 

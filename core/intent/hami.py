@@ -10,7 +10,14 @@ from core.intent import dialects as d
 from core.intent.annotations import short_value
 from core.intent.findings import Ctx, change_code
 from core.intent.limits import clip, clip_repr
-from core.intent.rules import HAMI_GPU, HAMI_NODE, HAMI_NUMA_BIND, rule
+from core.intent.rules import (
+    HAMI_GPU,
+    HAMI_NODE,
+    HAMI_NUMA_BIND,
+    HAMI_PERCENT_MAX,
+    hami_range_message,
+    rule,
+)
 from core.model import (
     is_map,
 )
@@ -113,12 +120,11 @@ def hami_ranges(lists: Iterable[tuple[str, list[Any]]], ctx: Ctx) -> None:
                         v = to_core_units(name, values[name])
                     except InvalidInput:
                         continue  # reported as invalid-quantity already
-                    if v > 100:
+                    if v > HAMI_PERCENT_MAX:
                         path = ctx.path(f"spec.{list_name}[{i}].resources.{section}[{name}]")
                         ctx.add(
                             path,
                             "error",
                             "out-of-range",
-                            f"{name} is {clip(repr(values[name]))}; HAMi allows 0-100 (a percentage of "
-                            "one GPU)",
+                            hami_range_message(name, clip(repr(values[name]))),
                         )

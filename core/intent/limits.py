@@ -13,7 +13,7 @@ review within budget (benchmarks/worst_case.py).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Final
 
 # All annotations of one object, keys and values, in bytes (TotalAnnotationSizeLimitB).
@@ -62,6 +62,25 @@ class Limits:
     selector_labels: int = SELECTOR_LABELS
     templates: int = TEMPLATES
     findings: int = FINDINGS
+
+    def shared(self, templates: int) -> Limits:
+        """The limits of one of ``templates`` pod templates of an object (a Volcano Job's
+        tasks). The counts whose reading costs CPU per element (containers, requests and
+        limits, affinity terms, requirements and values, nodeSelector labels) are the
+        object's, split evenly, so that a Job of many tasks reads no more than one pod at
+        the limits: per template they let a review cost the templates limit times a pod's
+        worst (docs/reliability.md, "Bad input")."""
+        if templates <= 1:
+            return self
+        return replace(
+            self,
+            containers=max(1, self.containers // templates),
+            resources=max(1, self.resources // templates),
+            terms=max(1, self.terms // templates),
+            requirements=max(1, self.requirements // templates),
+            values=max(1, self.values // templates),
+            selector_labels=max(1, self.selector_labels // templates),
+        )
 
 
 DEFAULT: Final = Limits()

@@ -11,7 +11,10 @@ whitespace, case, and ``[\\s_.-]`` separators anywhere, with Python's ``str.issp
 rewrite is accepted and only a value it cannot read is refused. Values longer than
 ``limits.VALUE_CHARS`` are refused by both (the webhook's ``too-large``).
 
-Rules that stay in the webhook, and why, are in the README ("Which rule lives where").
+``QUANTITY_RULES`` (HAMi percentages over 100, a Volcano Job task's integer CPUs) read
+container quantities: their CEL (webhook/policy_quantities.py) needs Kubernetes' quantity
+library. Rules that stay in the webhook, and why, are in the README ("Which rule lives
+where").
 """
 
 from __future__ import annotations
@@ -235,4 +238,51 @@ HAMI_GPU: Final = "hami-gpu-policy"
 HAMI_NUMA_BIND: Final = "hami-numa-bind"
 VOLCANO_TASK: Final = "volcano-task-policy"
 
-__all__ = ["RULES", "VALUE_CHARS", "Rule", "rule"]
+
+# ---- rules on container resources: Kubernetes' CEL quantity library --------------------
+
+
+@dataclass(frozen=True, slots=True)
+class QuantityRule:
+    """A check on the containers' resource quantities. Its CEL needs Kubernetes' quantity
+    library (``isQuantity``, ``quantity``, ``isGreaterThan``): the apiserver has it, the
+    CEL library of the unit tests (cel-python) has not, so the end-to-end suite's real
+    apiserver is what holds these rules to the webhook (tests/e2e/test_policies.py).
+    ``where``: every pod template, or a Volcano Job task's; ``resources``: the names read."""
+
+    name: str
+    code: str
+    where: Literal["template", "task"]
+    resources: tuple[str, ...]
+
+
+HAMI_PERCENT_MAX: Final = 100
+HAMI_RANGE: Final = "hami-percent-range"
+VOLCANO_CPU: Final = "volcano-task-cpu"
+# The task policies under which Volcano's Job webhook wants integer CPUs (validateTaskTopoPolicy).
+VOLCANO_CPU_POLICIES: Final = tuple(p for p in d.VOLCANO_POLICIES if p != "none")
+
+QUANTITY_RULES: Final[tuple[QuantityRule, ...]] = (
+    # HAMi's webhook refuses a percentage resource over 100 (research §3.2)
+    QuantityRule(HAMI_RANGE, "out-of-range", "template", d.HAMI_PERCENT_RESOURCES),
+    # Volcano's Job webhook: with a task topologyPolicy, integer CPUs in every container
+    QuantityRule(VOLCANO_CPU, "fractional-cpu", "task", ("cpu",)),
+)
+
+
+def hami_range_message(resource: str, shown: str) -> str:
+    """``out-of-range``: ``shown`` is the value as Python's repr quotes it."""
+    return f"{resource} is {shown}; HAMi allows 0-{HAMI_PERCENT_MAX} (a percentage of one GPU)"
+
+
+def volcano_cpu_message(container: str, section: str, shown: str, policy: str) -> str:
+    """``fractional-cpu`` of a Volcano Job task: ``container`` and ``policy`` quoted as
+    Python's repr quotes them, ``shown`` the CPU in millicores or ``0 (unset)``."""
+    return (
+        f"container {container} CPU {section} is {shown}; with topologyPolicy {policy} "
+        "Volcano requires every container and init container to request a positive integer "
+        "number of CPUs (e.g. 1, 2)"
+    )
+
+
+__all__ = ["QUANTITY_RULES", "RULES", "VALUE_CHARS", "QuantityRule", "Rule", "rule"]

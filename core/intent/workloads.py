@@ -114,7 +114,9 @@ def _volcano_tasks(obj: Mapping[str, Any], limits: Limits) -> list[PodTemplate]:
     out: list[PodTemplate] = []
     if not isinstance(tasks, list):
         return out
-    for i, task in enumerate(tasks[: limits.templates]):
+    read = tasks[: limits.templates]
+    limits = limits.shared(len(read))  # the tasks share the Job's limits
+    for i, task in enumerate(read):
         task_map = _mapping(task)
         extra: dict[str, str] = {}
         paths: dict[str, str] = {}

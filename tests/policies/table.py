@@ -68,19 +68,27 @@ def cronjob(name: str, annotations: dict[str, str]) -> Any:
     }
 
 
-def volcano_job(name: str, policy: str | None, annotations: dict[str, str]) -> Any:
+def volcano_job(
+    name: str,
+    policy: str | None,
+    annotations: dict[str, str],
+    resources: dict[str, Any] | None = None,
+    init: dict[str, Any] | None = None,
+) -> Any:
+    """A Volcano Job of one task; ``resources``: its container's (1 CPU by default),
+    ``init``: an init container's resources."""
+    if resources is None:
+        resources = {"requests": {"cpu": "1"}, "limits": {"cpu": "1"}}
+    spec: dict[str, Any] = {
+        "containers": [{**CONTAINER, "resources": resources}],
+        "restartPolicy": "Never",
+    }
+    if init is not None:
+        spec["initContainers"] = [{**CONTAINER, "name": "setup", "resources": init}]
     task: dict[str, Any] = {
         "name": "worker",
         "replicas": 1,
-        "template": {
-            "metadata": {"annotations": annotations},
-            "spec": {
-                "containers": [
-                    {**CONTAINER, "resources": {"requests": {"cpu": "1"}, "limits": {"cpu": "1"}}}
-                ],
-                "restartPolicy": "Never",
-            },
-        },
+        "template": {"metadata": {"annotations": annotations}, "spec": spec},
     }
     if policy is not None:
         task["topologyPolicy"] = policy
@@ -92,8 +100,27 @@ def volcano_job(name: str, policy: str | None, annotations: dict[str, str]) -> A
     }
 
 
+def with_resources(obj: dict[str, Any], resources: dict[str, Any], init: bool = False) -> Any:
+    """``obj`` (a Pod or a Deployment) whose container, or a new init container, has
+    ``resources``."""
+    spec = obj["spec"] if obj["kind"] == "Pod" else obj["spec"]["template"]["spec"]
+    if init:
+        spec["initContainers"] = [{**CONTAINER, "name": "setup", "resources": resources}]
+    else:
+        spec["containers"] = [{**CONTAINER, "resources": resources}]
+    return obj
+
+
 def _ann(key: str, prefix: str = "") -> str:
     return f"{prefix}metadata.annotations[{key}]"
+
+
+def _res(section: str, name: str, prefix: str = "", lst: str = "containers") -> str:
+    return f"{prefix}spec.{lst}[*].resources.{section}[{name}]"
+
+
+CORES, MEM_PCT = "nvidia.com/gpucores", "nvidia.com/gpumem-percentage"
+TASK = "spec.tasks[*].template."
 
 
 LONG = "single-numa-node" + " " * 1024
@@ -206,5 +233,79 @@ CASES: tuple[Case, ...] = (
         "vcjob-template-annotation",
         volcano_job("vcjob-template-annotation", None, {NUMA_BIND: "on"}),
         ((_ann(NUMA_BIND, "spec.tasks[*].template."), "unknown-value"),),
+    ),
+    # quantity rules (Kubernetes' CEL quantity library: the apiserver's CEL only)
+    Case("hami-cores-100", with_resources(pod("hami-cores-100", {}), {"limits": {CORES: "100"}})),
+    Case(
+        "hami-cores-over",
+        with_resources(pod("hami-cores-over", {}), {"limits": {CORES: "150"}}),
+        ((_res("limits", CORES), "out-of-range"),),
+    ),
+    Case(
+        "hami-mem-init-over",
+        with_resources(
+            deployment("hami-mem-init-over", {}), {"limits": {MEM_PCT: "101"}}, init=True
+        ),
+        ((_res("limits", MEM_PCT, "spec.template.", "initContainers"), "out-of-range"),),
+    ),
+    Case(
+        "vcjob-hami-over",
+        volcano_job("vcjob-hami-over", None, {}, {"limits": {"cpu": "1", CORES: 200}}),
+        ((_res("limits", CORES, TASK), "out-of-range"),),
+    ),
+    Case("vcjob-cpu-int", volcano_job("vcjob-cpu-int", "restricted", {}, {"limits": {"cpu": 2}})),
+    Case(
+        "vcjob-cpu-none-policy",
+        volcano_job("vcjob-cpu-none-policy", "none", {}, {"requests": {"cpu": "1500m"}}),
+    ),
+    Case(
+        "vcjob-cpu-other-scheduler",
+        {
+            **(job := volcano_job("vcjob-cpu-other-scheduler", "best-effort", {}, {})),
+            "spec": {
+                **job["spec"],
+                "tasks": [
+                    {
+                        **job["spec"]["tasks"][0],
+                        "template": {
+                            "spec": {
+                                "schedulerName": "koord-scheduler",
+                                "containers": [CONTAINER],
+                            }
+                        },
+                    }
+                ],
+            },
+        },
+    ),
+    Case(
+        "vcjob-cpu-fraction",
+        volcano_job(
+            "vcjob-cpu-fraction",
+            "single-numa-node",
+            {},
+            {"requests": {"cpu": "1500m"}, "limits": {"cpu": "2"}},
+        ),
+        ((_res("requests", "cpu", TASK), "fractional-cpu"),),
+    ),
+    Case(
+        "vcjob-cpu-init-decimal",
+        volcano_job("vcjob-cpu-init-decimal", "restricted", {}, init={"limits": {"cpu": "0.5"}}),
+        ((_res("limits", "cpu", TASK, "initContainers"), "fractional-cpu"),),
+    ),
+    Case(
+        "vcjob-cpu-sub-millicore",
+        volcano_job("vcjob-cpu-sub-millicore", "best-effort", {}, {"limits": {"cpu": "1.0001"}}),
+        ((_res("limits", "cpu", TASK), "fractional-cpu"),),
+    ),
+    Case(
+        "vcjob-cpu-unset",
+        volcano_job(
+            "vcjob-cpu-unset",
+            "single-numa-node",
+            {},
+            {"requests": {"memory": "1Gi"}, "limits": {"cpu": "2"}},
+        ),
+        ((_res("requests", "cpu", TASK), "fractional-cpu"),),
     ),
 )
