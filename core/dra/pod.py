@@ -13,7 +13,7 @@ from typing import Any
 
 from core.dra.cluster import IMPOSSIBLE, ClusterVerdict, evaluate_cluster
 from core.dra.evaluate import DraInventory
-from core.dra.extended import _containers, _count, class_for_resource, is_dra_extended_name
+from core.dra.extended import is_dra_extended_name, requested_names, served_names
 from core.dra.extended import node_claims as _node_claims
 from core.dra.objects import NodeSelectorTerm, Requirement
 from core.dra.pools import NodeRef, selector_matches
@@ -32,13 +32,10 @@ def uses_dra(pod: Mapping[str, Any], inv: DraInventory) -> bool:
         return True
     if not inv.classes:
         return False
-    return any(
-        is_dra_extended_name(str(name))
-        and _count(value)
-        and class_for_resource(str(name), inv.classes) is not None
-        for c in _containers(spec)
-        for name, value in c.requests.items()
-    )
+    # cpu, memory and the like have no "/": most pods stop at this scan
+    if not any("/" in n and is_dra_extended_name(n) for n in requested_names(spec)):
+        return False
+    return bool(served_names(spec, inv.classes))
 
 
 def _terms(intent: PodIntent) -> tuple[NodeSelectorTerm, ...]:

@@ -8,11 +8,25 @@ from __future__ import annotations
 from typing import Any
 
 from tests.builders.objects import node, nrt, zone
+from tests.webhook.fake_apiserver import FakeResource
 
 DRIVER = "gpu.example.com"
 NAMESPACE = "ml"
 NODES = ("gpu-a", "gpu-b")
 POLICIES = {"gpu-a": "single-numa-node", "gpu-b": "restricted"}
+# the four resource.k8s.io types, for the list/watch test apiserver
+DRA_FAKES = (
+    FakeResource("resourceslices", "resource.k8s.io", "v1", "ResourceSlice"),
+    FakeResource("deviceclasses", "resource.k8s.io", "v1", "DeviceClass"),
+    FakeResource("resourceclaims", "resource.k8s.io", "v1", "ResourceClaim", namespaced=True),
+    FakeResource(
+        "resourceclaimtemplates",
+        "resource.k8s.io",
+        "v1",
+        "ResourceClaimTemplate",
+        namespaced=True,
+    ),
+)
 
 
 def gpu_slice(node_name: str) -> dict[str, Any]:

@@ -13,8 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.webhook.dra.objects import claim, inventory, pod, request
-from tests.webhook.dra.test_state import DRA_FAKES
+from tests.webhook.dra.objects import DRA_FAKES, claim, inventory, pod, request
 from tests.webhook.fake_apiserver import DEFAULT_RESOURCES, FakeApiServer, running_apiserver
 from webhook.cli.main import main
 

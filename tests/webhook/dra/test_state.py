@@ -16,8 +16,16 @@ import pytest
 
 from core.intent.read import read_intent
 from core.intent.workloads import pod_templates
-from tests.webhook.dra.objects import claim, gpu_class, gpu_slice, inventory, pod, request
-from tests.webhook.fake_apiserver import DEFAULT_RESOURCES, FakeResource, running_apiserver
+from tests.webhook.dra.objects import (
+    DRA_FAKES,
+    claim,
+    gpu_class,
+    gpu_slice,
+    inventory,
+    pod,
+    request,
+)
+from tests.webhook.fake_apiserver import DEFAULT_RESOURCES, running_apiserver
 from webhook import server as server_module
 from webhook.config import ConfigHolder
 from webhook.dra.admission import check_claims
@@ -27,18 +35,6 @@ from webhook.inventory.loader import LoadError
 from webhook.inventory.state import InventoryState, build_view
 
 FIVE = claim("five", [request("gpus", 5)])
-DRA_FAKES = (
-    FakeResource("resourceslices", "resource.k8s.io", "v1", "ResourceSlice"),
-    FakeResource("deviceclasses", "resource.k8s.io", "v1", "DeviceClass"),
-    FakeResource("resourceclaims", "resource.k8s.io", "v1", "ResourceClaim", namespaced=True),
-    FakeResource(
-        "resourceclaimtemplates",
-        "resource.k8s.io",
-        "v1",
-        "ResourceClaimTemplate",
-        namespaced=True,
-    ),
-)
 
 
 def _write(path: Path, objects: list[dict[str, object]], *, age: float = 10.0) -> None:
