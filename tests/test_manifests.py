@@ -375,6 +375,10 @@ def test_webhook_rbac_is_read_only_and_minimal() -> None:
             ("", "pods"),
             ("topology.node.k8s.io", "noderesourcetopologies"),
             ("nodeinfo.volcano.sh", "numatopologies"),
+            ("resource.k8s.io", "resourceslices"),
+            ("resource.k8s.io", "deviceclasses"),
+            ("resource.k8s.io", "resourceclaims"),
+            ("resource.k8s.io", "resourceclaimtemplates"),
         )
         for v in read
     }

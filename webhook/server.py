@@ -36,6 +36,7 @@ from aiohttp import web
 from certs.watcher import CertWatcher, build_server_context
 from webhook.app import Health, make_app
 from webhook.config import ConfigHolder, Shutdown
+from webhook.dra import state as dra_sources
 from webhook.heap import limit_malloc_arenas, release_free_heap
 from webhook.inventory.state import (
     FileBuild,
@@ -167,12 +168,16 @@ def start_sources(
     holder: ConfigHolder,
     *,
     preloaded: bytes | None = None,
+    dra: dra_sources.DraState | None = None,
 ) -> Sources:
     """Load the inventory once (a bad static file fails startup) and start reloading.
-    ``preloaded``: the static file already built by the parent (a pickled FileBuild)."""
+    ``preloaded``: the static file already built by the parent (a pickled FileBuild).
+    ``dra``: the DRA inventory, fed from the same file or cluster (webhook/dra/state.py)."""
     tasks: list[asyncio.Task[Any]] = []
     stop: Callable[[], None] = lambda: None  # noqa: E731
     interval = holder.current.inventory.reload_interval_seconds
+    stop_dra, dra_tasks = dra_sources.start_for(dra, opts, interval)
+    tasks.extend(dra_tasks)
     if opts.inventory:
         static = StaticFileSource(opts.inventory, state, interval=interval)
         if preloaded is not None:
@@ -189,7 +194,7 @@ def start_sources(
     else:
         load_demo(state)
     tasks.append(asyncio.get_running_loop().create_task(_config_loop(holder, state)))
-    return Sources(tasks, stop)
+    return Sources(tasks, dra_sources.chain(stop, stop_dra))
 
 
 async def _config_loop(holder: ConfigHolder, state: InventoryState) -> None:
@@ -292,13 +297,14 @@ async def serve_worker(
     holder = ConfigHolder(opts.config)
     metrics = WebhookMetrics()
     state = InventoryState(metrics=metrics, freeze_gc=True)
-    runtime = Runtime(config=lambda: holder.current, inventory=state, metrics=metrics)
+    dra = dra_sources.DraState()
+    runtime = Runtime(config=lambda: holder.current, inventory=state, metrics=metrics, dra=dra)
     health = Health()
     ctx, watcher = _tls(opts, holder, metrics)
     if stop is None:
         stop = asyncio.Event()
         _install_signal_handlers(stop)
-    sources = start_sources(opts, state, holder, preloaded=preloaded)
+    sources = start_sources(opts, state, holder, preloaded=preloaded, dra=dra)
     if metrics.multiprocess:
         sources.tasks.append(asyncio.get_running_loop().create_task(_refresh_metrics(metrics)))
     preloaded = None  # the pickled bytes are not needed any more

@@ -62,6 +62,32 @@ def _containers(spec: Mapping[str, Any]) -> Iterator[_Container]:
         yield _Container(i, i >= len(inits) or sidecar, requests)
 
 
+def requested_names(spec: Mapping[str, Any]) -> Iterator[str]:
+    """The resource names the pod's containers request or limit (a fast scan for every
+    review: no quantity is parsed; objects from JSON are dicts, an ABC check costs more)."""
+    for key in ("initContainers", "containers"):
+        for c in spec.get(key) or ():
+            res = c.get("resources") if type(c) is dict else None
+            if type(res) is dict:
+                for part in ("limits", "requests"):
+                    amounts = res.get(part)
+                    if type(amounts) is dict:
+                        yield from map(str, amounts)
+
+
+def served_names(spec: Mapping[str, Any], classes: Mapping[str, DeviceClass]) -> set[str]:
+    """The extended resources the pod requests (a positive integer) that a DeviceClass
+    serves."""
+    return {
+        str(name)
+        for c in _containers(spec)
+        for name, value in c.requests.items()
+        if is_dra_extended_name(str(name))
+        and _count(value)
+        and class_for_resource(str(name), classes) is not None
+    }
+
+
 def _count(value: Any) -> int:
     """The request as an integer (AsInt64); anything else requests no device."""
     try:

@@ -1,13 +1,17 @@
 """DRA ground truth from the real kube-scheduler: for every case of
 tests/fixtures/dra/cases.yaml, the ResourceSlices are created on kwok nodes (no driver
-needed: the scheduler's DRA allocator only reads slices), then the pod; numagate's verdict
-(core/dra over the same objects) must agree with the scheduler: fits = the pod is bound
-within BIND_TIMEOUT, impossible = it is still unbound after NEVER_WAIT (the scheduler has
-tried and failed: a FailedScheduling event). Claims from a template are created by the
-test as claims of the same name (no kube-controller-manager here).
+needed: the scheduler's DRA allocator only reads slices), then the pod. Three verdicts
+must agree: numagate's core (core/dra over the case's objects), numagate served as the
+cluster's validating webhook with its live inventory (the pod created with
+``--dry-run=server``: denied by the DRA check = impossible, allowed = fits), and the
+scheduler (the pod created for real, opted out of numagate with ``numagate.io/ignore``):
+fits = bound within BIND_TIMEOUT, impossible = still unbound after NEVER_WAIT (the
+scheduler has tried and failed: a FailedScheduling event). Claims from a template are
+created by the test as claims of the same name (no kube-controller-manager here).
 
-Needs the session-scoped ``control_plane`` fixture of the end-to-end suite (``.kubeconfig``,
-``.kubectl(*args, input=..., check=...)``) with kube-apiserver, kube-scheduler and kwok."""
+Needs the end-to-end suite's ``serving`` fixture: the control plane (kube-apiserver,
+kube-scheduler, kwok) with numagate installed from manifests/base, serving as its
+ServiceAccount (whose RBAC must let it list and watch the DRA objects)."""
 
 from __future__ import annotations
 
@@ -19,10 +23,16 @@ from typing import Any
 import pytest
 
 from tests.core.dra.ground_truth import Case, load_cases, numagate_verdict
+from tests.e2e.cluster import Install
+from tests.e2e.controlplane import wait_until
+from tests.launch import http
 
 CASES = load_cases()
 BIND_TIMEOUT = 60.0  # s for a pod that fits to be bound
 NEVER_WAIT = 5.0  # s an impossible pod stays unbound (after the scheduler said so)
+DENIED = "DRA claims: no node can ever allocate them"
+IGNORE = {"numagate.io/ignore": "true"}  # the webhooks' objectSelector leaves it out
+SETTLE = 1.0  # s between two dry runs that must agree (both watches delivered)
 
 
 def _apply(control_plane: Any, objects: list[dict[str, Any]]) -> None:
@@ -68,11 +78,45 @@ def _claims_by_name(case: Case) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     return objects, pod
 
 
+def _served_nodes(install: Install) -> float:
+    """numagate_inventory_nodes of the served numagate (one worker)."""
+    status, body = http(install.port, install.ca, "GET", "/metrics", name="127.0.0.1")
+    assert status == 200
+    for line in body.decode().splitlines():
+        if line.startswith("numagate_inventory_nodes"):
+            return float(line.rsplit(" ", 1)[1])
+    return -1.0
+
+
+def _dry_run(install: Install, pod: dict[str, Any]) -> tuple[str, str]:
+    out = install.plane.kubectl(
+        "create", "--dry-run=server", "-f", "-", input=json.dumps(pod), check=False
+    )
+    if out.returncode == 0:
+        return "fits", out.stderr
+    return ("impossible" if DENIED in out.stderr else f"error: {out.stderr.strip()}"), out.stderr
+
+
+def _admission_verdict(install: Install, case: Case, pod: dict[str, Any]) -> str:
+    """numagate's answer through the apiserver, once its live inventory has the case: the
+    DRA objects are created before the nodes, and the nodes are awaited in its metric; two
+    dry runs SETTLE apart must then agree (the DRA types are separate watches)."""
+    plane = install.plane
+    count = len(json.loads(plane.kubectl("get", "nodes", "-o", "json").stdout)["items"])
+    wait_until(lambda: _served_nodes(install) >= count, 30, "numagate's inventory has the nodes")
+    last = _dry_run(install, pod)
+    for _ in range(20):
+        time.sleep(SETTLE)
+        now = _dry_run(install, pod)
+        if now[0] == last[0] and "DRA claims not checked" not in now[1]:
+            return now[0]
+        last = now
+    return f"unsettled: {last}"
+
+
 def _scheduler_verdict(control_plane: Any, case: Case) -> str:
-    control_plane.create_namespace(case.name)
-    objects, pod = _claims_by_name(case)
-    _apply(control_plane, case.nodes)
-    _apply(control_plane, objects)
+    _, pod = _claims_by_name(case)
+    pod["metadata"]["labels"] = dict(IGNORE)
     _apply(control_plane, [pod])
     deadline = time.monotonic() + BIND_TIMEOUT
     seen_unschedulable: float | None = None
@@ -105,12 +149,18 @@ def _remove(control_plane: Any, case: Case) -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
-def test_numagate_agrees_with_kube_scheduler(control_plane: Any, case: Case) -> None:
+def test_numagate_agrees_with_kube_scheduler(serving: Install, case: Case) -> None:
+    plane = serving.plane
     ours = numagate_verdict(case)
     try:
-        theirs = _scheduler_verdict(control_plane, case)
+        plane.create_namespace(case.name)
+        objects, pod = _claims_by_name(case)
+        _apply(plane, objects)
+        _apply(plane, case.nodes)
+        served = _admission_verdict(serving, case, pod)
+        theirs = _scheduler_verdict(plane, case)
     finally:
-        _remove(control_plane, case)
-    assert (ours, theirs) == (case.expect, case.expect), (
-        f"{case.name}: numagate {ours}, scheduler {theirs}"
+        _remove(plane, case)
+    assert (ours, served, theirs) == (case.expect,) * 3, (
+        f"{case.name}: numagate core {ours}, numagate served {served}, scheduler {theirs}"
     )

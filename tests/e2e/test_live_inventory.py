@@ -26,7 +26,16 @@ def _clean(serving: Install) -> Iterator[None]:
 
 def test_the_service_account_has_exactly_the_shipped_rights(serving: Install) -> None:
     plane, sa = serving.plane, serving.sa_kubeconfig
-    for resource in ("nodes", "pods", "noderesourcetopologies", "numatopologies"):
+    for resource in (
+        "nodes",
+        "pods",
+        "noderesourcetopologies",
+        "numatopologies",
+        "resourceslices",
+        "deviceclasses",
+        "resourceclaims",
+        "resourceclaimtemplates",
+    ):
         out = plane.kubectl("get", resource, "-A", "-o", "name", kubeconfig=sa, check=False)
         assert out.returncode == 0, (resource, out.stderr)
     cm = plane.kubectl(
@@ -37,6 +46,7 @@ def test_the_service_account_has_exactly_the_shipped_rights(serving: Install) ->
         ("get", "secrets", "-A"),
         ("get", "configmap", "kube-root-ca.crt", "-n", "numagate-system"),
         ("delete", "noderesourcetopology", "none-a", "--dry-run=server"),
+        ("delete", "resourceslice", "none", "--dry-run=server"),
         ("label", "node", "none-a", "e2e=x", "--dry-run=server"),
         ("create", "deployment", "x", "--image=x", "-n", TEST_NS, "--dry-run=server"),
     ]

@@ -54,11 +54,21 @@ def _progress(live: Any, started: float) -> None:
 
 
 def read_inventory(api: kubernetes.client.ApiClient) -> list[dict[str, Any]]:
-    """Nodes, NodeResourceTopologies, Numatopologies and bound Pods, listed once."""
+    """Nodes, NodeResourceTopologies, Numatopologies, bound Pods and the DRA objects
+    (webhook/dra/state.py: optional, a cluster without them lists the rest), listed once."""
     from webhook.inventory.live import LiveSource
 
     listed = threading.Event()
-    live = LiveSource(api, lambda objects: listed.set(), include_pods=True, debounce=0.0)
+    from webhook.dra.state import DRA_RESOURCES
+    from webhook.inventory.live import DEFAULT_RESOURCES
+
+    live = LiveSource(
+        api,
+        lambda objects: listed.set(),
+        include_pods=True,
+        resources=(*DEFAULT_RESOURCES, *DRA_RESOURCES),
+        debounce=0.0,
+    )
     started = time.monotonic()
     live.start()
     try:

@@ -17,6 +17,8 @@ from core.intent.read import read_intent
 from core.intent.workloads import pod_templates
 from webhook.cli.explain_report import ExplainError, build_report, decide_offline, render_table
 from webhook.config import ConfigError, load_config
+from webhook.dra.report import claims_report
+from webhook.dra.state import DraState
 from webhook.inventory.loader import LoadError, load_objects
 from webhook.inventory.state import InventoryState, InventoryView
 from webhook.logs import setup_logging
@@ -37,9 +39,8 @@ def run(args: argparse.Namespace) -> int:
         config = load_config(args.config)
         state = InventoryState()
         source = "stdin" if args.inventory == "-" else f"file:{args.inventory}"
-        view: InventoryView = state.load_objects(
-            (o.obj for o in load_objects(args.inventory)), source=source
-        )
+        objects = [o.obj for o in load_objects(args.inventory)]
+        view: InventoryView = state.load_objects(objects, source=source)
         manifest = load_objects(args.manifest)
     except (LoadError, CoreError, ConfigError, OSError) as exc:
         _err(str(exc))
@@ -54,7 +55,9 @@ def run(args: argparse.Namespace) -> int:
     result = read_intent(template)
     for finding in result.findings:
         _err(f"{finding.severity}: {finding.path}: {finding.message}")
-    runtime = Runtime(config=lambda: config, inventory=state)
+    dra = DraState()
+    dra.load_objects(objects, source=source)
+    runtime = Runtime(config=lambda: config, inventory=state, dra=dra)
     try:
         report = build_report(
             kind=template.kind,
@@ -68,6 +71,11 @@ def run(args: argparse.Namespace) -> int:
     except (CoreError, ExplainError) as exc:
         _err(str(exc))
         return EXIT_USAGE
+    assert dra.view is not None
+    pod = {"metadata": {"namespace": template.namespace}, "spec": template.spec}
+    claims = claims_report(pod, result.intent, view.nodes, dra.view.inventory)
+    if claims is not None:  # only for a pod with DRA claims: the others' report is unchanged
+        report["claims"] = claims
     if args.output == "json":
         print(json.dumps(report, indent=2))
     else:

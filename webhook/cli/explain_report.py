@@ -28,6 +28,7 @@ from core.mutation.patch import PatchOp, annotation_ops, apply_ops, escape_point
 from core.quantity import format_quantity
 from core.scoring.args import ScoringArgs
 from core.scoring.rank import rank
+from webhook.dra.report import render_claims
 from webhook.review.pipeline import HANDLERS, Runtime, deadline_for, decide_review
 from webhook.review.response import Outcome, clean_warnings
 from webhook.review.wire import AdmissionRequest, GroupVersionKind, GroupVersionResource, UserInfo
@@ -367,6 +368,7 @@ def render_table(report: Mapping[str, Any], *, all_rows: bool = False) -> str:
         )
     if len(shown) < len(nodes):
         lines.append(f"... {len(nodes) - len(shown)} more nodes (use --all to list every node)")
+    lines += render_claims(report.get("claims"), limit=None if all_rows else FIRST_ROWS)
     decision = report["decision"]
     verdict = "ALLOW" if decision["allowed"] else "DENY"
     lines.append(

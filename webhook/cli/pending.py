@@ -3,7 +3,9 @@ the Pending pods whose topology policy or NUMA demand is why they wait.
 
 For every pod not bound to a node (phase Pending), the pod's intent is read as the webhook
 reads it and evaluated against the cluster's inventory (read as ``explain`` reads it).
-Pods that some node fits now are left out (their wait has another cause); the others are
+Pods that some node fits now are left out (their wait has another cause), unless their DRA
+claims fit no node now (``rule: DRA claims``, webhook/dra/report.py; every entry of a pod
+with claims carries its ``claims`` section, as explain shows it); the others are
 listed with the rule that decides (``koordinator policy single-numa-node``), the outcome
 (``impossible``: no node ever fits, ``no-room-now``: a node would once resources free
 up), the verdicts per node summarized, and the closest node with its reason: where the
@@ -37,33 +39,39 @@ def closest(verdicts: Sequence[NodeVerdict], near_miss: NodeVerdict | None) -> N
 
 
 def summarize(counts: Mapping[str, int]) -> str:
-    return ", ".join(f"{counts[v]} {v}" for v in VERDICTS if counts.get(v))
+    # NRT verdicts in their order, then DRA node verdicts (never-fits, ...)
+    known = [v for v in VERDICTS if counts.get(v)]
+    return ", ".join(f"{counts[v]} {v}" for v in [*known, *sorted(set(counts) - set(known))])
 
 
 def explain_pods(
     pods: Sequence[Mapping[str, Any]], inventory: Sequence[Mapping[str, Any]]
 ) -> list[dict[str, Any]]:
     """One entry per pod numagate can explain (docs/contracts.md: Verdicts verdicts, core.feasibility)."""
+    from core.dra.evaluate import read_inventory as read_dra
     from core.feasibility.decision import decide
     from core.feasibility.snapshot import Snapshot
     from core.feasibility.verdicts import evaluate
     from core.intent.read import read_intent
     from core.intent.workloads import pod_templates
     from core.inventory.build import build_inventory
+    from webhook.dra.report import claims_report
 
-    snapshot = Snapshot.build(build_inventory(inventory).nodes)
+    nodes = build_inventory(inventory).nodes
+    snapshot = Snapshot.build(nodes)
+    dra = read_dra(inventory)
     out: list[dict[str, Any]] = []
     for pod in pods:
         templates = pod_templates(pod)
         if not templates:
             continue
-        evaluation = evaluate(read_intent(templates[0]).intent, snapshot)
+        intent = read_intent(templates[0]).intent
+        evaluation = evaluate(intent, snapshot)
         decision = decide(evaluation)
-        if decision.outcome not in EXPLAINED:
-            continue
-        near = closest(evaluation.verdicts, evaluation.near_miss)
-        out.append(
-            {
+        claims = claims_report(pod, intent, nodes, dra)
+        if decision.outcome in EXPLAINED:
+            near = closest(evaluation.verdicts, evaluation.near_miss)
+            entry: dict[str, Any] = {
                 "namespace": templates[0].namespace,
                 "name": templates[0].name,
                 "rule": evaluation.rule,
@@ -74,8 +82,34 @@ def explain_pods(
                 if near is None
                 else {"node": near.name, "verdict": near.verdict, "reason": near.reason},
             }
-        )
+        elif claims is not None and claims["verdict"] in EXPLAINED:
+            entry = _dra_entry(templates[0].namespace, templates[0].name, claims)
+        else:
+            continue
+        if claims is not None:
+            entry["claims"] = claims
+        out.append(entry)
     return out
+
+
+def _dra_entry(namespace: str, name: str, claims: Mapping[str, Any]) -> dict[str, Any]:
+    """A pod that waits on its DRA claims (webhook/dra/report.py): the node verdicts
+    counted, the closest node the best one (rows are best first)."""
+    counts: dict[str, int] = {}
+    for n in claims["nodes"]:
+        counts[n["verdict"]] = counts.get(n["verdict"], 0) + 1
+    first = claims["nodes"][0] if claims["nodes"] else None
+    return {
+        "namespace": namespace,
+        "name": name,
+        "rule": "DRA claims",
+        "outcome": claims["verdict"],
+        "message": claims["message"],
+        "nodes": counts,
+        "closest": None
+        if first is None
+        else {"node": first["name"], "verdict": first["verdict"], "reason": first["reason"]},
+    }
 
 
 def render_table(entries: Sequence[Mapping[str, Any]]) -> str:

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 from webhook.config import ConfigError, load_config
+from webhook.dra.state import DraFileSource, DraState
 from webhook.inventory.loader import LoadError
 from webhook.inventory.state import InventoryState, StaticFileSource
 from webhook.logs import setup_logging
@@ -42,11 +43,14 @@ def run(args: argparse.Namespace) -> int:
         config = load_config(args.config)
         state = InventoryState()
         StaticFileSource(args.inventory, state).load()
+        dra = DraState()
+        if args.inventory != "-":  # stdin is read once, by the NRT source
+            DraFileSource(args.inventory, dra).load()
         raw = _read_review(args.review)
     except (ConfigError, LoadError) as exc:
         print(f"numagate review: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    runtime = Runtime(config=lambda: config, inventory=state)
+    runtime = Runtime(config=lambda: config, inventory=state, dra=dra)
     result = asyncio.run(answer(raw, webhook=args.webhook, runtime=runtime))
     if result.is_review:
         sys.stdout.buffer.write(result.body + b"\n")

@@ -31,6 +31,7 @@ from core.mutation.affinity import (
 )
 from core.mutation.patch import PatchOp, annotation_ops
 from webhook.config import Config
+from webhook.dra.admission import check_claims
 from webhook.review.feasibility import _apply_modes, _at, _Checks, _feasibility
 from webhook.review.response import Outcome, allowed, denied, patched
 from webhook.review.runtime import InventoryRead, Runtime
@@ -296,7 +297,34 @@ async def validate(
             )
         except CoreError as exc:  # e.g. an affinity operator the API would have rejected
             return denied(str(exc), code=400, reason="BadRequest")
+        await _dra_claims(checks, request, pairs, runtime, config, deadline, inventory)
     return _apply_modes(checks, config)
+
+
+async def _dra_claims(
+    checks: _Checks,
+    request: AdmissionRequest,
+    pairs: list[tuple[PodTemplate, PodIntent]],
+    runtime: Runtime,
+    config: Config,
+    deadline: float,
+    inventory: InventoryRead,
+) -> None:
+    """The templates' DRA claims (webhook/dra/admission.py); a template without claims
+    is not looked at, so its answer is unchanged."""
+    found = await check_claims(
+        pairs,
+        namespace=request.namespace or "",
+        nodes=inventory.view.nodes if inventory.view is not None else None,
+        nrt_stale=inventory.stale,
+        dra=runtime.dra,
+        stale_after=config.inventory.stale_after_seconds,
+        remaining=deadline - runtime.clock(),
+    )
+    if found.judged:
+        checks.failures += found.failures
+        checks.warnings += found.warnings
+        checks.volatile = True
 
 
 VALIDATE = Handler("validate", mutating=False, decide=validate)

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from webhook.config import Config
+from webhook.dra.state import DraState
 from webhook.inventory.state import InventoryState, InventoryView
 from webhook.metrics import WebhookMetrics
 from webhook.review.decision_cache import DecisionCache
@@ -33,6 +34,7 @@ class Runtime:
     metrics: WebhookMetrics = field(default_factory=WebhookMetrics)
     clock: Callable[[], float] = time.monotonic
     decisions: DecisionCache = field(default_factory=DecisionCache)
+    dra: DraState | None = None  # the DRA inventory (webhook/dra/); None: claims unchecked
 
     def read(self, config: Config) -> InventoryRead:
         """The inventory a review starting now reads (see :class:`InventoryRead`)."""
