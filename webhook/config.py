@@ -28,7 +28,6 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 from referencing import Registry, Resource
 
-from core.errors import InvalidInput
 from core.intent import limits as core_limits
 from core.intent import versions as core_versions
 from core.scoring.args import ScoringArgs, parse_scoring_args
@@ -170,31 +169,14 @@ class Limits(_Model):
 
 
 class SchedulerVersions(_Model):
-    """The release of each scheduler the cluster runs (core.intent.versions): a value that
-    release does not know gets ``unsupported-value``. Defaults: the newest releases whose
-    source numagate's rules were read from."""
+    """The release each scheduler runs (core.intent.versions; the schema checks the form)."""
 
     hami: str = core_versions.show(core_versions.HAMI_LATEST)
     koordinator: str = core_versions.show(core_versions.KOORDINATOR_LATEST)
     volcano: str = core_versions.show(core_versions.VOLCANO_LATEST)
 
-    @field_validator("hami", "koordinator", "volcano")
-    @classmethod
-    def _release(cls, value: str) -> str:
-        try:
-            core_versions.parse_version(value, "version")
-        except InvalidInput as exc:
-            raise ValueError(str(exc)) from None
-        return value
-
     def core(self) -> core_versions.SchedulerVersions:
-        return core_versions.SchedulerVersions(
-            hami=core_versions.parse_version(self.hami, "schedulerVersions.hami"),
-            koordinator=core_versions.parse_version(
-                self.koordinator, "schedulerVersions.koordinator"
-            ),
-            volcano=core_versions.parse_version(self.volcano, "schedulerVersions.volcano"),
-        )
+        return core_versions.from_texts(self.hami, self.koordinator, self.volcano)
 
 
 class Certificates(_Model):
@@ -233,7 +215,6 @@ class Config(_Model):
     scoring: dict[str, Any] | None = None
     _scoring_args: ScoringArgs | None = PrivateAttr(default=None)
     _core_limits: core_limits.Limits = PrivateAttr(default=core_limits.DEFAULT)
-    _core_versions: core_versions.SchedulerVersions = PrivateAttr(default=core_versions.LATEST)
 
     @field_validator("scoring")
     @classmethod
@@ -248,7 +229,6 @@ class Config(_Model):
         if self.scoring is not None:
             self._scoring_args = parse_scoring_args(self.scoring)[0]
         self._core_limits = self.limits.core()
-        self._core_versions = self.scheduler_versions.core()
 
     @property
     def core_limits(self) -> core_limits.Limits:
@@ -257,8 +237,7 @@ class Config(_Model):
 
     @property
     def core_versions(self) -> core_versions.SchedulerVersions:
-        """``schedulerVersions`` as core.intent.versions.SchedulerVersions."""
-        return self._core_versions
+        return self.scheduler_versions.core()
 
     @property
     def scoring_args(self) -> ScoringArgs | None:

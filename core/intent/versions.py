@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Final
 
 from core.errors import InvalidInput
@@ -70,3 +71,13 @@ class SchedulerVersions:
 
 
 LATEST: Final = SchedulerVersions()
+
+
+@lru_cache(maxsize=8)  # read per review: a configuration's three strings parse once
+def from_texts(hami: str, koordinator: str, volcano: str) -> SchedulerVersions:
+    """The configuration's ``schedulerVersions``; a bad one raises naming its field."""
+    return SchedulerVersions(
+        parse_version(hami, "schedulerVersions.hami"),
+        parse_version(koordinator, "schedulerVersions.koordinator"),
+        parse_version(volcano, "schedulerVersions.volcano"),
+    )
