@@ -6,6 +6,8 @@ translated from the upstream test named, at the tag named.
   "true"`` koordlet deducts ceil(kubelet reserved / NUMA count) from each zone's allocatable
   in the NRT (capacity unchanged); koord-scheduler reads the zones as reported, and so does
   numagate.
+- HAMi v2.10.0 ``pkg/device/nvidia/device_test.go TestFit_DeviceCordon``: the node annotation
+  ``hami.io/device-cordon`` takes cards out of new allocations.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from core.scoring import hami, hami_devices
 from tests.builders import objects as k8s
 from tests.core.upstream_cases import run
 
@@ -50,3 +53,49 @@ def test_apply_numa_reservation_to_zone_resources(allocatable: str, cpu: str, ve
     assert outcome.verdicts["n"].verdict == verdict
     zone = outcome.nodes["n"].zones[0]
     assert zone.capacity["cpu"] == 48_000 and zone.allocatable["cpu"] == int(allocatable) * 1000
+
+
+# ---- HAMi v2.10.0 hami.io/device-cordon (nvidia/device.go Fit, cordonedDevices) ----------
+
+REGISTER = [
+    {"id": f"dev-{i}", "index": i, "count": 100, "devmem": 128, "devcore": 100}
+    | {"type": "NVIDIA", "numa": 0, "health": True}
+    for i in (0, 1)
+]
+CORDON_REQ = hami.GpuRequest(nums=1, mem=64, cores=50)
+
+
+def cards(cordon: str | None, usage: dict[str, tuple[int, int, int]] | None = None) -> tuple:
+    annotations = {hami_devices.REGISTER_ANNOTATION: k8s.js(REGISTER)}
+    if cordon is not None:
+        annotations[hami_devices.CORDON_ANNOTATION] = cordon
+    return hami.node_cards(annotations, usage or {})
+
+
+def test_fit_device_cordon_skips_the_cordoned_card() -> None:
+    """TestFit_DeviceCordon "cordoned device is skipped, healthy sibling still fits": the
+    value "dev-1, " (trimmed, empty entries skipped)."""
+    got = cards("dev-1, ")
+    assert [c.cordoned for c in got] == [False, True]
+    assert hami.card_refusal(got[1], CORDON_REQ) == "cordoned (hami.io/device-cordon)"
+    assert hami.choose_gpus(got, [CORDON_REQ]).cards == ("dev-0",)
+
+
+def test_fit_device_cordon_all_cordoned_fails() -> None:
+    """ "all devices cordoned fails with CardCordoned reason"."""
+    choice = hami.choose_gpus(cards("dev-0,dev-1"), [CORDON_REQ])
+    assert choice.cards == () and "cordoned" in choice.reason
+
+
+def test_fit_device_cordon_keeps_running_pods() -> None:
+    """ "running pods on a cordoned device are unaffected": usage stays, the pod goes to dev-0."""
+    got = cards("dev-1", {"dev-1": (1, 64, 50)})
+    assert (got[1].used, got[1].usedmem, got[1].usedcores) == (1, 64, 50)
+    assert hami.choose_gpus(got, [CORDON_REQ]).cards == ("dev-0",)
+
+
+@pytest.mark.parametrize("cordon", [None, "", " , "])
+def test_fit_device_cordon_absent_means_nothing_cordoned(cordon: str | None) -> None:
+    """ "no annotation or no node info means nothing cordoned"; an empty value too."""
+    assert not any(c.cordoned for c in cards(cordon))
+    assert hami.choose_gpus(cards(cordon), [CORDON_REQ]).cards
