@@ -128,17 +128,16 @@ def hami_ranges(lists: Iterable[tuple[str, list[Any]]], ctx: Ctx) -> None:
 
 def hami_release_checks(
     annotations: dict[str, str], gpu_policy: tuple[str, ...], versions: SchedulerVersions, ctx: Ctx
-) -> tuple[str, ...]:
+) -> tuple[tuple[str, ...], tuple[int, int, int] | None]:
     """What the configured HAMi release reads: GPU policy tokens and chains it knows (else
     ``unsupported-value``), and ``hami.io/device-scoring-weights`` (v2.10.0+). Returns the
-    GPU policy chain, empty when the release cannot read it."""
+    GPU policy chain (empty when the release cannot read it) and the pod's weights."""
     if gpu_policy:
         gpu_policy = _gpu_policy_release(annotations[d.HAMI_GPU_POLICY], gpu_policy, versions, ctx)
-    if d.HAMI_SCORING_WEIGHTS in annotations and _readable(
-        d.HAMI_SCORING_WEIGHTS, annotations, ctx
-    ):
-        _scoring_weights(annotations[d.HAMI_SCORING_WEIGHTS], versions, ctx)
-    return gpu_policy
+    key = d.HAMI_SCORING_WEIGHTS
+    if key in annotations and _readable(key, annotations, ctx):
+        return gpu_policy, _scoring_weights(annotations[key], versions, ctx)
+    return gpu_policy, None
 
 
 def _gpu_policy_release(
@@ -207,7 +206,10 @@ def go_parse_int(text: str) -> int | None:
     return number if -(2**63) <= number < 2**63 else None
 
 
-def _scoring_weights(raw: str, versions: SchedulerVersions, ctx: Ctx) -> None:
+def _scoring_weights(
+    raw: str, versions: SchedulerVersions, ctx: Ctx
+) -> tuple[int, int, int] | None:
+    """The pod's weights as HAMi reads them; None (reported) when it does not."""
     path = ctx.ann(d.HAMI_SCORING_WEIGHTS)
     if versions.hami < v.HAMI_SCORING_WEIGHTS_SINCE:
         ctx.add(
@@ -218,14 +220,16 @@ def _scoring_weights(raw: str, versions: SchedulerVersions, ctx: Ctx) -> None:
             f"{v.show(v.HAMI_SCORING_WEIGHTS_SINCE)}; the configured HAMi "
             f"{v.show(versions.hami)} (schedulerVersions.hami) ignores it",
         )
-        return
+        return None
     parsed = parse_scoring_weights(raw)
-    if isinstance(parsed, str):
-        ctx.add(
-            path,
-            "error",
-            "invalid-value",
-            f"{d.HAMI_SCORING_WEIGHTS} {clip_repr(raw)}: {parsed} (allowed: {_WEIGHTS_FORM}); "
-            "hami-scheduler's Filter fails for this pod on every attempt (calcScore), so it "
-            "stays Pending",
-        )
+    if not isinstance(parsed, str):
+        return parsed
+    ctx.add(
+        path,
+        "error",
+        "invalid-value",
+        f"{d.HAMI_SCORING_WEIGHTS} {clip_repr(raw)}: {parsed} (allowed: {_WEIGHTS_FORM}); "
+        "hami-scheduler's Filter fails for this pod on every attempt (calcScore), so it "
+        "stays Pending",
+    )
+    return None

@@ -17,7 +17,7 @@ output again changes nothing.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from core.intent import dialects as d
@@ -171,7 +171,8 @@ def read_intent(template: PodTemplate) -> IntentResult:
     volcano_in_template = d.VOLCANO_NUMA_POLICY in annotations
     volcano_policy, volcano_path, extra = read_volcano(template, annotations, ctx)
     hami = hami_values(annotations, ctx)
-    hami = hami[0], hami_release_checks(annotations, hami[1], template.versions, ctx)
+    gpu_policy, hami_weights = hami_release_checks(annotations, hami[1], template.versions, ctx)
+    hami = hami[0], gpu_policy
     forged_allocation(annotations, ctx)
 
     raw, resources = scan_containers(template.spec, ctx)
@@ -210,6 +211,8 @@ def read_intent(template: PodTemplate) -> IntentResult:
     intent = _intent(
         template, scheduler, scheduler_name, policy, exclusive, raw, qos, koord.bind, hami, ctx
     )
+    if hami_weights is not None:
+        intent = replace(intent, hami_weights=hami_weights)
     if not readable:
         return IntentResult(intent, ctx.findings(), original, False)
     return IntentResult(intent, ctx.findings(), annotations, annotations != original)

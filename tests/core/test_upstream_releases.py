@@ -12,11 +12,16 @@ translated from the upstream test named, at the tag named.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
+from core.intent.read import read_intent
+from core.intent.workloads import pod_templates
+from core.inventory.build import build_inventory
 from core.scoring import hami, hami_devices
+from core.scoring.rank import choose_gpus_for
 from tests.builders import objects as k8s
 from tests.core.upstream_cases import run
 
@@ -99,3 +104,48 @@ def test_fit_device_cordon_absent_means_nothing_cordoned(cordon: str | None) -> 
     """ "no annotation or no node info means nothing cordoned"; an empty value too."""
     assert not any(c.cordoned for c in cards(cordon))
     assert hami.choose_gpus(cards(cordon), [CORDON_REQ]).cards
+
+
+# ---- HAMi v2.10.0 hami.io/device-scoring-weights on the pod (score.go calcScoreWithOptions) --
+
+
+def _weighted_node() -> Any:
+    """score_test.go TestCalcScoreUsesPodDeviceScoringWeights: gpu-a (used 1, 10 MiB, 90%
+    cores) and gpu-b (used 7, 20 MiB, 10%) of 100 MiB each."""
+    register = [
+        {"id": uid, "index": i, "count": 10, "devmem": 100, "devcore": 100}
+        | {"type": "NVIDIA", "numa": 0, "health": True}
+        for i, uid in enumerate(("gpu-a", "gpu-b"))
+    ]
+    node = k8s.node(
+        "n",
+        {"nvidia.com/gpu": "20"},
+        annotations={hami_devices.REGISTER_ANNOTATION: k8s.js(register)},
+    )
+    (built,) = build_inventory([node]).nodes
+    return replace(built, gpu_usage={"gpu-a": (1, 10, 90), "gpu-b": (7, 20, 10)})
+
+
+@pytest.mark.parametrize(
+    ("annotation", "card"),
+    [
+        (None, "gpu-a"),
+        ("slot=1,core=1,memory=3", "gpu-b"),
+        (" memory = 3, slot = 1, core = 1 ", "gpu-b"),
+    ],
+)
+def test_calc_score_uses_pod_device_scoring_weights(annotation: str | None, card: str) -> None:
+    """The pod's own annotation (GetDeviceScoringWeightsByPod), binpack, a 40% memory card."""
+    annotations = {"hami.io/gpu-scheduler-policy": "binpack"}
+    if annotation is not None:
+        annotations["hami.io/device-scoring-weights"] = annotation
+    resources = {"nvidia.com/gpu": "1", "nvidia.com/gpumem-percentage": "40"}
+    pod = k8s.pod(
+        "p",
+        [k8s.container("c", resources)],
+        annotations=annotations,
+        scheduler="hami-scheduler",
+    )
+    result = read_intent(pod_templates(pod)[0])
+    assert not [f for f in result.findings if f.severity == "error"]
+    assert choose_gpus_for(result.intent, _weighted_node()).cards == (card,)
