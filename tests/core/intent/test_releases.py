@@ -295,3 +295,11 @@ def test_koordinator_gpu_pod_gets_no_volcano_warning() -> None:
     numa = "scheduling.koordinator.sh/numa-topology-spec"
     r = run(pod({numa: '{"numaTopologyPolicy":"SingleNUMANode"}'}, [ctr(**GPU)]))
     assert "not-aligned" not in [f.code for f in r.findings]
+
+
+def test_weights_and_a_gpu_make_a_hami_pod() -> None:
+    """scheduler.py rule 3: a HAMi key and nvidia.com/gpu, no schedulerName: HAMi's webhook
+    gives the pod to hami-scheduler (webhook.go Handle), so the weights are read."""
+    r = run(pod({WEIGHTS: "slot=1,core=1,memory=3"}, [ctr(**GPU)]))
+    assert r.intent.scheduler == "hami" and r.intent.hami_weights == (1, 1, 3)
+    assert not r.findings
