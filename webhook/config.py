@@ -172,11 +172,9 @@ class SchedulerVersions(_Model):
     """The release each scheduler runs (core.intent.versions; the schema checks the form)."""
 
     hami: str = core_versions.show(core_versions.HAMI_LATEST)
-    koordinator: str = core_versions.show(core_versions.KOORDINATOR_LATEST)
-    volcano: str = core_versions.show(core_versions.VOLCANO_LATEST)
 
     def core(self) -> core_versions.SchedulerVersions:
-        return core_versions.from_texts(self.hami, self.koordinator, self.volcano)
+        return core_versions.from_texts(self.hami)
 
 
 class Certificates(_Model):

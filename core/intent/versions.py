@@ -22,10 +22,10 @@ Version = tuple[int, int, int]
 
 _VERSION = re.compile(r"v?([0-9]{1,4})\.([0-9]{1,4})(?:\.([0-9]{1,4}))?")
 
-# The newest release of each scheduler whose source these rules were read from.
+# The newest release whose source these rules were read from. Only HAMi's rules depend on
+# the release today; the Koordinator and Volcano rules hold for the tags in
+# docs/upstream-fidelity.md, and a scheduler gets an entry here with its first such rule.
 HAMI_LATEST: Final[Version] = (2, 10, 0)
-KOORDINATOR_LATEST: Final[Version] = (1, 8, 0)
-VOLCANO_LATEST: Final[Version] = (1, 15, 1)
 
 # HAMi: the first release whose source knows each hami.io/gpu-scheduler-policy token
 # (pkg/util/types.go GPUSchedulerPolicy* constants at each tag; binpack and spread are in
@@ -59,11 +59,9 @@ def show(version: Version) -> str:
 
 @dataclass(frozen=True, slots=True)
 class SchedulerVersions:
-    """The release of each scheduler the cluster runs."""
+    """The release of each scheduler the cluster runs (HAMi's, today)."""
 
     hami: Version = HAMI_LATEST
-    koordinator: Version = KOORDINATOR_LATEST
-    volcano: Version = VOLCANO_LATEST
 
     def hami_gpu_policies(self) -> tuple[str, ...]:
         """The GPU policy tokens the configured HAMi release knows, in upstream order."""
@@ -74,10 +72,6 @@ LATEST: Final = SchedulerVersions()
 
 
 @lru_cache(maxsize=8)  # read per review: a configuration's three strings parse once
-def from_texts(hami: str, koordinator: str, volcano: str) -> SchedulerVersions:
+def from_texts(hami: str) -> SchedulerVersions:
     """The configuration's ``schedulerVersions``; a bad one raises naming its field."""
-    return SchedulerVersions(
-        parse_version(hami, "schedulerVersions.hami"),
-        parse_version(koordinator, "schedulerVersions.koordinator"),
-        parse_version(volcano, "schedulerVersions.volcano"),
-    )
+    return SchedulerVersions(parse_version(hami, "schedulerVersions.hami"))

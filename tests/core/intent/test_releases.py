@@ -51,7 +51,7 @@ def test_bad_versions_name_the_field_and_the_form(text: str) -> None:
 
 
 def test_the_default_is_the_newest_release_read() -> None:
-    assert SchedulerVersions((2, 10, 0), (1, 8, 0), (1, 15, 1)) == LATEST
+    assert SchedulerVersions((2, 10, 0)) == LATEST
 
 
 # ---- HAMi gpu-scheduler-policy by release ------------------------------------------------
