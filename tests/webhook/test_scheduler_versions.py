@@ -128,3 +128,16 @@ def test_lint_uses_the_configured_release(
     out = capsys.readouterr().out
     assert "Pod/default/m: metadata.annotations[hami.io/gpu-scheduler-policy]: error " in out
     assert "unsupported-value" in out and "v2.9.0" in out
+
+
+def test_explain_uses_the_configured_release(
+    tmp_path: Path, old_hami: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    manifest = tmp_path / "pod.yaml"
+    manifest.write_text(yaml.safe_dump(gpu_pod({HGPU: "numa"})))
+    argv = ["explain", "--inventory", str(SMALL), str(manifest)]
+    assert main(argv) == 0
+    assert "unsupported-value" not in capsys.readouterr().out
+    assert main([*argv[:1], "--config", str(old_hami), *argv[1:]]) == 1
+    out, err = capsys.readouterr()
+    assert "decision: DENY" in out and "needs HAMi v2.10.0" in out and "v2.9.0" in err
