@@ -102,6 +102,8 @@ class PodIntent:
     cpu_bind_policy: str | None = None  # Koordinator required/preferred CPU bind policy
     hami_node_policy: str | None = None
     hami_gpu_policy: tuple[str, ...] = ()
+    # the pod's hami.io/device-scoring-weights (slot, core, memory); None: not given
+    hami_weights: tuple[int, int, int] | None = None
     node_name: str | None = None
     node_selector: Mapping[str, str] = field(default_factory=dict)
     required_terms: tuple[NodeSelectorTerm, ...] = ()  # required node affinity (ORed terms)

@@ -29,6 +29,7 @@ from pydantic.alias_generators import to_camel
 from referencing import Registry, Resource
 
 from core.intent import limits as core_limits
+from core.intent import versions as core_versions
 from core.scoring.args import ScoringArgs, parse_scoring_args
 from webhook.logs import get_logger
 
@@ -167,6 +168,15 @@ class Limits(_Model):
         )
 
 
+class SchedulerVersions(_Model):
+    """The release each scheduler runs (core.intent.versions; the schema checks the form)."""
+
+    hami: str = core_versions.show(core_versions.HAMI_LATEST)
+
+    def core(self) -> core_versions.SchedulerVersions:
+        return core_versions.from_texts(self.hami)
+
+
 class Certificates(_Model):
     # controller-runtime's certwatcher polls every 10 s (defaultWatchInterval).
     reload_interval_seconds: float = Field(10.0, gt=0, strict=True)
@@ -196,6 +206,7 @@ class Config(_Model):
     shutdown: Shutdown = Field(default_factory=Shutdown)
     certificates: Certificates = Field(default_factory=Certificates)
     limits: Limits = Field(default_factory=Limits)
+    scheduler_versions: SchedulerVersions = Field(default_factory=SchedulerVersions)
     reload_interval_seconds: float = Field(5.0, gt=0, strict=True)
     # The scheduler's own scoring settings, as the scheduler takes them
     # (schemas/scheduler-args.schema.json): `explain` ranks the `fits` nodes with them.
@@ -221,6 +232,10 @@ class Config(_Model):
     def core_limits(self) -> core_limits.Limits:
         """``limits`` as core.intent.limits.Limits (built once per configuration)."""
         return self._core_limits
+
+    @property
+    def core_versions(self) -> core_versions.SchedulerVersions:
+        return self.scheduler_versions.core()
 
     @property
     def scoring_args(self) -> ScoringArgs | None:

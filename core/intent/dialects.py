@@ -48,7 +48,9 @@ HAMI_GPU_POLICY: Final = "hami.io/gpu-scheduler-policy"
 KOORD_KEYS: Final = (KOORD_NUMA_SPEC, KOORD_RESOURCE_SPEC)
 VOLCANO_KEYS: Final = (VOLCANO_NUMA_POLICY,)
 HAMI_NUMA_BIND: Final = "nvidia.com/numa-bind"
-HAMI_KEYS: Final = (HAMI_NODE_POLICY, HAMI_GPU_POLICY, HAMI_NUMA_BIND)
+# The pod's own device score weights (HAMi v2.10.0+, pkg/util/device_scoring_weights.go).
+HAMI_SCORING_WEIGHTS: Final = "hami.io/device-scoring-weights"
+HAMI_KEYS: Final = (HAMI_NODE_POLICY, HAMI_GPU_POLICY, HAMI_NUMA_BIND, HAMI_SCORING_WEIGHTS)
 
 # Fields of the Koordinator JSON payloads (apis/extension/numa_aware.go, resource_spec.go).
 F_NUMA_POLICY: Final = "numaTopologyPolicy"

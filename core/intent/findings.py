@@ -22,6 +22,11 @@ mirrored             [warning] policy copied into the key the scheduler reads
 out-of-range         [error] HAMi percentage resource outside 0-100
 too-large            [error] over a limit of core.intent.limits (named, with the size
                      found); not read further, left as written
+unsupported-value    [error] a value the configured scheduler release does not know
+                     (core.intent.versions: ``schedulerVersions``)
+forged-allocation    [error] an annotation only the scheduler writes (HAMi's allocation)
+not-aligned          [warning] a Volcano policy on a pod with extended resources: Volcano
+                     aligns its CPUs only
 ==================== ==========================================================
 """
 

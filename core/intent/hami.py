@@ -7,6 +7,7 @@ from typing import Any
 
 from core.errors import InvalidInput
 from core.intent import dialects as d
+from core.intent import versions as v
 from core.intent.annotations import short_value
 from core.intent.findings import Ctx, change_code
 from core.intent.limits import clip, clip_repr
@@ -18,6 +19,7 @@ from core.intent.rules import (
     hami_range_message,
     rule,
 )
+from core.intent.versions import SchedulerVersions
 from core.model import (
     is_map,
 )
@@ -128,3 +130,112 @@ def hami_ranges(lists: Iterable[tuple[str, list[Any]]], ctx: Ctx) -> None:
                             "out-of-range",
                             hami_range_message(name, clip(repr(values[name]))),
                         )
+
+
+def hami_release_checks(
+    annotations: dict[str, str], gpu_policy: tuple[str, ...], versions: SchedulerVersions, ctx: Ctx
+) -> tuple[tuple[str, ...], tuple[int, int, int] | None]:
+    """What the configured HAMi release reads: GPU policy tokens and chains it knows (else
+    ``unsupported-value``), and ``hami.io/device-scoring-weights`` (v2.10.0+). Returns the
+    GPU policy chain (empty when the release cannot read it) and the pod's weights."""
+    if gpu_policy:
+        gpu_policy = _gpu_policy_release(annotations[d.HAMI_GPU_POLICY], gpu_policy, versions, ctx)
+    key = d.HAMI_SCORING_WEIGHTS
+    if key in annotations and _readable(key, annotations, ctx):
+        return gpu_policy, _scoring_weights(annotations[key], versions, ctx)
+    return gpu_policy, None
+
+
+def _gpu_policy_release(
+    raw: str, tokens: tuple[str, ...], versions: SchedulerVersions, ctx: Ctx
+) -> tuple[str, ...]:
+    """HAMi before v2.10.0 compares the whole value with one policy name (gpu_policy.go
+    Less, nvidia/device.go Fit): an unknown token or any chain silently means spread."""
+    known = versions.hami_gpu_policies()
+    late = [t for t in tokens if t not in known]
+    chain = len(tokens) > 1 and versions.hami < v.HAMI_CHAIN_SINCE
+    if not late and not chain:
+        return tokens
+    what = (
+        f"token {clip_repr(late[0])} needs HAMi {v.show(v.HAMI_GPU_POLICY_SINCE[late[0]])}"
+        if late
+        else f"a comma chain needs HAMi {v.show(v.HAMI_CHAIN_SINCE)}"
+    )
+    allowed = d.allowed_list(known)
+    ctx.add(
+        ctx.ann(d.HAMI_GPU_POLICY),
+        "error",
+        "unsupported-value",
+        f"HAMi GPU policy {clip_repr(raw)}: {what} or later; the configured HAMi "
+        f"{v.show(versions.hami)} (schedulerVersions.hami) silently treats it as spread "
+        f"(allowed there: one of {allowed})",
+    )
+    return ()
+
+
+_WEIGHTS_FORM = "slot=N,core=N,memory=N: each once, integers >= 0, at least one above 0"
+
+
+def parse_scoring_weights(value: str) -> tuple[int, int, int] | str:
+    """(slot, core, memory) as HAMi's ParseDeviceScoringWeights reads them, or why it
+    refuses the value (pkg/util/device_scoring_weights.go, v2.10.0)."""
+    parts = value.split(",")
+    if len(parts) != 3:
+        return "expected slot, core and memory weights"
+    weights: dict[str, int] = {}
+    for part in parts:
+        key, eq, text = part.strip().partition("=")
+        if not eq:
+            return "expected key=value entries"
+        key = key.strip()
+        if key in weights:
+            return f"duplicate {clip_repr(key)} weight"
+        number = go_parse_int(text.strip())
+        if number is None:
+            return f"{clip_repr(key)} weight must be an integer"
+        if number < 0:
+            return f"{clip_repr(key)} weight must not be negative"
+        if key not in ("slot", "core", "memory"):
+            return f"unknown weight {clip_repr(key)}"
+        weights[key] = number
+    if not any(weights.values()):
+        return "at least one weight must be positive"
+    return weights["slot"], weights["core"], weights["memory"]
+
+
+def go_parse_int(text: str) -> int | None:
+    """Go's strconv.ParseInt(text, 10, 64): an optional sign, ASCII digits, int64 range."""
+    body = text[1:] if text[:1] in ("+", "-") else text
+    if not body or not body.isascii() or not body.isdigit():
+        return None
+    number = int(text)
+    return number if -(2**63) <= number < 2**63 else None
+
+
+def _scoring_weights(
+    raw: str, versions: SchedulerVersions, ctx: Ctx
+) -> tuple[int, int, int] | None:
+    """The pod's weights as HAMi reads them; None (reported) when it does not."""
+    path = ctx.ann(d.HAMI_SCORING_WEIGHTS)
+    if versions.hami < v.HAMI_SCORING_WEIGHTS_SINCE:
+        ctx.add(
+            path,
+            "warning",
+            "no-effect",
+            f"{d.HAMI_SCORING_WEIGHTS} is read from HAMi "
+            f"{v.show(v.HAMI_SCORING_WEIGHTS_SINCE)}; the configured HAMi "
+            f"{v.show(versions.hami)} (schedulerVersions.hami) ignores it",
+        )
+        return None
+    parsed = parse_scoring_weights(raw)
+    if not isinstance(parsed, str):
+        return parsed
+    ctx.add(
+        path,
+        "error",
+        "invalid-value",
+        f"{d.HAMI_SCORING_WEIGHTS} {clip_repr(raw)}: {parsed} (allowed: {_WEIGHTS_FORM}); "
+        "hami-scheduler's Filter fails for this pod on every attempt (calcScore), so it "
+        "stays Pending",
+    )
+    return None

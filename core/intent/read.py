@@ -17,10 +17,11 @@ output again changes nothing.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from core.intent import dialects as d
+from core.intent.allocation import forged_allocation
 from core.intent.annotations import string_annotations
 from core.intent.containers import (
     QoS,
@@ -32,7 +33,7 @@ from core.intent.containers import (
     scan_containers,
 )
 from core.intent.findings import Ctx
-from core.intent.hami import hami_values
+from core.intent.hami import hami_release_checks, hami_values
 from core.intent.koordinator import Koord, read_koordinator
 from core.intent.scheduler import (
     detect_scheduler,
@@ -41,7 +42,7 @@ from core.intent.scheduler import (
     unscheduled_keys,
 )
 from core.intent.selection import node_selector, required_terms
-from core.intent.volcano import read_volcano
+from core.intent.volcano import read_volcano, volcano_devices
 from core.intent.workloads import PodTemplate
 from core.model import POLICY_NONE, Finding, PodIntent, Scheduler, is_map
 
@@ -170,6 +171,9 @@ def read_intent(template: PodTemplate) -> IntentResult:
     volcano_in_template = d.VOLCANO_NUMA_POLICY in annotations
     volcano_policy, volcano_path, extra = read_volcano(template, annotations, ctx)
     hami = hami_values(annotations, ctx)
+    gpu_policy, hami_weights = hami_release_checks(annotations, hami[1], template.versions, ctx)
+    hami = hami[0], gpu_policy
+    forged_allocation(annotations, ctx)
 
     raw, resources = scan_containers(template.spec, ctx)
     keys = set(annotations) | set(template.extra_annotations)
@@ -196,6 +200,7 @@ def read_intent(template: PodTemplate) -> IntentResult:
     elif scheduler == "volcano":
         policy = volcano_policy
         policy_path = volcano_path
+        volcano_devices(policy, policy_path, resources, ctx)
 
     qos = pod_qos(raw)
     if policy not in (None, POLICY_NONE) and raw:
@@ -206,6 +211,8 @@ def read_intent(template: PodTemplate) -> IntentResult:
     intent = _intent(
         template, scheduler, scheduler_name, policy, exclusive, raw, qos, koord.bind, hami, ctx
     )
+    if hami_weights is not None:
+        intent = replace(intent, hami_weights=hami_weights)
     if not readable:
         return IntentResult(intent, ctx.findings(), original, False)
     return IntentResult(intent, ctx.findings(), annotations, annotations != original)

@@ -31,6 +31,7 @@ KEY_OWNER = {
     d.HAMI_NODE_POLICY: "hami",
     d.HAMI_GPU_POLICY: "hami",
     d.HAMI_NUMA_BIND: "hami",
+    d.HAMI_SCORING_WEIGHTS: "hami",
 }
 
 _KOORD_KEYS = frozenset(d.KOORD_KEYS)

@@ -8,6 +8,7 @@ from core.intent.findings import Ctx, change_code
 from core.intent.limits import clip_repr
 from core.intent.rules import VOLCANO_POLICY, VOLCANO_TASK, rule
 from core.intent.workloads import PodTemplate
+from core.model import POLICY_NONE
 
 
 def _volcano_value(raw: str, path: str, ctx: Ctx) -> tuple[str | None, str]:
@@ -78,3 +79,23 @@ def read_volcano(
             f"{task_policy!r}; the Volcano job controller overwrites the annotation. Remove one",
         )
     return task_policy, task_path, extra
+
+
+def volcano_devices(policy: str | None, path: str, resources: set[str], ctx: Ctx) -> None:
+    """Volcano's numa-aware plugin has one hint provider, the CPU manager (numaaware.go New,
+    v1.15.1): its policy aligns the pod's CPUs only. An extended resource (a GPU) is left to
+    the kubelet's Topology Manager, which may refuse the pod on the node Volcano chose."""
+    if policy in (None, POLICY_NONE):
+        return
+    devices = sorted(r for r in resources if "/" in r)
+    if not devices:
+        return
+    shown = ", ".join(devices[:3]) + (f" and {len(devices) - 3} more" if len(devices) > 3 else "")
+    ctx.add(
+        path,
+        "warning",
+        "not-aligned",
+        f"Volcano's numa-aware plugin aligns only CPUs to the {policy} policy; {shown} is not "
+        "aligned by Volcano, so the kubelet's Topology Manager may refuse the pod "
+        "(TopologyAffinityError) on the node Volcano chose",
+    )

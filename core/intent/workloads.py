@@ -14,11 +14,12 @@ template carries the limits its reading keeps to (core.intent.limits.Limits).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
 from core.intent.dialects import VOLCANO_NUMA_POLICY
 from core.intent.limits import DEFAULT, Limits, over
+from core.intent.versions import LATEST, SchedulerVersions
 from core.model import Finding, is_map
 
 VOLCANO_JOB_GROUP: Final = "batch.volcano.sh"
@@ -52,6 +53,7 @@ class PodTemplate:
     strict_cpu: bool = False
     extra_paths: Mapping[str, str] = field(default_factory=dict)
     limits: Limits = DEFAULT
+    versions: SchedulerVersions = LATEST  # the releases the cluster runs (core.intent.versions)
 
 
 def _mapping(value: Any) -> Mapping[str, Any]:
@@ -139,10 +141,14 @@ def _volcano_tasks(obj: Mapping[str, Any], limits: Limits) -> list[PodTemplate]:
     return out
 
 
-def pod_templates(obj: Mapping[str, Any], limits: Limits = DEFAULT) -> list[PodTemplate]:
+def pod_templates(
+    obj: Mapping[str, Any], limits: Limits = DEFAULT, versions: SchedulerVersions = LATEST
+) -> list[PodTemplate]:
     """Every pod template of ``obj`` in document order; ``[]`` for non-workloads."""
     if not is_map(obj):
         return []
+    if versions != LATEST:
+        return [replace(t, versions=versions) for t in pod_templates(obj, limits)]
     kind = obj.get("kind")
     if kind == "Pod":
         pod = {"metadata": obj.get("metadata"), "spec": obj.get("spec")}

@@ -156,8 +156,12 @@ def read_attributes(attrs: object, path: str, report: Reporter) -> Settings:
         p, v = values["topologyManagerScope"]
         settings.tm_scope = read_choice(v, SCOPES, p, report)
     if "topologyManagerMaxNUMANodes" in values:
+        # scheduler-plugins v0.34.7 updateFromAttributes: valid above 1, clamped to the cap.
         p, v = values["topologyManagerMaxNUMANodes"]
-        settings.max_numa_nodes = _int_attr(v, p, report, 1, MAX_NUMA_NODES_CAP)
+        digits = v.strip().lstrip("0") if isinstance(v, str) else ""
+        if digits.isdigit() and (len(digits) > 4 or int(digits) > MAX_NUMA_NODES_CAP):
+            v = str(MAX_NUMA_NODES_CAP)
+        settings.max_numa_nodes = _int_attr(v, p, report, 2, MAX_NUMA_NODES_CAP)
     if "topologyManagerPolicyOptions" in values:
         p, v = values["topologyManagerPolicyOptions"]
         _tm_options(v, p, report, settings)

@@ -88,11 +88,13 @@ class Choice:
 
 def card_refusal(card: Card, request: GpuRequest, mutex: bool = False) -> str | None:
     """Why HAMi's ``Fit`` skips ``card`` for one card of ``request`` (None: it fits), in
-    Fit's order: health, slots, mutex, memory, cores, exclusive use, full cores."""
+    Fit's order: health, cordon, slots, mutex, memory, cores, exclusive use, full cores."""
     cores = min(request.cores, 100)  # Fit caps a core request at 100
     mem = request.mem if request.mem > 0 else request_mem(card, request)
     if not card.health:
         return "unhealthy"
+    if card.cordoned:
+        return "cordoned (hami.io/device-cordon)"
     if card.count <= card.used:
         return "no free slot"
     if mutex and card.used > 0:

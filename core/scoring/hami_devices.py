@@ -34,6 +34,9 @@ from core.errors import InvalidInput
 from core.model import is_map
 
 REGISTER_ANNOTATION: Final = "hami.io/node-nvidia-register"
+# Node annotation, HAMi v2.10.0 nvidia/device.go DeviceCordonAnnotation: card UUIDs taken out
+# of new allocations (running pods keep theirs).
+CORDON_ANNOTATION: Final = "hami.io/device-cordon"
 PAIR_SCORE_ANNOTATION: Final = "hami.io/node-nvidia-score"
 ALLOCATED_ANNOTATION: Final = "hami.io/vgpu-devices-allocated"
 VGPU_NODE_ANNOTATION: Final = "hami.io/vgpu-node"
@@ -60,6 +63,7 @@ class Card:
     used: int = 0
     usedmem: int = 0
     usedcores: int = 0
+    cordoned: bool = False  # listed in the node's hami.io/device-cordon (v2.10.0+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,6 +147,11 @@ def _card_from_legacy(segment: str, position: int) -> Card:
         numa=_int_field(fields, "numa", where),
         health=health_text in ("true", "1", "t"),
     )
+
+
+def cordoned_ids(value: str | None) -> frozenset[str]:
+    """nvidia/device.go cordonedDevices: comma-separated UUIDs, each trimmed, empties skipped."""
+    return frozenset(filter(None, (u.strip() for u in (value or "").split(","))))
 
 
 def parse_register(value: str) -> tuple[Card, ...]:

@@ -28,7 +28,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Final
 
-from core.scoring.hami_devices import REGISTER_ANNOTATION, Card, GpuRequest, parse_register
+from core.scoring.hami_devices import (
+    CORDON_ANNOTATION,
+    REGISTER_ANNOTATION,
+    Card,
+    GpuRequest,
+    cordoned_ids,
+    parse_register,
+)
 
 REQUEST_TYPE: Final = "NVIDIA"  # nvidia.NvidiaGPUDevice: the type of every nvidia.com/gpu request
 
@@ -54,10 +61,14 @@ def node_cards(
     raw = annotations.get(REGISTER_ANNOTATION)
     if not raw:
         return ()
-    return tuple(
+    cards = tuple(
         replace(c, used=u[0], usedmem=u[1], usedcores=u[2]) if (u := usage.get(c.id)) else c
         for c in parse_register(raw)
     )
+    cordon = cordoned_ids(annotations.get(CORDON_ANNOTATION))
+    if not cordon:
+        return cards
+    return tuple(replace(c, cordoned=True) if c.id in cordon else c for c in cards)
 
 
 # ---------------------------------------------------------------------------- scores

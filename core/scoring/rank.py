@@ -133,7 +133,10 @@ def choose_gpus_for(
     pairs = hami.parse_pair_scores(raw_pairs) if raw_pairs else {}
     policy = hami.gpu_policy_of(intent.hami_gpu_policy, ",".join(args.hami_gpu_policy))
     policy = tuple(t for p in policy for t in p.split(","))
-    return hami.choose_pod_gpus(cards, init, requests, policy, pairs, args.hami_weights)
+    # HAMi v2.10.0 takes the weights from the pod (score.go GetDeviceScoringWeightsByPod)
+    own = intent.hami_weights
+    weights = hami.ScoringWeights(*map(float, own)) if own else args.hami_weights
+    return hami.choose_pod_gpus(cards, init, requests, policy, pairs, weights)
 
 
 def _hami_node(

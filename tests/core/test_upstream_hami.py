@@ -533,8 +533,9 @@ def test_init_container_filters_the_node_end_to_end() -> None:
 
 # score_test.go TestCalcScoreUsesPodDeviceScoringWeights (+ …ForInitContainers) and
 # TestCalcScoreUsesDeviceScoringWeightsAsTopologyTieBreaker: two cards, a 40% memory request.
-# numagate takes the weights from the scheduler args (hami.deviceScoringWeights), not from the
-# pod's hami.io/device-scoring-weights annotation.
+# HAMi v2.10.0 reads the weights from the pod's hami.io/device-scoring-weights (the pod case:
+# tests/core/test_upstream_releases.py); here they come from numagate's scheduler args
+# (hami.deviceScoringWeights), used when the pod gives none.
 WEIGHTED = [
     fixture_card("gpu-a", (1, 10, 90), index=0, devmem=100),
     fixture_card("gpu-b", (7, 20, 10), index=1, devmem=100),

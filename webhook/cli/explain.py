@@ -47,7 +47,10 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     for error in view.errors:
         _err(f"inventory: {error}")
-    found = next(((o.obj, t) for o in manifest for t in pod_templates(o.obj)), None)
+    versions = config.core_versions
+    found = next(
+        ((o.obj, t) for o in manifest for t in pod_templates(o.obj, versions=versions)), None
+    )
     if found is None:
         _err(f"{args.manifest}: no Pod or workload with a pod template found")
         return EXIT_USAGE

@@ -152,7 +152,7 @@ def _lint(
                 )
             ]
         else:
-            found = lint_object(loaded, feasibility, config.core_limits)
+            found = lint_object(loaded, feasibility, config.core_limits, config.core_versions)
         if node is not None:
             found = [dataclasses.replace(f, line=line_of(node, f.path)) for f in found]
         out.extend(found)

@@ -19,6 +19,7 @@ from typing import Any
 
 from core.intent.limits import DEFAULT, Limits
 from core.intent.read import read_intent
+from core.intent.versions import LATEST, SchedulerVersions
 from core.intent.workloads import object_identity, pod_templates, structure_findings
 from core.model import Finding, PodIntent
 from webhook.inventory.loader import LoadedObject
@@ -69,16 +70,17 @@ def lint_object(
     loaded: LoadedObject,
     feasibility: FeasibilityCheck | None = None,
     limits: Limits = DEFAULT,
+    versions: SchedulerVersions = LATEST,
 ) -> list[LintFinding]:
     """Findings for one object, in the order the problems appear, duplicates removed;
-    ``limits``: the configuration's (the webhook's)."""
+    ``limits`` and ``versions``: the configuration's (the webhook's)."""
     obj = loaded.obj
     label = object_label(obj)
     found: list[Finding] = []
     if not isinstance(obj.get("kind"), str) or not obj.get("kind"):
         found.append(Finding("kind", "warning", "invalid-value", "object has no kind; not checked"))
     found.extend(structure_findings(obj, limits))
-    for template in pod_templates(obj, limits):
+    for template in pod_templates(obj, limits, versions):
         result = read_intent(template)
         found.extend(result.findings)
         if feasibility is not None:

@@ -21,6 +21,7 @@ import orjson
 from core.errors import CoreError
 from core.intent.limits import DEFAULT, Limits
 from core.intent.read import read_intent
+from core.intent.versions import LATEST, SchedulerVersions
 from core.intent.workloads import PodTemplate, pod_templates, structure_findings
 from core.model import Finding, PodIntent, is_map
 from core.mutation.affinity import (
@@ -89,11 +90,13 @@ def _template_key(t: PodTemplate) -> bytes:
     )
 
 
-def changed_templates(request: AdmissionRequest, limits: Limits = DEFAULT) -> list[PodTemplate]:
+def changed_templates(
+    request: AdmissionRequest, limits: Limits = DEFAULT, versions: SchedulerVersions = LATEST
+) -> list[PodTemplate]:
     """Templates to check: all on CREATE, on UPDATE only those whose pod spec or
     annotations changed (scaling a Deployment must not re-run the checks)."""
     assert request.object is not None
-    templates = pod_templates(request.object, limits)
+    templates = pod_templates(request.object, limits, versions)
     if request.operation != "UPDATE" or request.old_object is None:
         return templates
     before = {_template_key(t) for t in pod_templates(request.old_object, limits)}
@@ -157,7 +160,7 @@ def _mutate(request: AdmissionRequest, config: Config, inventory: InventoryRead)
     spec = obj.get("spec")
     if not is_map(spec) or not (meta_is_map or meta is None):
         return allowed()  # malformed: JSON pointers into it would not apply; validate denies
-    templates = pod_templates(obj, config.core_limits)
+    templates = pod_templates(obj, config.core_limits, config.core_versions)
     if not templates:
         return allowed()
     result = read_intent(templates[0])
@@ -268,7 +271,7 @@ async def validate(
         message = "; ".join(_finding_message(f.path, f.message, f.code) for f in malformed)
         return denied(message, code=400, reason="BadRequest")
     try:
-        templates = changed_templates(request, limits)
+        templates = changed_templates(request, limits, config.core_versions)
     except CoreError as exc:
         return denied(str(exc), code=400, reason="BadRequest")
     checks = _Checks()
