@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import platform
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
 import prometheus_client
 from prometheus_client import CollectorRegistry, ProcessCollector, generate_latest
@@ -26,6 +26,7 @@ from prometheus_client.registry import Collector
 
 from webhook.metric_families import KEY_CACHE_LIMIT as KEY_CACHE_LIMIT
 from webhook.metric_families import Counter, Families, Gauge, Visible
+from webhook.metrics_batch import ReviewCounts
 from webhook.version import __version__
 
 # The text format version 0.0.4 that generate_latest writes.
@@ -46,14 +47,6 @@ def build_labels() -> dict[str, str]:
     }
 
 
-class ReviewMetrics(NamedTuple):
-    """The children every review of one endpoint updates, bound once per endpoint
-    (:meth:`WebhookMetrics.for_review`): keyword labels cost a lookup per call."""
-
-    in_flight: Any
-    duration: Any
-
-
 class WebhookMetrics:
     """Every metric numagate exposes. ``multiprocess`` (default: PROMETHEUS_MULTIPROC_DIR
     is set) renders the merged view of every worker's files instead of this process's."""
@@ -63,10 +56,13 @@ class WebhookMetrics:
             multiprocess = bool(os.environ.get(MULTIPROC_ENV))
         self.multiprocess = multiprocess
         self._own = CollectorRegistry(auto_describe=True)
-        self._for_review: dict[str, ReviewMetrics] = {}
         f = self._families = Families(self._own)
         self._define_admission(f)
         self._define_state(f)
+        # What every review updates, batched (webhook.metrics_batch).
+        self.reviews = ReviewCounts(
+            self.requests, self.decision_cache, self.duration, self.in_flight
+        )
         self.inventory_updates = InventoryUpdateMetrics(f)
         self.build_info = f.gauge(
             "numagate_build_info",
@@ -80,16 +76,6 @@ class WebhookMetrics:
         self.exposed.register(Visible(source, self.refresh))
         # process_*: this process (with several workers, the one answering the scrape).
         ProcessCollector(registry=self.exposed)
-
-    def for_review(self, webhook: str) -> ReviewMetrics:
-        """The in-flight gauge and the duration histogram of ``webhook``'s reviews."""
-        bound = self._for_review.get(webhook)
-        if bound is None:
-            bound = ReviewMetrics(
-                self.in_flight.child(webhook=webhook), self.duration.child(webhook=webhook)
-            )
-            self._for_review[webhook] = bound
-        return bound
 
     def _define_admission(self, f: Families) -> None:
         """What the admission reviews do."""
@@ -191,6 +177,7 @@ class WebhookMetrics:
         return hidden
 
     def render(self) -> bytes:
+        self.reviews.flush()  # this worker's reviews so far; the others' within FLUSH_SECONDS
         return generate_latest(self.exposed)
 
 
