@@ -103,6 +103,17 @@ def changed_templates(request: AdmissionRequest, limits: Limits = DEFAULT) -> li
 
 
 _settings_cache: tuple[Config, AffinitySettings] | None = None
+_limits_cache: tuple[Config, Limits] | None = None
+
+
+def core_limits(config: Config) -> Limits:
+    """``config.core_limits``, remembered per configuration object: pydantic reads a private
+    attribute through ``BaseModel.__getattr__``, whose ``hasattr`` probe raises and
+    catches an AttributeError on every read (several microseconds a review, issue 27)."""
+    global _limits_cache
+    if _limits_cache is None or _limits_cache[0] is not config:
+        _limits_cache = (config, config.core_limits)
+    return _limits_cache[1]
 
 
 def affinity_settings(config: Config) -> AffinitySettings:
@@ -156,7 +167,7 @@ def _mutate(request: AdmissionRequest, config: Config, inventory: InventoryRead)
     spec = obj.get("spec")
     if not is_map(spec) or not (meta_is_map or meta is None):
         return allowed()  # malformed: JSON pointers into it would not apply; validate denies
-    templates = pod_templates(obj, config.core_limits)
+    templates = pod_templates(obj, core_limits(config))
     if not templates:
         return allowed()
     result = read_intent(templates[0])
@@ -259,7 +270,7 @@ async def validate(
         # fields, and schedulers write status annotations on running pods (Koordinator's
         # resource-status): re-checking them could block the scheduler itself.
         return allowed()
-    limits = config.core_limits
+    limits = core_limits(config)
     malformed = [f for f in structure_findings(request.object, limits) if f.severity == "error"]
     if malformed and all(_unchecked_size(f) for f in malformed):
         return _not_checked(malformed, runtime)
