@@ -9,7 +9,9 @@ workers' values (``livesum``, ``livemin``, ``livemax``: dead workers are left ou
 
 Values kept elsewhere (the certificate watcher's reload counts, the inventory's age) are
 read by functions: copied into the real metrics before each scrape and, with several
-workers, every few seconds by each worker (see :meth:`WebhookMetrics.refresh`).
+workers, every few seconds by each worker (see :meth:`WebhookMetrics.refresh`). The
+updates every review makes are counted in the worker and written in batches
+(webhook.metrics_batch: at most FLUSH_SECONDS late, and before every render).
 """
 
 from __future__ import annotations
