@@ -12,7 +12,10 @@ request its own uid, with ``unique`` each a different pod). The worker is set up
 ``webhook.review.pipeline.answer`` is called once per body to warm up, then valgrind's
 instrumentation is switched on (``callgrind_control -i on``) and only what runs inside
 the measured loop (``functools.reduce`` over the prepared bodies) is counted: the set-up
-(the inventory build) costs no instructions and little time. PYTHONHASHSEED is fixed.
+(the inventory build) costs no instructions and little time. PYTHONHASHSEED is fixed. Only the thread that runs the loop is counted: a feasibility
+check that the pipeline hands to a thread (over ``timeouts.inlineNodes`` nodes, and under
+valgrind every check looks slow enough for that) is not, so count the impossible pod with
+a configuration that keeps it inline (``--config`` with a large ``timeouts.inlineNodes``).
 Prints instructions per review per tree and, with ``--top N``, the N functions with the
 most instructions of their own (callgrind_annotate).
 """
@@ -48,6 +51,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--nodes", type=int, default=10_000)
     p.add_argument("--tree", action="append", type=Path, help="checkout (default: this one)")
     p.add_argument("--top", type=int, default=0, help="also print the N costliest functions")
+    p.add_argument("--config", type=Path, help="numagate configuration file (default: none)")
     p.add_argument("--keep", type=Path, help="keep the callgrind files in this directory")
     p.add_argument("--inner", action="store_true", help=argparse.SUPPRESS)
     return p.parse_args(argv)
@@ -82,7 +86,7 @@ def inner(args: argparse.Namespace) -> None:
     from webhook.review.decision_cache import MISSES_TO_REST
     from webhook.review.pipeline import answer
 
-    runtime = bench.build_runtime(args.nodes)
+    runtime = bench.build_runtime(args.nodes, args.config)
     kind, unique = STREAMS[args.stream]
     pods = gen.realistic_pods() if kind == "realistic" else [gen.impossible_pod()]
     bodies = gen.review_bodies(pods, prefix="r" if kind == "realistic" else "i")
@@ -123,6 +127,8 @@ def count(tree: Path, args: argparse.Namespace, out: Path) -> int:
         f"--calls={args.calls}",
         f"--nodes={args.nodes}",
     ]
+    if args.config is not None:
+        cmd.append(f"--config={args.config.resolve()}")
     env = dict(os.environ, PYTHONHASHSEED="0", **{ROOT_ENV: str(tree.resolve())})
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=tree)
     if done.returncode != 0:
