@@ -304,3 +304,15 @@ def test_rss_and_cpu_read_this_process() -> None:
         pass
     assert bench.cpu_seconds(os.getpid()) > before
     assert bench.cpu_seconds(gone) == 0.0
+
+
+def test_server_scan_reports_both_kernels_on_the_impossible_pod(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import server_scan
+
+    assert server_scan.main(["--nodes", "60", "--rounds", "1", "--calls", "2"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["verdicts"]["never-fits"] == 60  # no node can run it: the whole scan
+    assert set(out["ms_per_call_median"]) == {"compiled", "reference", "review"}
+    assert all(v > 0 for v in out["ms_per_call_median"].values())

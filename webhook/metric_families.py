@@ -52,6 +52,12 @@ class Family:
         # (name, value) pairs as passed -> the child: the same few label sets recur on
         # every review, and prometheus-client's labels() costs a few microseconds.
         self._children: dict[tuple[tuple[str, str], ...], Any] = {}
+        # Writes updates held elsewhere first (webhook.metrics_batch), before a read.
+        self.before_read: Callable[[], None] | None = None
+
+    def _pending(self) -> None:
+        if self.before_read is not None:
+            self.before_read()
 
     def child(self, **labels: str) -> Any:
         """prometheus-client's child for one label set, checked as ``inc`` checks it: the
@@ -97,6 +103,7 @@ class Counter(Family):
     def value(self, **labels: str) -> float:
         if self._fn is not None:
             return float(self._fn())
+        self._pending()
         return float(self._child(labels)._value.get())
 
     def refresh(self) -> None:
@@ -133,6 +140,7 @@ class Gauge(Family):
         if self._fn is not None:
             v = self._fn()
             return math.nan if v is None else float(v)
+        self._pending()
         return float(self._child(labels)._value.get())
 
     def refresh(self) -> bool:
@@ -152,8 +160,23 @@ class Histogram(Family):
     def observe(self, value: float, **labels: str) -> None:
         self._child(labels).observe(value)
 
+    def observe_counts(self, total: float, counts: Sequence[int], **labels: str) -> None:
+        """What ``observe`` of several values adds, given their sum and how many fell in
+        each bucket (first bound >= the value, +Inf last): prometheus-client's child keeps
+        the sum in ``_sum`` and each bucket's own count in ``_buckets``, as ``observe``
+        writes them."""
+        child = self._child(labels)
+        child._raise_if_not_observable()
+        if len(counts) != len(child._buckets):
+            raise ValueError(f"{self.name}: {len(counts)} counts for {len(child._buckets)} buckets")
+        child._sum.inc(total)
+        for bucket, n in zip(child._buckets, counts, strict=True):
+            if n:
+                bucket.inc(n)
+
     def count(self, **labels: str) -> int:
         """Observations so far in this process (for tests)."""
+        self._pending()
         child = self._child(labels)
         return int(sum(b.get() for b in child._buckets))
 

@@ -9,7 +9,9 @@ workers' values (``livesum``, ``livemin``, ``livemax``: dead workers are left ou
 
 Values kept elsewhere (the certificate watcher's reload counts, the inventory's age) are
 read by functions: copied into the real metrics before each scrape and, with several
-workers, every few seconds by each worker (see :meth:`WebhookMetrics.refresh`).
+workers, every few seconds by each worker (see :meth:`WebhookMetrics.refresh`). The
+updates every review makes are counted in the worker and written in batches
+(webhook.metrics_batch: at most FLUSH_SECONDS late, and before every render).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from __future__ import annotations
 import os
 import platform
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
 import prometheus_client
 from prometheus_client import CollectorRegistry, ProcessCollector, generate_latest
@@ -26,6 +28,7 @@ from prometheus_client.registry import Collector
 
 from webhook.metric_families import KEY_CACHE_LIMIT as KEY_CACHE_LIMIT
 from webhook.metric_families import Counter, Families, Gauge, Visible
+from webhook.metrics_batch import ReviewCounts
 from webhook.version import __version__
 
 # The text format version 0.0.4 that generate_latest writes.
@@ -46,14 +49,6 @@ def build_labels() -> dict[str, str]:
     }
 
 
-class ReviewMetrics(NamedTuple):
-    """The children every review of one endpoint updates, bound once per endpoint
-    (:meth:`WebhookMetrics.for_review`): keyword labels cost a lookup per call."""
-
-    in_flight: Any
-    duration: Any
-
-
 class WebhookMetrics:
     """Every metric numagate exposes. ``multiprocess`` (default: PROMETHEUS_MULTIPROC_DIR
     is set) renders the merged view of every worker's files instead of this process's."""
@@ -63,10 +58,13 @@ class WebhookMetrics:
             multiprocess = bool(os.environ.get(MULTIPROC_ENV))
         self.multiprocess = multiprocess
         self._own = CollectorRegistry(auto_describe=True)
-        self._for_review: dict[str, ReviewMetrics] = {}
         f = self._families = Families(self._own)
         self._define_admission(f)
         self._define_state(f)
+        # What every review updates, batched (webhook.metrics_batch).
+        self.reviews = ReviewCounts(
+            self.requests, self.decision_cache, self.duration, self.in_flight
+        )
         self.inventory_updates = InventoryUpdateMetrics(f)
         self.build_info = f.gauge(
             "numagate_build_info",
@@ -80,16 +78,6 @@ class WebhookMetrics:
         self.exposed.register(Visible(source, self.refresh))
         # process_*: this process (with several workers, the one answering the scrape).
         ProcessCollector(registry=self.exposed)
-
-    def for_review(self, webhook: str) -> ReviewMetrics:
-        """The in-flight gauge and the duration histogram of ``webhook``'s reviews."""
-        bound = self._for_review.get(webhook)
-        if bound is None:
-            bound = ReviewMetrics(
-                self.in_flight.child(webhook=webhook), self.duration.child(webhook=webhook)
-            )
-            self._for_review[webhook] = bound
-        return bound
 
     def _define_admission(self, f: Families) -> None:
         """What the admission reviews do."""
@@ -191,6 +179,7 @@ class WebhookMetrics:
         return hidden
 
     def render(self) -> bytes:
+        self.reviews.flush()  # this worker's reviews so far; the others' within FLUSH_SECONDS
         return generate_latest(self.exposed)
 
 

@@ -1,11 +1,13 @@
 """`serve --workers 2` and /metrics: one scrape, whichever worker answers it, counts the
-requests every worker answered (prometheus-client's multiprocess mode), and the private
-metrics directory is gone after shutdown."""
+requests every worker answered (prometheus-client's multiprocess mode) up to
+FLUSH_SECONDS before it (webhook.metrics_batch), and the private metrics directory is
+gone after shutdown."""
 
 from __future__ import annotations
 
 import json
 import re
+import time
 from pathlib import Path
 
 import orjson
@@ -16,6 +18,7 @@ from certs.authority import CertPaths
 from tests.builders.objects import build_review, koord_pod
 from tests.launch import http, start_process, write_config
 from tests.webhook.scrape import parse
+from webhook.metrics_batch import FLUSH_SECONDS
 
 WORKER = re.compile(r"numagate: worker (\d+) serving")
 REQUESTS = "numagate_admission_requests_total"
@@ -61,7 +64,14 @@ def test_one_scrape_counts_every_worker(certs: CertPaths, tmp_path: Path) -> Non
             status, _ = http(server.port, certs.ca, "POST", "/validate", body)
             assert status == 200
             sent += 1
-        per_worker = [answered_by(directory, p) for p in pids]
+        # Each worker writes its counts at most FLUSH_SECONDS after a review (a timer on
+        # its event loop; allow for a busy machine), then a scrape anywhere sees them all.
+        give_up = time.monotonic() + 20 * FLUSH_SECONDS
+        while True:
+            per_worker = [answered_by(directory, p) for p in pids]
+            if sum(per_worker) == sent or time.monotonic() > give_up:
+                break
+            time.sleep(FLUSH_SECONDS / 4)
         assert all(per_worker) and sum(per_worker) == sent, per_worker
         for _ in range(8):  # scrapes land on both workers too: each sees the sum
             status, text = http(server.port, certs.ca, "GET", "/metrics")

@@ -92,16 +92,35 @@ def split_body(body: bytes, uid: str) -> tuple[bytes, bytes] | None:
 
 _UID_LABEL = b'"uid":"'
 _PLAIN_TOKEN = re.compile(rb"[A-Za-z0-9-]{1,128}")
+# Raw entries keep the body's bytes (compared, not hashed: a SHA-256 of an 8 KB body was
+# about half the instructions of a replica's review, issue 27). Bodies over this size are
+# not kept raw (the parsed layer still answers them), and the raw layer holds at most
+# RAW_BUDGET_BYTES of bodies, oldest dropped first.
+RAW_MAX_BYTES = 64 * 1024
+RAW_BUDGET_BYTES = 32 * 1024 * 1024
+# Raw entries of one slot (webhook, token position, length): bodies of one length with
+# the token at one place are nearly always replicas of one template.
+RAW_PER_SLOT = 4
 
 
 class RawKey(NamedTuple):
-    digest: bytes
+    slot: tuple[str, int, int]  # (webhook, token start, body length without the token)
     uid: str  # the cut-out token: the request uid once the entry is verified
+    raw: bytes
+    end: int  # where the token ends
+
+    def head(self) -> bytes:
+        return self.raw[: self.slot[1]]
+
+    def tail(self) -> bytes:
+        return self.raw[self.end :]
 
 
 def raw_key(raw: bytes, webhook: str) -> RawKey | None:
-    """The body's digest without its first ``"uid":`` string value, or None when that
-    value is missing or not a plain token."""
+    """The body with its first ``"uid":`` string value cut out, or None when that value is
+    missing or not a plain token, or the body is over RAW_MAX_BYTES."""
+    if len(raw) > RAW_MAX_BYTES:
+        return None
     at = raw.find(_UID_LABEL)
     if at < 0:
         return None
@@ -109,24 +128,39 @@ def raw_key(raw: bytes, webhook: str) -> RawKey | None:
     end = raw.find(b'"', start)
     if end < 0 or _PLAIN_TOKEN.fullmatch(raw, start, end) is None:
         return None
-    view = memoryview(raw)
-    # the cut's position is hashed too: two bodies cannot share a digest by moving it
-    digest = hashlib.sha256(f"{webhook}:{start}:".encode())
-    digest.update(view[:start])
-    digest.update(view[end:])
-    return RawKey(digest.digest(), raw[start:end].decode("ascii"))
+    slot = (webhook, start, len(raw) - (end - start))
+    return RawKey(slot, raw[start:end].decode("ascii"), raw, end)
+
+
+def same_body(key: RawKey, head: bytes, tail: bytes) -> bool:
+    """Whether ``key``'s body is ``head`` + a token + ``tail`` (the slot gives the token's
+    position and the length, so every byte outside the token is compared)."""
+    raw = key.raw
+    return (
+        len(head) == key.slot[1]
+        and len(raw) - key.end == len(tail)
+        and raw.startswith(head)
+        and raw.endswith(tail)
+    )
 
 
 @dataclass
 class RawEntry:
     """The answer for a raw body, with the request's fields that the log and the metrics
-    name (object, oldObject and options dropped: an entry stays small)."""
+    name (object, oldObject and options dropped: an entry stays small), and the body's
+    bytes around the token."""
 
     entry: Entry
     request: AdmissionRequest
     first_uid: str
+    head: bytes
+    tail: bytes
     verified: bool = False
     deps: Deps = ()
+
+    @property
+    def size(self) -> int:
+        return len(self.head) + len(self.tail)
 
 
 # Inventory validity ("Under inventory churn" in docs/decision-cache.md): entries belong
@@ -160,7 +194,9 @@ class DecisionCache:
 
     def __init__(self) -> None:
         self._entries: dict[bytes, tuple[Entry, Deps]] = {}
-        self._raw: dict[bytes, RawEntry] = {}
+        self._raw: dict[tuple[str, int, int], list[RawEntry]] = {}
+        self._raw_bytes = 0
+        self._raw_count = 0
         self._view: Any = None
         self._config: Any = None
         self.raw_hits = 0  # answers given without parsing the body (for the tests)
@@ -192,6 +228,11 @@ class DecisionCache:
     def __len__(self) -> int:
         return len(self._entries)
 
+    @property
+    def raw_held(self) -> tuple[int, int]:
+        """(raw entries, bytes of body they keep)."""
+        return self._raw_count, self._raw_bytes
+
     def _generation(self, view: Any, config: Any) -> None:
         # Identity, not equality: a new structure or configuration is a new object, and the
         # cache holds a reference to the old ones, so an id cannot be reused under it. A
@@ -201,6 +242,7 @@ class DecisionCache:
         if structure is not self._view or config is not self._config:
             self._entries = {}
             self._raw = {}
+            self._raw_bytes = self._raw_count = 0
             self._view, self._config = structure, config
 
     def get(self, key: bytes, view: Any, config: Any) -> Entry | None:
@@ -220,14 +262,14 @@ class DecisionCache:
     def get_raw(self, key: RawKey, view: Any, config: Any) -> RawEntry | None:
         """The verified entry for this raw body, or None."""
         self._generation(view, config)
-        known = self._raw.get(key.digest)
-        if known is None or not known.verified:
-            return None
-        if not still_valid(known.deps, view):
-            del self._raw[key.digest]
-            return None
-        self.raw_hits += 1
-        return known
+        for known in self._raw.get(key.slot, ()):
+            if known.verified and same_body(key, known.head, known.tail):
+                if not still_valid(known.deps, view):
+                    self._drop_raw(key.slot, known)
+                    return None
+                self.raw_hits += 1
+                return known
+        return None
 
     def learn_raw(
         self,
@@ -244,17 +286,33 @@ class DecisionCache:
         if key.uid != request.uid:
             return
         self._generation(view, config)
-        known = self._raw.get(key.digest)
-        if known is None:
-            envelope = request._replace(object=None, old_object=None, options=None)
-            _bounded_put(
-                self._raw,
-                key.digest,
-                RawEntry(entry, envelope, key.uid, deps=dependencies(entry.outcome, view)),
-                limit,
-            )
-        elif not known.verified and known.first_uid != key.uid:
-            known.verified = True
+        for known in self._raw.get(key.slot, ()):
+            if same_body(key, known.head, known.tail):
+                if not known.verified and known.first_uid != key.uid:
+                    known.verified = True
+                return
+        envelope = request._replace(object=None, old_object=None, options=None)
+        deps = dependencies(entry.outcome, view)
+        new = RawEntry(entry, envelope, key.uid, key.head(), key.tail(), deps=deps)
+        entries = self._raw.get(key.slot)
+        if entries is not None and len(entries) >= RAW_PER_SLOT:
+            self._drop_raw(key.slot, entries[0])
+        while self._raw and (
+            self._raw_count >= limit or self._raw_bytes + new.size > RAW_BUDGET_BYTES
+        ):
+            oldest = next(iter(self._raw))  # oldest slot first (dicts keep insertion order)
+            self._drop_raw(oldest, self._raw[oldest][0])
+        self._raw.setdefault(key.slot, []).append(new)
+        self._raw_count += 1
+        self._raw_bytes += new.size
+
+    def _drop_raw(self, slot: tuple[str, int, int], known: RawEntry) -> None:
+        entries = self._raw[slot]
+        entries.remove(known)
+        self._raw_count -= 1
+        self._raw_bytes -= known.size
+        if not entries:
+            del self._raw[slot]
 
 
 def _bounded_put(entries: dict[bytes, Any], key: bytes, value: Any, limit: int) -> None:

@@ -107,6 +107,18 @@ def changed_templates(
 
 
 _settings_cache: tuple[Config, AffinitySettings] | None = None
+_core_cache: tuple[Config, Limits, SchedulerVersions] | None = None
+
+
+def core_settings(config: Config) -> tuple[Limits, SchedulerVersions]:
+    """``config.core_limits`` and ``config.core_versions``, remembered per configuration
+    object: pydantic reads a private attribute through ``BaseModel.__getattr__``, whose
+    ``hasattr`` probe raises and catches an AttributeError on every read, and the versions
+    are parsed from their texts on every read (several microseconds a review, issue 27)."""
+    global _core_cache
+    if _core_cache is None or _core_cache[0] is not config:
+        _core_cache = (config, config.core_limits, config.core_versions)
+    return _core_cache[1], _core_cache[2]
 
 
 def affinity_settings(config: Config) -> AffinitySettings:
@@ -160,7 +172,7 @@ def _mutate(request: AdmissionRequest, config: Config, inventory: InventoryRead)
     spec = obj.get("spec")
     if not is_map(spec) or not (meta_is_map or meta is None):
         return allowed()  # malformed: JSON pointers into it would not apply; validate denies
-    templates = pod_templates(obj, config.core_limits, config.core_versions)
+    templates = pod_templates(obj, *core_settings(config))
     if not templates:
         return allowed()
     result = read_intent(templates[0])
@@ -263,7 +275,7 @@ async def validate(
         # fields, and schedulers write status annotations on running pods (Koordinator's
         # resource-status): re-checking them could block the scheduler itself.
         return allowed()
-    limits = config.core_limits
+    limits, versions = core_settings(config)
     malformed = [f for f in structure_findings(request.object, limits) if f.severity == "error"]
     if malformed and all(_unchecked_size(f) for f in malformed):
         return _not_checked(malformed, runtime)
@@ -271,7 +283,7 @@ async def validate(
         message = "; ".join(_finding_message(f.path, f.message, f.code) for f in malformed)
         return denied(message, code=400, reason="BadRequest")
     try:
-        templates = changed_templates(request, limits, config.core_versions)
+        templates = changed_templates(request, limits, versions)
     except CoreError as exc:
         return denied(str(exc), code=400, reason="BadRequest")
     checks = _Checks()

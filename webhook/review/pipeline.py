@@ -247,7 +247,7 @@ async def _respond(
             found = "resting"
     if found in ("hit", "miss"):
         runtime.decisions.looked_up(found == "hit")
-    runtime.metrics.decision_cache.inc(result=found)
+    runtime.metrics.reviews.cache(found)
     _record_violations(request, outcome, runtime.metrics)
     elapsed = runtime.clock() - start
     _log_answer(request, handler.name, outcome, elapsed, cached=found == "hit")
@@ -266,8 +266,8 @@ async def answer(
     start = runtime.clock() if start is None else start
     handler = HANDLERS[webhook]
     metrics = runtime.metrics
-    bound = metrics.for_review(webhook)
-    bound.in_flight.inc()
+    counts = metrics.reviews  # batched: webhook.metrics_batch
+    counts.started(webhook)
     seen = _Seen()
     try:
         result = await _respond(raw, handler, runtime, seen, timeout, start)
@@ -283,12 +283,13 @@ async def answer(
         log.exception("internal error", extra={"uid": uid, "webhook": webhook})
         result = answer_for_error(exc, fail_open=handler.mutating, uid=uid)
     finally:
-        bound.in_flight.dec()
-    metrics.requests.inc(
-        webhook=webhook,
-        operation=seen.operation,
-        allowed=str(result.allowed).lower() if result.allowed is not None else "",
-        code=str(result.code),
+        counts.ended(webhook)  # also when the review was cancelled
+    allowed_ = result.allowed
+    counts.finished(
+        webhook,
+        seen.operation,
+        ("true" if allowed_ else "false") if allowed_ is not None else "",
+        str(result.code),
+        runtime.clock() - start,
     )
-    bound.duration.observe(runtime.clock() - start)
     return result

@@ -22,17 +22,24 @@ from tests.webhook.harness import call, runtime
 from webhook.config import parse_config
 from webhook.inventory.state import load_demo
 from webhook.logs import JsonFormatter
+from webhook.review import decision_cache
 from webhook.review import pipeline as pipeline_module
 from webhook.review.decision_cache import (
     IDENTITY_FIELDS,
     MISSES_TO_REST,
+    RAW_MAX_BYTES,
+    RAW_PER_SLOT,
     SAMPLE_WHILE_RESTING,
     DecisionCache,
     Entry,
+    RawKey,
     raw_key,
+    same_body,
     split_body,
 )
 from webhook.review.pipeline import Runtime, answer
+from webhook.review.response import allowed
+from webhook.review.wire import AdmissionRequest, GroupVersionKind, GroupVersionResource
 
 NO_CACHE = {"decisionCache": {"entries": 0}}
 
@@ -478,12 +485,44 @@ def test_raw_key_needs_a_plain_token() -> None:
         assert raw_key(body, "mutate") is None, body
     one = raw_key(b'{"request":{"uid":"a-1"},"x":1}', "mutate")
     assert one is not None and one.uid == "a-1"
-    assert one.digest == raw_key(b'{"request":{"uid":"b-22"},"x":1}', "mutate").digest  # type: ignore[union-attr]
-    assert one.digest != raw_key(b'{"request":{"uid":"a-1"},"x":1}', "validate").digest  # type: ignore[union-attr]
-    # the cut's position is part of the digest
-    assert (
-        raw_key(b'{"uid":"a","x":"1"}', "m").digest != raw_key(b'{"uid":"a1","x":""}', "m").digest
-    )  # type: ignore[union-attr]
+    assert same_raw(one, raw_key(b'{"request":{"uid":"b-22"},"x":1}', "mutate"))
+    assert not same_raw(one, raw_key(b'{"request":{"uid":"a-1"},"x":2}', "mutate"))
+    assert not same_raw(one, raw_key(b'{"request":{"uid":"a-1"},"x":1}', "validate"))
+    # the cut's position is compared too
+    assert not same_raw(raw_key(b'{"uid":"a","x":"1"}', "m"), raw_key(b'{"uid":"a1","x":""}', "m"))
+    assert raw_key(b'{"uid":"a"}' + b" " * RAW_MAX_BYTES, "m") is None  # too large to keep
+
+
+def same_raw(a: RawKey | None, b: RawKey | None) -> bool:
+    """Whether the raw layer takes ``b``'s body for ``a``'s."""
+    assert a is not None and b is not None
+    return a.slot == b.slot and same_body(b, a.head(), a.tail())
+
+
+def _learn(cache: DecisionCache, body: bytes, limit: int, config: object) -> None:
+    key = raw_key(body, "mutate")
+    assert key is not None
+    request = AdmissionRequest(
+        key.uid, GroupVersionKind("v1", "Pod"), GroupVersionResource("v1", "pods"), "CREATE"
+    )
+    cache.learn_raw(key, request, Entry(allowed(), b"", b""), None, config, limit)
+
+
+def test_raw_layer_bounds(monkeypatch: pytest.MonkeyPatch) -> None:
+    config = object()
+    cache = DecisionCache()
+    bodies = [b'{"uid":"u-%d","x":"%s"}' % (n, b"y" * n) for n in range(40)]
+    for body in bodies:
+        _learn(cache, body, 10, config)
+    assert cache.raw_held == (10, sum(len(b) - 4 for b in bodies[-10:]))  # "u-3x" cut out
+    same_slot = [b'{"uid":"u-1","x":"%d"}' % (n % 10) for n in range(6)]
+    for body in same_slot:
+        _learn(cache, body, 100, config)
+    assert cache.raw_held[0] == 10 + RAW_PER_SLOT  # at most RAW_PER_SLOT per slot
+    monkeypatch.setattr(decision_cache, "RAW_BUDGET_BYTES", 100)
+    for n in range(5):
+        _learn(cache, b'{"uid":"v-1","z":"%s"}' % (b"q" * n), 100, config)
+    assert 0 < cache.raw_held[1] <= 100
 
 
 async def test_a_new_view_empties_the_raw_layer_too() -> None:

@@ -1,0 +1,184 @@
+"""The request path counted, not timed: CPU instructions per review under valgrind's
+callgrind, which do not depend on what else the machine runs (issue 27).
+
+    .venv/bin/python benchmarks/server_count.py [--stream unique|replicas|impossible]
+        [--webhook mutate|validate] [--calls 200] [--tree DIR ...] [--top 0]
+
+Each ``--tree`` (default: this checkout) is a checkout with its own ``.venv``; its code
+answers the reviews, this checkout's benchmarks/gen.py builds them (the inputs of
+benchmarks/server.py: 10,000 nodes, the twelve realistic pods or the impossible one, each
+request its own uid, with ``unique`` each a different pod). The worker is set up as with
+``serve --workers 2`` (``PROMETHEUS_MULTIPROC_DIR`` set, logging at info to /dev/null),
+``webhook.review.pipeline.answer`` is called once per body to warm up, then valgrind's
+instrumentation is switched on (``callgrind_control -i on``) and only what runs inside
+the measured loop (``functools.reduce`` over the prepared bodies) is counted: the set-up
+(the inventory build) costs no instructions and little time. PYTHONHASHSEED is fixed. Only the thread that runs the loop is counted: a feasibility
+check that the pipeline hands to a thread (over ``timeouts.inlineNodes`` nodes, and under
+valgrind every check looks slow enough for that) is not, so count the impossible pod with
+a configuration that keeps it inline (``--config`` with a large ``timeouts.inlineNodes``).
+Prints instructions per review per tree and, with ``--top N``, the N functions with the
+most instructions of their own (callgrind_annotate).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import functools
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ROOT_ENV = "NUMAGATE_COUNT_ROOT"
+# The measured loop runs inside this C function, the only one callgrind collects in.
+TOGGLE = "functools_reduce"
+STREAMS = {"unique": ("realistic", True), "replicas": ("realistic", False)}
+STREAMS["impossible"] = ("impossible", True)
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--stream", choices=sorted(STREAMS), default="unique")
+    p.add_argument("--webhook", choices=("mutate", "validate"), default="mutate")
+    p.add_argument("--calls", type=int, default=200, help="reviews counted")
+    p.add_argument("--nodes", type=int, default=10_000)
+    p.add_argument("--tree", action="append", type=Path, help="checkout (default: this one)")
+    p.add_argument("--top", type=int, default=0, help="also print the N costliest functions")
+    p.add_argument("--config", type=Path, help="numagate configuration file (default: none)")
+    p.add_argument("--keep", type=Path, help="keep the callgrind files in this directory")
+    p.add_argument("--inner", action="store_true", help=argparse.SUPPRESS)
+    return p.parse_args(argv)
+
+
+def _instrument_on() -> None:
+    """Switch callgrind's instrumentation on for this process. vgdb reaches a running
+    process by polling, so spin (not sleep) until callgrind_control has returned."""
+    control = subprocess.Popen(
+        ["callgrind_control", "-i", "on", str(os.getpid())], stdout=subprocess.DEVNULL
+    )
+    while control.poll() is None:
+        pass
+    if control.returncode != 0:
+        raise SystemExit("callgrind_control -i on failed")
+
+
+def inner(args: argparse.Namespace) -> None:
+    """In the valgrind'd process: set up a worker, warm up, count ``--calls`` reviews."""
+    root = os.environ.get(ROOT_ENV, str(HERE.parent))
+    sys.path[:0] = [root, str(HERE)]
+    import gen
+
+    os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", tempfile.mkdtemp(prefix="count-prom-"))
+    import server as bench
+
+    sys.path.insert(0, root)  # server.py put this checkout first: the tree's code answers
+    import webhook
+
+    if Path(webhook.__file__).resolve().parent.parent != Path(root).resolve():
+        raise SystemExit(f"webhook imported from {webhook.__file__}, not {root}")
+    from webhook.review.decision_cache import MISSES_TO_REST
+    from webhook.review.pipeline import answer
+
+    runtime = bench.build_runtime(args.nodes, args.config)
+    kind, unique = STREAMS[args.stream]
+    pods = gen.realistic_pods() if kind == "realistic" else [gen.impossible_pod()]
+    bodies = gen.review_bodies(pods, prefix="r" if kind == "realistic" else "i")
+    loop = asyncio.new_event_loop()
+
+    def one(_: Any, body: bytes) -> None:
+        result = loop.run_until_complete(answer(body, webhook=args.webhook, runtime=runtime))
+        if result.status != 200:
+            raise SystemExit(f"HTTP {result.status}: {result.body[:200]!r}")
+
+    # warm-up: imports, caches, the first replicas; for every pod different, past the
+    # misses after which the decision cache rests (its steady state under wrk)
+    start = 2 * len(bodies) + 2 * MISSES_TO_REST
+    for k in range(start):
+        one(None, gen.vary(bodies[k % len(bodies)], k, unique=unique))
+    varied = [
+        gen.vary(bodies[k % len(bodies)], start + k, unique=unique) for k in range(args.calls)
+    ]
+    _instrument_on()
+    functools.reduce(one, varied, None)
+
+
+def count(tree: Path, args: argparse.Namespace, out: Path) -> int:
+    """Instructions collected in ``tree``'s process for ``args.calls`` reviews."""
+    python = tree / ".venv" / "bin" / "python"
+    cmd = [
+        "valgrind",
+        "--tool=callgrind",
+        "--instr-atstart=no",
+        "--collect-atstart=no",
+        f"--toggle-collect={TOGGLE}",
+        f"--callgrind-out-file={out}",
+        str(python),
+        str(Path(__file__).resolve()),
+        "--inner",
+        f"--stream={args.stream}",
+        f"--webhook={args.webhook}",
+        f"--calls={args.calls}",
+        f"--nodes={args.nodes}",
+    ]
+    if args.config is not None:
+        cmd.append(f"--config={args.config.resolve()}")
+    env = dict(os.environ, PYTHONHASHSEED="0", **{ROOT_ENV: str(tree.resolve())})
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=tree)
+    if done.returncode != 0:
+        raise SystemExit(f"{tree}: exit {done.returncode}\n{done.stderr[-3000:]}")
+    for line in out.read_text().splitlines():
+        if line.startswith(("summary:", "totals:")):
+            return int(line.split()[1])
+    raise SystemExit(f"{out}: no totals")
+
+
+def top(out: Path, n: int, calls: int) -> list[tuple[str, int]]:
+    """The ``n`` functions with the most instructions of their own, per review."""
+    text = subprocess.run(
+        ["callgrind_annotate", "--inclusive=no", "--threshold=100", str(out)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    rows = []
+    for line in text.splitlines():
+        m = re.match(r"\s*([\d,]+)\s+(?:\([^)]*\)\s+)?(\S.*)$", line)
+        if m and ":" in m[2]:
+            name = m[2].split(" [")[0].rsplit("/", 1)[-1]
+            rows.append((name, int(m[1].replace(",", "")) // calls))
+    return rows[:n]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.inner:
+        inner(args)
+        return 0
+    trees = args.tree or [HERE.parent]
+    result: dict[str, Any] = {"stream": args.stream, "webhook": args.webhook, "calls": args.calls}
+    with tempfile.TemporaryDirectory() as tmp:
+        for k, tree in enumerate(trees):
+            out = (args.keep or Path(tmp)) / f"callgrind.{k}.out"
+            total = count(tree, args, out)
+            entry: dict[str, Any] = {"per_review": round(total / args.calls)}
+            if args.top:
+                entry["top"] = top(out, args.top, args.calls)
+            result[str(tree)] = entry
+    print(json.dumps(result))
+    for tree, entry in result.items():
+        if isinstance(entry, dict):
+            print(f"{tree}: {entry['per_review']:,} instructions per review", file=sys.stderr)
+            for name, n in entry.get("top", []):
+                print(f"  {n:>9,}  {name}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
