@@ -160,13 +160,14 @@ def _fractional(c: str) -> str:
 
 def _volcano_task_strict(t: str) -> str:
     """CEL: task ``t`` has a policy under which Volcano wants integer CPUs, and its pods are
-    Volcano's (the webhook's scheduler rule: not another scheduler named)."""
+    Volcano's (the webhook's scheduler rule: not another scheduler named, the name
+    stripped as the webhook strips it)."""
     others = sorted(n for n, s in d.SCHEDULER_BY_NAME.items() if s != "volcano")
     spec = f"{t}.template.spec"
     return (
         f"has({t}.topologyPolicy) && {t}.topologyPolicy in {list(VOLCANO_CPU_POLICIES)} && "
         f"has({t}.template) && has({spec}) && !(has({spec}.schedulerName) && "
-        f"{spec}.schedulerName in {others})"
+        f"{spec}.schedulerName.trim() in {others})"
     )
 
 

@@ -466,6 +466,28 @@ WARN_CASES: tuple[Case, ...] = (
         ((_res("limits", "cpu", TASK), "fractional-cpu"),),
     ),
     Case(
+        "warn-vcjob-other-scheduler-spaced",  # the webhook strips the name: not Volcano's
+        {
+            **(job := volcano_job("warn-vcjob-other-scheduler-spaced", "best-effort", {}, {})),
+            "spec": {
+                **job["spec"],
+                "tasks": [
+                    {
+                        **job["spec"]["tasks"][0],
+                        "template": {
+                            "spec": {
+                                "schedulerName": " hami-scheduler ",
+                                "containers": [
+                                    {**CONTAINER, "resources": {"limits": {"cpu": "500m"}}}
+                                ],
+                            }
+                        },
+                    }
+                ],
+            },
+        },
+    ),
+    Case(
         "warn-vcjob-none-field",
         volcano_job("warn-vcjob-none-field", "none", {}, {}),
     ),
