@@ -4,10 +4,12 @@ the webhook is down or skipped (issue 29). ``numagate policies`` prints them; th
 component ``manifests/components/policies`` and the Helm chart's ``policies.enabled`` ship
 them for the default configuration.
 
-Two policies: Pods and the pod templates of the built-in workloads (``numagate-templates``),
-and Volcano Jobs, whose tasks carry templates and a ``topologyPolicy``
-(``numagate-volcano-jobs``). Each has a binding whose ``validationActions`` follow the
-webhook's ``modes.annotations`` (enforce: Deny, warn: Warn, dryrun: Audit). Scope is the
+Three policies: Pods and the pod templates of the built-in workloads (``numagate-templates``),
+Volcano Jobs, whose tasks carry templates and a ``topologyPolicy``
+(``numagate-volcano-jobs``), and the warnings on both (``numagate-warnings``,
+webhook.policy_warnings). Each has a binding whose ``validationActions`` follow the
+webhook's ``modes.annotations`` (enforce: Deny, warn: Warn, dryrun: Audit; the warnings'
+binding warns where the others deny: a binding gives all its policy's rules one action). Scope is the
 webhook's: the excluded namespaces and the ignore label, Pods on CREATE, workloads on CREATE
 and on an UPDATE that changes a template's annotations or spec. ``failurePolicy: Ignore``:
 an expression that cannot be evaluated (the cost budget) admits, as the mutating webhook

@@ -410,6 +410,36 @@ WARN_CASES: tuple[Case, ...] = (
         ),
         warns=((_ann(VOLCANO), NG),),
     ),
+    Case(
+        "warn-second-container",  # the first container that fails is the one named
+        _with_spec(
+            pod("warn-second-container", {VOLCANO: "restricted"}),
+            containers=[
+                {**CONTAINER, "resources": GUARANTEED},
+                {
+                    **CONTAINER,
+                    "name": "side",
+                    "resources": {"limits": {"cpu": "2500m", "memory": "1Gi"}},
+                },
+            ],
+        ),
+        warns=((_req(), FC),),
+    ),
+    Case(
+        "warn-sidecar-burstable",  # a sidecar counts toward the QoS class too
+        _with_spec(
+            with_resources(pod("warn-sidecar-burstable", {VOLCANO: "restricted"}), GUARANTEED),
+            initContainers=[
+                {
+                    **CONTAINER,
+                    "name": "proxy",
+                    "restartPolicy": "Always",
+                    "resources": {"limits": {"cpu": "1"}},
+                }
+            ],
+        ),
+        warns=((_ann(VOLCANO), NG),),
+    ),
     # workloads
     Case(
         "warn-deployment-fraction",
@@ -454,6 +484,25 @@ WARN_CASES: tuple[Case, ...] = (
             {"limits": {"cpu": "1500m", "memory": "1Gi"}},
         ),
         warns=((_req(TASK), FC),),
+    ),
+    Case(
+        "warn-vcjob-second-task",  # the first task that fails is the one named
+        {
+            **(two := volcano_job("warn-vcjob-second-task", "restricted", {}, GUARANTEED)),
+            "spec": {
+                **two["spec"],
+                "tasks": [
+                    two["spec"]["tasks"][0],
+                    {
+                        **two["spec"]["tasks"][0],
+                        "name": "ps",
+                        "topologyPolicy": "best-effort",
+                        "template": {"spec": {"containers": [CONTAINER]}},
+                    },
+                ],
+            },
+        },
+        warns=(("spec.tasks[*].topologyPolicy", NG),),
     ),
     Case(
         "warn-vcjob-field-fraction",  # Volcano's own rule, an error, replaces the warning
