@@ -493,16 +493,18 @@ WARN_CASES: tuple[Case, ...] = (
                 **two["spec"],
                 "tasks": [
                     two["spec"]["tasks"][0],
-                    {
-                        **two["spec"]["tasks"][0],
+                    {  # no topologyPolicy: its template's annotation, and no CPU error
                         "name": "ps",
-                        "topologyPolicy": "best-effort",
-                        "template": {"spec": {"containers": [CONTAINER]}},
+                        "replicas": 1,
+                        "template": {
+                            "metadata": {"annotations": {VOLCANO: "best-effort"}},
+                            "spec": {"containers": [CONTAINER]},
+                        },
                     },
                 ],
             },
         },
-        warns=(("spec.tasks[*].topologyPolicy", NG),),
+        warns=((_ann(VOLCANO, TASK), NG),),
     ),
     Case(
         "warn-vcjob-field-fraction",  # Volcano's own rule, an error, replaces the warning
