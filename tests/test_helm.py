@@ -378,3 +378,21 @@ def test_policies_follow_the_values() -> None:
         # the rules themselves are the generated ones, unchanged
         assert ours["spec"]["validations"] == theirs["spec"]["validations"]
         assert ours["spec"]["variables"] == theirs["spec"]["variables"]
+
+
+def test_the_warnings_policy_warns_where_the_others_deny() -> None:
+    """config.modes.annotations enforce: the denials' bindings Deny, numagate-warnings'
+    Warn (webhook.policies.WARN_ACTIONS); dryrun: all Audit."""
+    for mode, deny, warn in (("enforce", "Deny", "Warn"), ("dryrun", "Audit", "Audit")):
+        values = {"policies": {"enabled": True}, "config": {"modes": {"annotations": mode}}}
+        objs = render_chart(values, name="gate", namespace="gate-system")
+        actions = {
+            o["spec"]["policyName"]: o["spec"]["validationActions"]
+            for o in objs
+            if o["kind"] == "ValidatingAdmissionPolicyBinding"
+        }
+        assert actions == {
+            "numagate-templates": [deny],
+            "numagate-volcano-jobs": [deny],
+            "numagate-warnings": [warn],
+        }, mode

@@ -482,7 +482,7 @@ def test_dockerfile_copies_files_that_exist_and_dockerignore_keeps_them() -> Non
 
 @pytest.mark.parametrize("version", K8S_VERSIONS)
 def test_policies_component_renders_and_validates(tmp_path: Path, version: str) -> None:
-    """components/policies adds the two ValidatingAdmissionPolicies and their bindings
+    """components/policies adds the three ValidatingAdmissionPolicies and their bindings
     (cluster-scoped: no namespace) to an install, all valid for Kubernetes 1.30 on."""
     objs = with_components(tmp_path, "overlays/self-signed", "policies")
     for obj in objs:
@@ -493,7 +493,9 @@ def test_policies_component_renders_and_validates(tmp_path: Path, version: str) 
     assert added == [
         ("ValidatingAdmissionPolicy", "numagate-templates"),
         ("ValidatingAdmissionPolicy", "numagate-volcano-jobs"),
+        ("ValidatingAdmissionPolicy", "numagate-warnings"),
         ("ValidatingAdmissionPolicyBinding", "numagate-templates"),
         ("ValidatingAdmissionPolicyBinding", "numagate-volcano-jobs"),
+        ("ValidatingAdmissionPolicyBinding", "numagate-warnings"),
     ]
     assert all("namespace" not in o["metadata"] for o in objs if "AdmissionPolicy" in o["kind"])

@@ -4,10 +4,12 @@ the webhook is down or skipped (issue 29). ``numagate policies`` prints them; th
 component ``manifests/components/policies`` and the Helm chart's ``policies.enabled`` ship
 them for the default configuration.
 
-Two policies: Pods and the pod templates of the built-in workloads (``numagate-templates``),
-and Volcano Jobs, whose tasks carry templates and a ``topologyPolicy``
-(``numagate-volcano-jobs``). Each has a binding whose ``validationActions`` follow the
-webhook's ``modes.annotations`` (enforce: Deny, warn: Warn, dryrun: Audit). Scope is the
+Three policies: Pods and the pod templates of the built-in workloads (``numagate-templates``),
+Volcano Jobs, whose tasks carry templates and a ``topologyPolicy``
+(``numagate-volcano-jobs``), and the warnings on both (``numagate-warnings``,
+webhook.policy_warnings). Each has a binding whose ``validationActions`` follow the
+webhook's ``modes.annotations`` (enforce: Deny, warn: Warn, dryrun: Audit; the warnings'
+binding warns where the others deny: a binding gives all its policy's rules one action). Scope is the
 webhook's: the excluded namespaces and the ignore label, Pods on CREATE, workloads on CREATE
 and on an UPDATE that changes a template's annotations or spec. ``failurePolicy: Ignore``:
 an expression that cannot be evaluated (the cost budget) admits, as the mutating webhook
@@ -21,7 +23,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from core.intent.rules import QUANTITY_RULES, RULES, Rule
+from core.intent.rules import QUANTITY_RULES, RULES, WARNING_RULES, Rule
 from webhook.config import Config, Mode
 from webhook.policy_quantities import (
     bad_tasks,
@@ -30,12 +32,19 @@ from webhook.policy_quantities import (
     quantity_task_rule,
     quantity_template_validation,
 )
+from webhook.policy_warnings import WARNINGS, task_part, template_part
 
 API_VERSION: Final = "admissionregistration.k8s.io/v1"
 TEMPLATES: Final = "numagate-templates"
 VOLCANO_JOBS: Final = "numagate-volcano-jobs"
 ACTIONS: Final[dict[Mode, list[str]]] = {
     "enforce": ["Deny"],
+    "warn": ["Warn"],
+    "dryrun": ["Audit"],
+}
+# the warnings' binding: the webhook warns for them in every mode but dryrun
+WARN_ACTIONS: Final[dict[Mode, list[str]]] = {
+    "enforce": ["Warn"],
     "warn": ["Warn"],
     "dryrun": ["Audit"],
 }
@@ -169,12 +178,12 @@ def _policy(name: str, rules: list[dict[str, Any]], spec: dict[str, Any], config
     }
 
 
-def _binding(name: str, config: Config) -> dict[str, Any]:
+def _binding(name: str, config: Config, actions: dict[Mode, list[str]] = ACTIONS) -> dict[str, Any]:
     return {
         "apiVersion": API_VERSION,
         "kind": "ValidatingAdmissionPolicyBinding",
         "metadata": {"name": name, "labels": dict(LABELS)},
-        "spec": {"policyName": name, "validationActions": ACTIONS[config.modes.annotations]},
+        "spec": {"policyName": name, "validationActions": actions[config.modes.annotations]},
     }
 
 
@@ -191,11 +200,15 @@ _CHANGED = (
 )
 
 
-def templates_policy(config: Config, limit: int, quantities: bool = True) -> dict[str, Any]:
+def _template_rules() -> list[dict[str, Any]]:
     rules = [_rule("", "v1", ["pods"], ["CREATE"])]
-    rules += [_rule(g, v, r, ["CREATE", "UPDATE"]) for g, v, r in _WORKLOADS]
-    variables = [
-        {"name": "template", "expression": _TEMPLATE.format(o="object")},
+    return rules + [_rule(g, v, r, ["CREATE", "UPDATE"]) for g, v, r in _WORKLOADS]
+
+
+def _template_variables(template: str) -> list[dict[str, str]]:
+    """``template`` (CEL): the object's pod template; the other variables follow from it."""
+    return [
+        {"name": "template", "expression": template},
         {
             "name": "oldTemplate",
             "expression": f"oldObject == null ? {{}} : ({_TEMPLATE.format(o='oldObject')})",
@@ -207,24 +220,31 @@ def templates_policy(config: Config, limit: int, quantities: bool = True) -> dic
         },
         {"name": "checked", "expression": _CHANGED},
     ]
+
+
+def templates_policy(config: Config, limit: int, quantities: bool = True) -> dict[str, Any]:
+    variables = _template_variables(_TEMPLATE.format(o="object"))
     validations = [_template_validation(r, limit) for r in RULES if r.where == "annotation"]
     if quantities:
         validations += [
             quantity_template_validation(r) for r in QUANTITY_RULES if r.where == "template"
         ]
     spec = {"variables": variables, "validations": validations}
-    return _policy(TEMPLATES, rules, spec, config)
+    return _policy(TEMPLATES, _template_rules(), spec, config)
+
+
+_VOLCANO_RULE: Final = ("batch.volcano.sh", "v1alpha1", ["jobs"])
+# on UPDATE, only tasks that are not in the old object unchanged (the webhook's rule)
+_TASKS: Final = (
+    "has(object.spec.tasks) ? object.spec.tasks.filter(t, request.operation != 'UPDATE' "
+    "|| oldObject == null || !has(oldObject.spec.tasks) || !(t in oldObject.spec.tasks)) "
+    ": []"
+)
 
 
 def volcano_jobs_policy(config: Config, limit: int, quantities: bool = True) -> dict[str, Any]:
-    rules = [_rule("batch.volcano.sh", "v1alpha1", ["jobs"], ["CREATE", "UPDATE"])]
-    # on UPDATE, only tasks that are not in the old object unchanged (the webhook's rule)
-    tasks = (
-        "has(object.spec.tasks) ? object.spec.tasks.filter(t, request.operation != 'UPDATE' "
-        "|| oldObject == null || !has(oldObject.spec.tasks) || !(t in oldObject.spec.tasks)) "
-        ": []"
-    )
-    variables = [{"name": "tasks", "expression": tasks}]
+    rules = [_rule(*_VOLCANO_RULE, ["CREATE", "UPDATE"])]
+    variables = [{"name": "tasks", "expression": _TASKS}]
     variables += [_task_variable(r, limit) for r in RULES]
     validations = [_task_validation(r, limit) for r in RULES]
     if quantities:
@@ -235,13 +255,39 @@ def volcano_jobs_policy(config: Config, limit: int, quantities: bool = True) -> 
     return _policy(VOLCANO_JOBS, rules, spec, config)
 
 
+def warnings_policy(config: Config, limit: int) -> dict[str, Any]:
+    """The warnings (WARNING_RULES) on Pods, workload templates and Volcano Jobs' tasks, in
+    a policy of their own: its binding warns where the others deny."""
+    rules = [*_template_rules(), _rule(*_VOLCANO_RULE, ["CREATE", "UPDATE"])]
+    volcano = "object.apiVersion.startsWith('batch.volcano.sh/')"
+    variables = [{"name": "volcanoJob", "expression": volcano}]
+    variables += _template_variables(
+        f"variables.volcanoJob ? {{}} : ({_TEMPLATE.format(o='object')})"
+    )
+    variables.append({"name": "tasks", "expression": f"!variables.volcanoJob ? [] : ({_TASKS})"})
+    template_variables, template_validations = template_part(limit)
+    task_variables, task_validations = task_part(limit)
+    validations = [
+        v for r in WARNING_RULES for v in (template_validations[r.name], task_validations[r.name])
+    ]
+    spec = {
+        "variables": [*variables, *template_variables, *task_variables],
+        "validations": validations,
+    }
+    return _policy(WARNINGS, rules, spec, config)
+
+
 def policies(config: Config, value_chars: int, quantities: bool = True) -> list[dict[str, Any]]:
     """The policies and their bindings for ``config`` (``value_chars``: limits.VALUE_CHARS
     or its configured value). ``quantities=False`` leaves out the rules that need
-    Kubernetes' quantity library (QUANTITY_RULES): what a CEL library without it can run."""
-    return [
+    Kubernetes' quantity library (QUANTITY_RULES) and the policy of the warnings
+    (WARNING_RULES), which needs it throughout: what a CEL library without it can run."""
+    out = [
         templates_policy(config, value_chars, quantities),
         _binding(TEMPLATES, config),
         volcano_jobs_policy(config, value_chars, quantities),
         _binding(VOLCANO_JOBS, config),
     ]
+    if quantities:
+        out += [warnings_policy(config, value_chars), _binding(WARNINGS, config, WARN_ACTIONS)]
+    return out

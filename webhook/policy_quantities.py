@@ -46,11 +46,11 @@ def bad_tasks(rule_name: str) -> str:
 # in every Kubernetes version the policies support).
 
 # core.quantity.MAX_VALUE in core units: a larger quantity is the webhook's invalid-quantity
-_MAX_COUNT: Final = "4611686018427387904"
-_MAX_CPU: Final = "4611686018427387"  # cores: MAX_VALUE millicores
+MAX_COUNT: Final = "4611686018427387904"
+MAX_CPU: Final = "4611686018427387"  # cores: MAX_VALUE millicores
 
 
-def _format(words: Callable[..., str], *args: str) -> str:
+def format_words(words: Callable[..., str], *args: str) -> str:
     """CEL: the text ``words(...)`` makes, with the CEL string expressions ``args`` in
     place of its arguments."""
     parts = re.split("\x00(\\d+)\x00", words(*(f"\x00{i}\x00" for i in range(len(args)))))
@@ -63,11 +63,11 @@ def _quoted(value: str) -> str:
     return f'(type({value}) == string ? "\'" + {value} + "\'" : string({value}))'
 
 
-def _containers(spec: str, name: str) -> str:
+def containers(spec: str, name: str) -> str:
     return f"(has({spec}.{name}) ? {spec}.{name} : [])"
 
 
-_LISTS: Final = ("initContainers", "containers")  # the webhook's order
+LISTS: Final = ("initContainers", "containers")  # the webhook's order
 
 
 def _hami_entries(c: str) -> list[tuple[str, str, str]]:
@@ -83,7 +83,7 @@ def _hami_entries(c: str) -> list[tuple[str, str, str]]:
                 f"(has({c}.resources) && has({values}) && {cel_string(name)} in {values} && "
                 f"isQuantity({text}) && quantity({text}).isGreaterThan(quantity("
                 f"'{HAMI_PERCENT_MAX}')) && !quantity({text}).isGreaterThan(quantity("
-                f"'{_MAX_COUNT}')))"
+                f"'{MAX_COUNT}')))"
             )
             out.append((over, value, f"resources.{section}[{name}]"))
     return out
@@ -98,29 +98,29 @@ def _hami_message(rule: QuantityRule, c: str, path: str) -> str:
     text = "''"
     for over, value, field in reversed(_hami_entries(c)):
         name = field.split("[", 1)[1][:-1]
-        said = _format(hami_range_message, cel_string(name), _quoted(value))
+        said = format_words(hami_range_message, cel_string(name), _quoted(value))
         here = f"{cel_string(f'{path}.{field}: ')} + {said} + {cel_string(f' (rule {rule.code})')}"
         text = f"({over} ? {here} : {text})"
     return text
 
 
-def _first_bad(spec: str, bad: Callable[[str], str], message: Callable[[str, str], str]) -> str:
+def first_bad(spec: str, bad: Callable[[str], str], message: Callable[[str, str], str]) -> str:
     """CEL: the message of the first container of pod spec ``spec`` that is ``bad``, init
     containers first; ``message(c, list_name)``."""
-    init, app = (_containers(spec, n) for n in _LISTS)
+    init, app = (containers(spec, n) for n in LISTS)
     first_init = f"[{init}.filter(c, {bad('c')})[0]].map(k, {message('k', 'initContainers')})[0]"
     first_app = f"[{app}.filter(c, {bad('c')})[0]].map(k, {message('k', 'containers')})[0]"
     return f"({init}.exists(c, {bad('c')}) ? {first_init} : {first_app})"
 
 
 def _any_bad(spec: str, bad: Callable[[str], str]) -> str:
-    return " || ".join(f"{_containers(spec, n)}.exists(c, {bad('c')})" for n in _LISTS)
+    return " || ".join(f"{containers(spec, n)}.exists(c, {bad('c')})" for n in LISTS)
 
 
 def quantity_template_validation(rule: QuantityRule) -> dict[str, Any]:
     spec = "variables.template.spec"
     present = f"variables.checked && has({spec})"
-    message = _first_bad(spec, _hami_bad, lambda c, n: _hami_message(rule, c, f"spec.{n}[*]"))
+    message = first_bad(spec, _hami_bad, lambda c, n: _hami_message(rule, c, f"spec.{n}[*]"))
     return {
         "expression": f"!({present}) || !({_any_bad(spec, _hami_bad)})",
         "messageExpression": f"variables.prefix + {message}",
@@ -143,7 +143,7 @@ def _cpu_millis(c: str) -> str:
         "[int(quantity(s).asApproximateFloat() * 1000.0 + 0.5)].map(r, "
         "quantity(string(r) + 'm').isLessThan(quantity(s)) ? r + 1 : r)[0]"
     )
-    readable = f"isQuantity(s) && !quantity(s).isLessThan(quantity('0')) && !quantity(s).isGreaterThan(quantity('{_MAX_CPU}'))"
+    readable = f"isQuantity(s) && !quantity(s).isLessThan(quantity('0')) && !quantity(s).isGreaterThan(quantity('{MAX_CPU}'))"
     return f"[{text}].map(s, {readable} ? {ceiling} : 0)[0]"
 
 
@@ -160,13 +160,14 @@ def _fractional(c: str) -> str:
 
 def _volcano_task_strict(t: str) -> str:
     """CEL: task ``t`` has a policy under which Volcano wants integer CPUs, and its pods are
-    Volcano's (the webhook's scheduler rule: not another scheduler named)."""
+    Volcano's (the webhook's scheduler rule: not another scheduler named, the name
+    stripped as the webhook strips it)."""
     others = sorted(n for n, s in d.SCHEDULER_BY_NAME.items() if s != "volcano")
     spec = f"{t}.template.spec"
     return (
         f"has({t}.topologyPolicy) && {t}.topologyPolicy in {list(VOLCANO_CPU_POLICIES)} && "
         f"has({t}.template) && has({spec}) && !(has({spec}.schedulerName) && "
-        f"{spec}.schedulerName in {others})"
+        f"{spec}.schedulerName.trim() in {others})"
     )
 
 
@@ -177,7 +178,7 @@ def _cpu_message(rule: QuantityRule, t: str) -> Callable[[str, str], str]:
         name = f'(has({c}.name) ? "\'" + {c}.name + "\'" : "\'#\'")'
         policy = f'"\'" + {t}.topologyPolicy + "\'"'
         path = cel_string(f"spec.tasks[*].template.spec.{list_name}[*].resources.")
-        said = _format(volcano_cpu_message, name, section, shown, policy)
+        said = format_words(volcano_cpu_message, name, section, shown, policy)
         return f"{path} + {section} + '[cpu]: ' + {said} + {cel_string(f' (rule {rule.code})')}"
 
     return message
@@ -188,14 +189,14 @@ def _quantity_task_parts(rule: QuantityRule) -> tuple[str, str]:
     spec, first = "t.template.spec", f"variables.{bad_tasks(rule.name)}[0]"
     if rule.code == "out-of-range":
         bad = f"has(t.template) && has({spec}) && ({_any_bad(spec, _hami_bad)})"
-        message = _first_bad(
+        message = first_bad(
             f"{first}.template.spec",
             _hami_bad,
             lambda c, n: _hami_message(rule, c, f"spec.tasks[*].template.spec.{n}[*]"),
         )
         return bad, message
     bad = f"{_volcano_task_strict('t')} && ({_any_bad(spec, _fractional)})"
-    return bad, _first_bad(f"{first}.template.spec", _fractional, _cpu_message(rule, first))
+    return bad, first_bad(f"{first}.template.spec", _fractional, _cpu_message(rule, first))
 
 
 def quantity_task_rule(rule: QuantityRule) -> tuple[dict[str, str], dict[str, Any]]:

@@ -12,7 +12,7 @@ from core.intent import dialects as d
 from core.intent.findings import Ctx
 from core.intent.hami import hami_ranges
 from core.intent.limits import DEFAULT, clip, over
-from core.intent.rules import volcano_cpu_message
+from core.intent.rules import not_guaranteed_message, volcano_cpu_message, whole_cpu_message
 from core.model import (
     ContainerDemand,
     is_map,
@@ -235,7 +235,6 @@ def check_exclusive_cpus(
     strict: bool,
     ctx: Ctx,
 ) -> None:
-    what = f"NUMA policy {policy!r}"
     if strict:
         # Volcano's Job webhook denies a task whose containers lack integer CPUs.
         for c in containers:
@@ -253,8 +252,7 @@ def check_exclusive_cpus(
             policy_path,
             "warning",
             "not-guaranteed",
-            # under 120 characters: the apiserver may truncate longer admission warnings
-            f"{what} has no effect on CPU placement: the pod is {qos}, not Guaranteed",
+            not_guaranteed_message(repr(policy), qos),
         )
         return
     if strict:
@@ -266,7 +264,5 @@ def check_exclusive_cpus(
                 f"{c.path}.resources.requests[cpu]",
                 "warning",
                 "fractional-cpu",
-                f"container {c.name!r} requests {format_quantity('cpu', cpu)} CPU; with "
-                f"{what} only integer CPU requests get exclusive CPUs (kubelet "
-                "guaranteedCPUs), so this container is not NUMA-aligned",
+                whole_cpu_message(repr(c.name), format_quantity("cpu", cpu), repr(policy)),
             )

@@ -285,4 +285,53 @@ def volcano_cpu_message(container: str, section: str, shown: str, policy: str) -
     )
 
 
-__all__ = ["QUANTITY_RULES", "RULES", "VALUE_CHARS", "QuantityRule", "Rule", "rule"]
+# ---- warnings: a NUMA policy that gets no exclusive CPUs (kubelet's static CPU manager) ----
+
+
+@dataclass(frozen=True, slots=True)
+class WarningRule:
+    """A warning of core.intent.containers.check_exclusive_cpus, on a pod template whose
+    NUMA policy is a plain string CEL can read (Volcano's annotation, a Volcano Job task's
+    ``topologyPolicy``). The policy holding them is bound with Warn (webhook.policy_warnings),
+    apart from the denials; the Koordinator JSON annotation stays the webhook's."""
+
+    name: str
+    code: str
+
+
+NOT_GUARANTEED: Final = "not-guaranteed"
+WHOLE_CPUS: Final = "whole-cpus"
+WARNING_RULES: Final[tuple[WarningRule, ...]] = (
+    # the kubelet gives exclusive CPUs to Guaranteed pods only
+    WarningRule(NOT_GUARANTEED, "not-guaranteed"),
+    # ... and to their containers that request integer CPUs (guaranteedCPUs)
+    WarningRule(WHOLE_CPUS, "fractional-cpu"),
+)
+
+
+def not_guaranteed_message(policy: str, qos: str) -> str:
+    """``not-guaranteed``: ``policy`` quoted as Python's repr quotes it."""
+    # under 120 characters: the apiserver may truncate longer admission warnings
+    return f"NUMA policy {policy} has no effect on CPU placement: the pod is {qos}, not Guaranteed"
+
+
+def whole_cpu_message(container: str, cpu: str, policy: str) -> str:
+    """``fractional-cpu`` (the warning): ``container`` and ``policy`` quoted as Python's
+    repr quotes them, ``cpu`` the request as core.quantity.format_quantity writes it."""
+    return (
+        f"container {container} requests {cpu} CPU; with NUMA policy {policy} only integer "
+        "CPU requests get exclusive CPUs (kubelet guaranteedCPUs), so this container is not "
+        "NUMA-aligned"
+    )
+
+
+__all__ = [
+    "QUANTITY_RULES",
+    "RULES",
+    "VALUE_CHARS",
+    "WARNING_RULES",
+    "QuantityRule",
+    "Rule",
+    "WarningRule",
+    "rule",
+]

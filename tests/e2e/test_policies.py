@@ -23,8 +23,15 @@ from typing import Any, Protocol
 import pytest
 import yaml
 
-from tests.policies.compare import CEL_CODES, as_cel_words, policy_failures, webhook_failures
-from tests.policies.table import CASES, Case, pod
+from tests.policies.compare import (
+    CEL_CODES,
+    WARNING_CODES,
+    as_cel_words,
+    policy_failures,
+    webhook_failures,
+    webhook_warnings,
+)
+from tests.policies.table import ALL_CASES, CASES, Case, pod
 from webhook.cli.policies import dump_yaml
 from webhook.config import parse_config
 from webhook.policies import policies
@@ -61,6 +68,9 @@ VOLCANO_CRD: dict[str, Any] = {
     },
 }
 PROBE = pod("policy-probe", {"volcano.sh/numa-topology-policy": "bogus"})
+WARN_PROBE = pod(
+    "policy-warn-probe", {"volcano.sh/numa-topology-policy": "restricted"}
+)  # BestEffort
 # a failure as the policy words it: "<field path>: <message> (rule <code>)"
 _DENIED = re.compile(r"(?P<path>(?:metadata|spec)\.[\w.\[\]*/-]+): .*?\(rule (?P<code>[a-z-]+)\)")
 
@@ -81,9 +91,16 @@ def _wait_until_denied(cp: ControlPlane, timeout: float = 60.0) -> None:
             "create", "--dry-run=server", "-f", "-", input=_yaml(PROBE), check=False
         )
         if result.returncode != 0 and "numagate-templates" in result.stderr:
+            break
+        time.sleep(0.5)
+    else:
+        raise AssertionError("the numagate policies never took effect")
+    while time.monotonic() < deadline:  # and the warnings' policy, which has its own informer entry
+        result = cp.kubectl("create", "--dry-run=server", "-f", "-", input=_yaml(WARN_PROBE))
+        if "'numagate-warnings'" in result.stderr:
             return
         time.sleep(0.5)
-    raise AssertionError("the numagate policies never took effect")
+    raise AssertionError("the numagate-warnings policy never took effect")
 
 
 def _send(cp: ControlPlane, case: Case) -> subprocess.CompletedProcess[str]:
@@ -92,7 +109,9 @@ def _send(cp: ControlPlane, case: Case) -> subprocess.CompletedProcess[str]:
 
 
 def _reported(text: str) -> set[tuple[str, str]]:
-    return {(m["path"], m["code"]) for m in _DENIED.finditer(text)}
+    """The denial's failures (the lines of kubectl's warnings left out)."""
+    denial = "\n".join(line for line in text.splitlines() if not line.startswith("Warning:"))
+    return {(m["path"], m["code"]) for m in _DENIED.finditer(denial)}
 
 
 _WEBHOOKS = ("mutatingwebhookconfiguration/numagate", "validatingwebhookconfiguration/numagate")
@@ -134,18 +153,18 @@ def _install_policies(cp: ControlPlane) -> ControlPlane:
     cp.kubectl("apply", "-f", "-", input=_yaml(VOLCANO_CRD))
     cp.kubectl("wait", "--for=condition=Established", "crd/jobs.batch.volcano.sh")
     # the old objects of the UPDATE cases exist before any policy could refuse them
-    for case in CASES:
+    for case in ALL_CASES:
         if case.operation == "UPDATE" and case.old is not None:
             cp.kubectl("apply", "-f", "-", input=_yaml(case.old))
     generated = _generated()
     dry = cp.kubectl("apply", "--dry-run=server", "-f", "-", input=generated)
-    assert dry.stdout.count("(server dry run)") == 4, dry.stdout
+    assert dry.stdout.count("(server dry run)") == 6, dry.stdout
     cp.kubectl("apply", "-f", "-", input=generated)
     _wait_until_denied(cp)
     return cp
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+@pytest.mark.parametrize("case", ALL_CASES, ids=[c.name for c in ALL_CASES])
 def test_the_apiserver_denies_where_the_webhook_rules_say(
     with_policies: ControlPlane, case: Case
 ) -> None:
@@ -168,6 +187,32 @@ def test_the_apiserver_denies_where_the_webhook_rules_say(
     # and what celpy evaluated the messageExpression to (tests/policies/test_agreement.py)
     if said.rsplit("(rule ", 1)[1].rstrip(")") in CEL_CODES:
         assert said in {f"{p}: {t} (rule {c})" for p, c, t in policy_failures(case, {})}, said
+
+
+# kubectl's line for a warning of the warnings' policy (the apiserver's wording around ours)
+_WARNED = re.compile(r"^Warning: .*'numagate-warnings'[^:]*: (?P<said>.*)$", re.M)
+_SAID = re.compile(r"^(?P<path>[^:]+): .* \(rule (?P<code>[a-z-]+)\)$")
+
+
+@pytest.mark.parametrize("case", ALL_CASES, ids=[c.name for c in ALL_CASES])
+def test_the_apiserver_warns_where_the_webhook_warns(
+    with_policies: ControlPlane, case: Case
+) -> None:
+    """numagate-warnings (bound Warn in enforce mode): the apiserver warns for a rule of
+    WARNING_RULES exactly when the webhook does, naming the first container or task the
+    webhook names, with its message word for word (a container and a task as ``[*]``)."""
+    result = _send(with_policies, case)
+    assert (result.returncode == 0) == (not case.expect), result.stderr
+    said = [m["said"].strip() for m in _WARNED.finditer(result.stderr)]
+    webhook = webhook_warnings(case, {})
+    assert {(p, c) for p, c, _ in webhook} == set(case.warns)
+    parsed = [_SAID.match(text) for text in said]
+    assert all(parsed), said
+    # one warning per rule (its first failure); the webhook names every failure
+    codes = [m["code"] for m in parsed if m]
+    assert sorted(codes) == sorted({c for _, c, _ in webhook}), (said, webhook)
+    assert set(codes) <= WARNING_CODES
+    assert set(said) <= {text for _, _, text in webhook}, (said, webhook)
 
 
 def _admitted_in_mode(cp: ControlPlane, mode: str) -> subprocess.CompletedProcess[str]:
@@ -211,7 +256,15 @@ def test_dryrun_mode_audits_only(with_policies: ControlPlane) -> None:
             "get", "validatingadmissionpolicybindings", "-l", "app.kubernetes.io/component=policy",
             "-o", "jsonpath={.items[*].spec.validationActions}",
         )  # fmt: skip
-        assert bindings.stdout.split() == ['["Audit"]', '["Audit"]'], bindings.stdout
+        assert bindings.stdout.split() == ['["Audit"]'] * 3, bindings.stdout
+        # the warnings' binding is Audit too: the probe it warned for no longer warns
+        deadline = time.monotonic() + 60
+        while True:
+            probe = cp.kubectl("create", "--dry-run=server", "-f", "-", input=_yaml(WARN_PROBE))
+            if "numagate-warnings" not in probe.stderr or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+        assert "Warning:" not in probe.stderr, probe.stderr
     finally:
         cp.kubectl("apply", "-f", "-", input=_generated())
         _wait_until_denied(cp)

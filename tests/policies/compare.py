@@ -11,7 +11,9 @@ from typing import Any
 
 import orjson
 
-from core.intent.rules import QUANTITY_RULES, RULES
+from core.intent.read import read_intent
+from core.intent.rules import QUANTITY_RULES, RULES, WARNING_RULES
+from core.intent.workloads import pod_templates
 from tests.builders.objects import build_review
 from tests.policies.cel_eval import failures, matches
 from tests.policies.table import Case
@@ -57,6 +59,35 @@ def as_cel_words(text: str) -> str:
     text = re.sub(r"; did you mean [^?]+\?", "", text)
     text = re.sub(r"token '[^']*' is not", "a token is not", text)
     return re.sub(r"(\d),(\d{3}) characters,", r"\1\2 characters,", text)
+
+
+WARNING_CODES = frozenset(r.code for r in WARNING_RULES)
+_INDEX = re.compile(r"(spec\.(?:tasks|initContainers|containers))\[\d+\]")
+
+
+def _decided(case: Case, config: dict[str, Any]) -> Any:
+    review = build_review(
+        case.obj, operation=case.operation, old=case.old, namespace=case.namespace
+    )
+    request = parse_review(orjson.dumps(review))
+    return asyncio.run(
+        decide_review(request, handler=HANDLERS["validate"], runtime=runtime(config), deadline=1e12)
+    )
+
+
+def webhook_warnings(case: Case, config: dict[str, Any]) -> set[tuple[str, str, str]]:
+    """The webhook's warnings of WARNING_RULES as (path, code, "path: message (rule
+    code)"): the findings of its reading (core.intent.read.read_intent on each template)
+    that the validating webhook's answer carries (the pipeline decides which templates it
+    reads: an unchanged one on UPDATE, an excluded namespace, the ignore label)."""
+    said = set(_decided(case, config).warnings)
+    out = set()
+    for template in pod_templates(case.obj):
+        for f in read_intent(template).findings:
+            if f.severity == "warning" and f.code in WARNING_CODES and f.message in said:
+                path = _INDEX.sub(r"\1[*]", f.path)
+                out.add((path, f.code, f"{path}: {f.message} (rule {f.code})"))
+    return out
 
 
 def webhook_failures(

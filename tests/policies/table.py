@@ -5,7 +5,7 @@ real apiserver denies exactly these."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 VOLCANO = "volcano.sh/numa-topology-policy"
@@ -20,6 +20,7 @@ class Case:
     name: str
     obj: dict[str, Any]
     expect: tuple[tuple[str, str], ...] = ()  # (path, code) the webhook denies
+    warns: tuple[tuple[str, str], ...] = ()  # (path, code) of WARNING_RULES the webhook warns
     operation: str = "CREATE"
     old: dict[str, Any] | None = None
     namespace: str = "default"
@@ -309,3 +310,261 @@ CASES: tuple[Case, ...] = (
         ((_res("requests", "cpu", TASK), "fractional-cpu"),),
     ),
 )
+
+
+# ---- the warnings (core.intent.rules.WARNING_RULES: the policy numagate-warnings) ---------
+
+NG, FC = "not-guaranteed", "fractional-cpu"
+GUARANTEED = {"limits": {"cpu": "2", "memory": "1Gi"}}
+
+
+def _req(prefix: str = "", lst: str = "containers") -> str:
+    return _res("requests", "cpu", prefix, lst)
+
+
+def _with_spec(obj: dict[str, Any], **fields: Any) -> Any:
+    obj["spec"].update(fields)
+    return obj
+
+
+WARN_CASES: tuple[Case, ...] = (
+    # Pods: Volcano's annotation, any spelling the webhook reads
+    Case(
+        "warn-besteffort",
+        pod("warn-besteffort", {VOLCANO: "single-numa-node"}),
+        warns=((_ann(VOLCANO), NG),),
+    ),
+    Case(
+        "warn-burstable-respelled",
+        with_resources(
+            pod("warn-burstable-respelled", {VOLCANO: " Single_NUMA_Node"}),
+            {"requests": {"cpu": "1", "memory": "1Gi"}},
+        ),
+        warns=((_ann(VOLCANO), NG),),
+    ),
+    Case(
+        "warn-requests-below-limits",
+        with_resources(
+            pod("warn-requests-below-limits", {VOLCANO: "restricted"}),
+            {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"cpu": "2", "memory": "1Gi"}},
+        ),
+        warns=((_ann(VOLCANO), NG),),
+    ),
+    Case(
+        "warn-guaranteed-whole",
+        with_resources(pod("warn-guaranteed-whole", {VOLCANO: "restricted"}), GUARANTEED),
+    ),
+    Case(
+        "warn-guaranteed-fraction",
+        with_resources(
+            pod("warn-guaranteed-fraction", {VOLCANO: "best-effort"}),
+            {"limits": {"cpu": "1500m", "memory": "1Gi"}},
+        ),
+        warns=((_req(), FC),),
+    ),
+    Case(
+        "warn-sub-millicore",
+        with_resources(
+            pod("warn-sub-millicore", {VOLCANO: "BestEffort"}),
+            {"limits": {"cpu": "1.0001", "memory": "1Gi"}},
+        ),
+        warns=((_req(), FC),),
+    ),
+    Case(
+        "warn-init-fraction",
+        with_resources(
+            with_resources(pod("warn-init-fraction", {VOLCANO: "single-numa-node"}), GUARANTEED),
+            {"limits": {"cpu": "0.5", "memory": "1Gi"}},
+            init=True,
+        ),
+        warns=((_req("", "initContainers"), FC),),
+    ),
+    Case(
+        "warn-init-burstable",
+        with_resources(
+            with_resources(pod("warn-init-burstable", {VOLCANO: "single-numa-node"}), GUARANTEED),
+            {"requests": {"cpu": "1"}},
+            init=True,
+        ),
+        warns=((_ann(VOLCANO), NG),),
+    ),
+    Case(
+        "warn-memory-fraction-guaranteed",  # bytes rounded up, as the webhook does
+        with_resources(
+            pod("warn-memory-fraction-guaranteed", {VOLCANO: "restricted"}),
+            {"limits": {"cpu": "1", "memory": "1500m"}},
+        ),
+    ),
+    Case("warn-none-policy", pod("warn-none-policy", {VOLCANO: "none"})),
+    Case(
+        "warn-other-scheduler",
+        _with_spec(
+            pod("warn-other-scheduler", {VOLCANO: "single-numa-node"}),
+            schedulerName="hami-scheduler",
+        ),
+    ),
+    Case(
+        "warn-volcano-scheduler",
+        _with_spec(
+            pod("warn-volcano-scheduler", {VOLCANO: "single-numa-node"}), schedulerName="volcano"
+        ),
+        warns=((_ann(VOLCANO), NG),),
+    ),
+    Case(
+        "warn-second-container",  # the first container that fails is the one named
+        _with_spec(
+            pod("warn-second-container", {VOLCANO: "restricted"}),
+            containers=[
+                {**CONTAINER, "resources": GUARANTEED},
+                {
+                    **CONTAINER,
+                    "name": "side",
+                    "resources": {"limits": {"cpu": "2500m", "memory": "1Gi"}},
+                },
+            ],
+        ),
+        warns=((_req(), FC),),
+    ),
+    Case(
+        "warn-sidecar-burstable",  # a sidecar counts toward the QoS class too
+        _with_spec(
+            with_resources(pod("warn-sidecar-burstable", {VOLCANO: "restricted"}), GUARANTEED),
+            initContainers=[
+                {
+                    **CONTAINER,
+                    "name": "proxy",
+                    "restartPolicy": "Always",
+                    "resources": {"limits": {"cpu": "1"}},
+                }
+            ],
+        ),
+        warns=((_ann(VOLCANO), NG),),
+    ),
+    # workloads
+    Case(
+        "warn-deployment-fraction",
+        with_resources(
+            deployment("warn-deployment-fraction", {VOLCANO: "restricted"}),
+            {"limits": {"cpu": "250m", "memory": "64Mi"}},
+        ),
+        warns=((_req("spec.template."), FC),),
+    ),
+    Case(
+        "warn-cronjob-besteffort",
+        cronjob("warn-cronjob-besteffort", {VOLCANO: "best-effort"}),
+        warns=((_ann(VOLCANO, "spec.jobTemplate.spec.template."), NG),),
+    ),
+    Case(
+        "warn-deployment-scaled",  # an UPDATE that leaves the template alone: not checked
+        deployment("warn-deployment-scaled", {VOLCANO: "single-numa-node"}, replicas=2),
+        operation="UPDATE",
+        old=deployment("warn-deployment-scaled", {VOLCANO: "single-numa-node"}),
+    ),
+    # Volcano Jobs: the task's topologyPolicy, else its template's annotation
+    Case(
+        "warn-vcjob-field-burstable",
+        volcano_job("warn-vcjob-field-burstable", "single-numa-node", {}),
+        warns=(("spec.tasks[*].topologyPolicy", NG),),
+    ),
+    Case(
+        "warn-vcjob-field-guaranteed",
+        volcano_job("warn-vcjob-field-guaranteed", "restricted", {}, GUARANTEED),
+    ),
+    Case(
+        "warn-vcjob-annotation-besteffort",
+        volcano_job("warn-vcjob-annotation-besteffort", None, {VOLCANO: "Restricted"}, {}),
+        warns=((_ann(VOLCANO, TASK), NG),),
+    ),
+    Case(
+        "warn-vcjob-annotation-fraction",
+        volcano_job(
+            "warn-vcjob-annotation-fraction",
+            None,
+            {VOLCANO: "best-effort"},
+            {"limits": {"cpu": "1500m", "memory": "1Gi"}},
+        ),
+        warns=((_req(TASK), FC),),
+    ),
+    Case(
+        "warn-vcjob-second-task",  # the first task that fails is the one named
+        {
+            **(two := volcano_job("warn-vcjob-second-task", "restricted", {}, GUARANTEED)),
+            "spec": {
+                **two["spec"],
+                "tasks": [
+                    two["spec"]["tasks"][0],
+                    {  # no topologyPolicy: its template's annotation, and no CPU error
+                        "name": "ps",
+                        "replicas": 1,
+                        "template": {
+                            "metadata": {"annotations": {VOLCANO: "best-effort"}},
+                            "spec": {"containers": [CONTAINER]},
+                        },
+                    },
+                ],
+            },
+        },
+        warns=((_ann(VOLCANO, TASK), NG),),
+    ),
+    Case(
+        "warn-vcjob-field-fraction",  # Volcano's own rule, an error, replaces the warning
+        volcano_job(
+            "warn-vcjob-field-fraction",
+            "best-effort",
+            {},
+            {"limits": {"cpu": "1500m", "memory": "1Gi"}},
+        ),
+        ((_res("limits", "cpu", TASK), "fractional-cpu"),),
+    ),
+    Case(
+        "warn-vcjob-other-scheduler-spaced",  # the webhook strips the name: not Volcano's
+        {
+            **(job := volcano_job("warn-vcjob-other-scheduler-spaced", "best-effort", {}, {})),
+            "spec": {
+                **job["spec"],
+                "tasks": [
+                    {
+                        **job["spec"]["tasks"][0],
+                        "template": {
+                            "spec": {
+                                "schedulerName": " hami-scheduler ",
+                                "containers": [
+                                    {**CONTAINER, "resources": {"limits": {"cpu": "500m"}}}
+                                ],
+                            }
+                        },
+                    }
+                ],
+            },
+        },
+    ),
+    Case(
+        "warn-vcjob-none-field",
+        volcano_job("warn-vcjob-none-field", "none", {}, {}),
+    ),
+)
+
+# The rows above that the warnings' rules also apply to: pods without resources are
+# BestEffort, and a Volcano Job task's default container sets no memory (Burstable).
+_POD_NG = ((_ann(VOLCANO), NG),)
+_TASK_NG = (("spec.tasks[*].topologyPolicy", NG),)
+_ALSO_WARNED: dict[str, tuple[tuple[str, str], ...]] = {
+    **dict.fromkeys(
+        ("volcano-exact", "volcano-respelled", "volcano-separators", "volcano-unicode-space"),
+        _POD_NG,
+    ),
+    **dict.fromkeys(
+        (
+            "vcjob-ok",
+            "vcjob-respelled",
+            "vcjob-cpu-int",
+            "vcjob-cpu-fraction",
+            "vcjob-cpu-init-decimal",
+            "vcjob-cpu-sub-millicore",
+            "vcjob-cpu-unset",
+        ),
+        _TASK_NG,
+    ),
+}
+CASES = tuple(replace(c, warns=_ALSO_WARNED.get(c.name, c.warns)) for c in CASES)
+ALL_CASES: tuple[Case, ...] = CASES + WARN_CASES

@@ -25,16 +25,17 @@ from core.intent.rules import QUANTITY_RULES, RULES, VOLCANO_CPU_POLICIES, Quant
 from tests.policies.compare import (
     CEL_CODES,
     QUANTITY_CODES,
+    WARNING_CODES,
     as_cel_words,
     policy_failures,
     webhook_failures,
 )
-from tests.policies.table import CASES, Case
+from tests.policies.table import ALL_CASES, CASES, Case
 from webhook.config import parse_config
 from webhook.policies import policies
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+@pytest.mark.parametrize("case", ALL_CASES, ids=[c.name for c in ALL_CASES])
 def test_webhook_and_policy_fail_the_same_rules(case: Case) -> None:
     webhook = webhook_failures(case, {}, CEL_CODES)
     policy = policy_failures(case, {})
@@ -43,7 +44,7 @@ def test_webhook_and_policy_fail_the_same_rules(case: Case) -> None:
     assert {(p, c, as_cel_words(t)) for p, c, t in webhook} == policy
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+@pytest.mark.parametrize("case", ALL_CASES, ids=[c.name for c in ALL_CASES])
 def test_the_webhook_fails_what_the_table_says(case: Case) -> None:
     """The table's answers for the quantity rules too (the e2e test compares the
     apiserver's with them)."""
@@ -75,8 +76,8 @@ def _applies(rule: QuantityRule, case: Case) -> bool:
 
 def test_every_rule_is_held_by_one_of_the_two() -> None:
     """celpy evaluates every rule of RULES (the policies it runs have them all and no
-    quantity function); the rest are QUANTITY_RULES, in the shipped policies, which the
-    e2e test runs against the real apiserver."""
+    quantity function); the rest are QUANTITY_RULES and WARNING_RULES, in the shipped
+    policies, which the e2e test runs against the real apiserver."""
     config = parse_config({}, env={})
     portable = json.dumps(policies(config, 1024, quantities=False))
     shipped = json.dumps(policies(config, 1024))
@@ -86,5 +87,8 @@ def test_every_rule_is_held_by_one_of_the_two() -> None:
     for code in QUANTITY_CODES:
         assert f"(rule {code})" not in portable and f"(rule {code})" in shipped, code
     assert not CEL_CODES & QUANTITY_CODES  # each failure belongs to one side
+    # the warnings (WARNING_RULES) need the quantity library throughout: the apiserver's
+    for code in WARNING_CODES:
+        assert f"(rule {code})" not in portable and f"(rule {code})" in shipped, code
     e2e = (Path(__file__).parents[1] / "e2e" / "test_policies.py").read_text()
-    assert "CASES" in e2e and "webhook_failures" in e2e
+    assert "CASES" in e2e and "webhook_failures" in e2e and "webhook_warnings" in e2e

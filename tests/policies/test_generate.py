@@ -17,7 +17,7 @@ from tests.manifests import K8S_VERSIONS, MANIFESTS
 from tests.policies.cel_eval import _program
 from webhook.cli.main import main
 from webhook.config import parse_config
-from webhook.policies import policies
+from webhook.policies import TEMPLATES, VOLCANO_JOBS, WARNINGS, policies
 
 COMPONENT = MANIFESTS / "components" / "policies" / "policies.yaml"
 
@@ -42,14 +42,23 @@ def test_every_expression_compiles() -> None:
 
 
 @pytest.mark.parametrize(
-    ("mode", "actions"), [("enforce", ["Deny"]), ("warn", ["Warn"]), ("dryrun", ["Audit"])]
+    ("mode", "actions", "warnings"),
+    [
+        ("enforce", ["Deny"], ["Warn"]),
+        ("warn", ["Warn"], ["Warn"]),
+        ("dryrun", ["Audit"], ["Audit"]),
+    ],
 )
-def test_validation_actions_follow_the_annotations_mode(mode: str, actions: list[str]) -> None:
-    bindings = [
-        o for o in _objects({"modes": {"annotations": mode}}) if o["kind"].endswith("Binding")
-    ]
-    assert len(bindings) == 2
-    assert all(b["spec"]["validationActions"] == actions for b in bindings)
+def test_validation_actions_follow_the_annotations_mode(
+    mode: str, actions: list[str], warnings: list[str]
+) -> None:
+    """The denials' bindings follow the mode; the warnings' binding warns where they deny."""
+    bindings = {
+        o["spec"]["policyName"]: o["spec"]["validationActions"]
+        for o in _objects({"modes": {"annotations": mode}})
+        if o["kind"].endswith("Binding")
+    }
+    assert bindings == {TEMPLATES: actions, VOLCANO_JOBS: actions, WARNINGS: warnings}
 
 
 def test_scope_follows_the_configuration() -> None:
@@ -74,7 +83,7 @@ def test_the_value_limit_follows_the_configuration(
     config.write_text("limits: {valueChars: 100}\n")
     assert main(["policies", "--config", str(config), "-o", "json"]) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert doc["kind"] == "List" and len(doc["items"]) == 4
+    assert doc["kind"] == "List" and len(doc["items"]) == 6
     text = json.dumps(doc)
     assert "<= 100 &&" in text and "<= 1024" not in text
 

@@ -294,10 +294,13 @@ def add_policies(sub: Subparsers) -> None:
         description="Print ValidatingAdmissionPolicy and ValidatingAdmissionPolicyBinding "
         "objects (admissionregistration.k8s.io/v1, Kubernetes 1.30+) that make the apiserver "
         "run numagate's stateless checks itself (the Volcano and HAMi policy values, a "
-        "Volcano Job task's topologyPolicy), with the webhook's codes and messages, for when "
-        "the webhook is down or skipped. From --config: the excluded namespaces, the ignore "
-        "label, limits.valueChars, and modes.annotations for validationActions (enforce: "
-        "Deny, warn: Warn, dryrun: Audit). Apply with 'numagate policies | kubectl apply -f "
+        "Volcano Job task's topologyPolicy, HAMi percentages, a Volcano task's integer CPUs), "
+        "with the webhook's codes and messages, for when the webhook is down or skipped; and, "
+        "in a policy of their own (numagate-warnings), the warnings not-guaranteed and "
+        "fractional-cpu under Volcano's annotation or a task's topologyPolicy. From --config: "
+        "the excluded namespaces, the ignore label, limits.valueChars, and modes.annotations "
+        "for validationActions (enforce: Deny, warn: Warn, dryrun: Audit; the warnings' "
+        "binding: Warn, Warn, Audit). Apply with 'numagate policies | kubectl apply -f "
         "-'. Rules that stay in the webhook are listed in the README. Exit status: 0 printed, "
         "2 unusable configuration.",
     )
