@@ -237,8 +237,10 @@ def static_nodes(nodes: Iterable[tuple[str, str]]) -> Finding | None:
         WARNING,
         f"cpuManagerPolicy static on {len(static)} node(s) (first: {static[0]}) for the "
         f"{DRIVER} claims",
-        "the DRA CPU driver and the kubelet's CPU manager are mutually incompatible",
-        f"run the nodes of the {DRIVER} driver with cpuManagerPolicy none",
+        "the DRA CPU driver and the kubelet's CPU manager are mutually incompatible "
+        "(numagate takes static where a node's NRT does not report the policy)",
+        f"run the {DRIVER} driver's nodes with cpuManagerPolicy none, reported as the NRT "
+        f"attribute cpuManagerPolicy",
     )
 
 
