@@ -187,8 +187,8 @@ def not_mirrored(
     pod_req = _cpus((pod_res.get("requests") or {}).get("cpu"))
     pod_lim = _cpus((pod_res.get("limits") or {}).get("cpu"))
     why = (
-        f"the kubelet sets QoS ({qos}) and cgroups, and the scheduler counts CPUs, from "
-        f"requests/limits only, never from claims"
+        "the kubelet sets the QoS class and cgroups, and the scheduler counts CPUs, from "
+        "requests/limits only, never from claims"
     )
     if pod_req is not None or pod_lim is not None:
         total = sum((n for _, n in users), Fraction(0))
@@ -199,7 +199,7 @@ def not_mirrored(
                 "draCpuNotMirrored",
                 WARNING,
                 f"spec.resources cpu requests {_text(pod_req)} / limits {_text(pod_lim)}, "
-                f"{_text(total)} CPUs from {DRIVER} claims",
+                f"{_text(total)} CPUs from {DRIVER} claims (QoS {qos})",
                 why,
                 f"set spec.resources requests.cpu = limits.cpu >= {_text(total)} (the claims' "
                 f"CPUs plus the other containers')",
@@ -218,7 +218,7 @@ def not_mirrored(
                 "draCpuNotMirrored",
                 WARNING,
                 f"container {c.get('name')!r}: cpu requests {_text(req)} / limits {_text(lim)}, "
-                f"{_text(n)} CPUs from {DRIVER} claims",
+                f"{_text(n)} CPUs from {DRIVER} claims (QoS {qos})",
                 why,
                 f"set container {c.get('name')!r} requests.cpu and limits.cpu to {_text(n)} "
                 f"(or use pod-level spec.resources)",

@@ -183,7 +183,7 @@ def test_requests_must_mirror_the_claims_cpus() -> None:
     assert [(f[0], f[1]) for f in besteffort] == [("draCpuNotMirrored", WARNING)]
     text = besteffort[0][2]
     assert "container 'a': cpu requests unset / limits unset, 4 CPUs" in text
-    assert "QoS (BestEffort)" in text and "to 4" in text
+    assert "(QoS BestEffort)" in text and "to 4" in text
     grouped = _mirror(_pod({"c": "grouped-ten"}, _ctr("a", ["c"], "2")))
     assert any("cpu requests 2 / limits 2, 10 CPUs" in f[2] for f in grouped), grouped
 

@@ -129,7 +129,8 @@ async def test_requests_that_do_not_mirror_the_claim_are_a_warning(api: ApiServe
     result = await api.admit(_pod("cpus", _ctr("a", None)))
     assert result.allowed
     assert any(
-        "container 'a': cpu requests unset / limits unset, 2 CPUs from dra.cpu" in w
+        "container 'a': cpu requests unset / limits unset, 2 CPUs from dra.cpu claims "
+        "(QoS BestEffort)" in w
         for w in result.warnings
     ), result.warnings
     assert any("requests.cpu and limits.cpu to 2" in w for w in result.warnings)
