@@ -53,11 +53,12 @@ def _judge_all(
     for pod, intent in work:
         try:
             verdict = judge_pod(pod, intent, nodes, inv)
+            cpu = cpu_driver_findings(pod, intent, verdict, nodes, inv)  # reads claims too
         except DraError as exc:  # a malformed spec.resourceClaims entry
             out.append(str(exc))
             continue
         found = None if verdict is None else alignment(pod, intent, verdict, nodes, inv)
-        out.append((verdict, found, cpu_driver_findings(pod, intent, verdict, nodes, inv)))
+        out.append((verdict, found, cpu))
     return out
 
 

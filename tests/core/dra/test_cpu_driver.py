@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from core.dra.cpu_driver import (
     CPU_CAPACITY,
     ERROR,
@@ -14,6 +16,7 @@ from core.dra.cpu_driver import (
     is_cpu_class,
 )
 from core.dra.evaluate import pod_claims, read_inventory
+from core.dra.objects import DraError
 from core.dra.pod import cpu_driver_findings, judge_pod
 from core.dra.read import read_claim
 from core.intent.read import read_intent
@@ -208,6 +211,16 @@ def test_cpu_manager_policy_static_conflicts_with_the_driver() -> None:
     assert "cpuManagerPolicy none" in found[0][2]
     only_a = _pod({"c": "four"}, _ctr("a", ["c"], "4"), nodeName="cpu-a")
     assert not _findings(only_a)
+
+
+def test_a_malformed_claim_entry_is_a_dra_error_even_without_candidate_nodes() -> None:
+    """webhook/dra/admission.py turns it into a 'not checked' warning, never a 500."""
+    p = _pod({}, _ctr("a", []), nodeName="nowhere")
+    p["spec"]["resourceClaims"] = [{"resourceClaimName": "four"}]
+    intent = read_intent(pod_templates(p)[0]).intent
+    assert judge_pod(p, intent, NODES, INV) is None
+    with pytest.raises(DraError, match="has no name"):
+        cpu_driver_findings(p, intent, None, NODES, INV)
 
 
 def test_claims_of_other_drivers_are_not_judged() -> None:
