@@ -109,6 +109,8 @@ class Request:
     admin_access: bool = False
     tolerations: tuple[Toleration, ...] = ()
     capacity: bool = False  # consumable capacity requests (DRAConsumableCapacity)
+    # those requests' amounts (capacity name, quantity), e.g. (("dra.cpu/cpu", 10),)
+    capacity_requests: tuple[tuple[str, Fraction], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,6 +153,7 @@ class ResourceClaim:
     spec: ClaimSpec
     allocation: tuple[AllocatedDevice, ...] | None = None
     allocation_nodes: tuple[NodeSelectorTerm, ...] | None = None
+    reserved_for: tuple[str, ...] = ()  # status.reservedFor: the names of the pods using it
 
 
 @dataclass(frozen=True, slots=True)

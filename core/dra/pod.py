@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from core.dra.cluster import IMPOSSIBLE, ClusterVerdict, evaluate_cluster
-from core.dra.evaluate import DraInventory
+from core.dra.cpu_driver import DRIVER, Finding, pod_findings, static_nodes
+from core.dra.evaluate import DraInventory, pod_claims
 from core.dra.extended import is_dra_extended_name, requested_names, served_names
 from core.dra.extended import node_claims as _node_claims
 from core.dra.objects import NodeSelectorTerm, Requirement
@@ -127,3 +128,27 @@ def alignment(
         count += 1
         first = first or (n.tm_policy, text)
     return None if first is None else Alignment(count, first[0], first[1])
+
+
+def cpu_driver_findings(
+    pod: Mapping[str, Any],
+    intent: PodIntent,
+    verdict: ClusterVerdict | None,
+    nodes: Sequence[NodeTopology],
+    inv: DraInventory,
+) -> list[Finding]:
+    """The DRA CPU driver's rules (core.dra.cpu_driver): shared claims and requests that do
+    not mirror the claims for the pod, and cpuManagerPolicy static on the candidate nodes
+    that publish the driver's slices and where the claims fit now or later."""
+    cpu, found = pod_findings(pod, pod_claims(pod, inv), intent.qos, inv)
+    if not cpu or verdict is None:
+        return found
+    hosts = [
+        (n.name, n.cpu_manager_policy)
+        for n in nodes
+        if (v := verdict.nodes.get(n.name)) is not None
+        and v.verdict in (FITS, NO_ROOM_NOW)
+        and any(s.driver == DRIVER for s in inv.by_node.get(n.name, ()))
+    ]
+    static = static_nodes(hosts)
+    return found if static is None else [*found, static]

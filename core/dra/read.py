@@ -258,6 +258,7 @@ def _request(r: _Reader, item: Mapping[str, Any], name: str, path: str) -> Reque
     mode = r.text(item, "allocationMode", path) or EXACT_COUNT
     if mode not in (EXACT_COUNT, ALL):
         raise r.fail(f"{path}.allocationMode", mode, "ExactCount or All")
+    amounts = r.obj(r.obj(item, "capacity", path), "requests", f"{path}.capacity")
     return Request(
         name=name,
         class_name=r.text(item, "deviceClassName", path, required=True),
@@ -266,7 +267,10 @@ def _request(r: _Reader, item: Mapping[str, Any], name: str, path: str) -> Reque
         count=r.number(item, "count", path, 1, 1) if mode == EXACT_COUNT else 0,
         admin_access=r.flag(item, "adminAccess", path),
         tolerations=_tolerations(r, r.seq(item, "tolerations", path), f"{path}.tolerations"),
-        capacity=bool(r.obj(r.obj(item, "capacity", path), "requests", f"{path}.capacity")),
+        capacity=bool(amounts),
+        capacity_requests=tuple(
+            (str(k), r.quantity(v, f"{path}.capacity.requests[{k!r}]")) for k, v in amounts.items()
+        ),
     )
 
 
@@ -332,7 +336,12 @@ def read_claim(obj: Any) -> ResourceClaim:
             )
         )
     nodes = node_selector(r, allocation.get("nodeSelector"), "status.allocation.nodeSelector")
-    return ResourceClaim(r.namespace, r.name, spec, tuple(results), nodes)
+    users = tuple(
+        str(u.get("name"))
+        for u in r.seq(status, "reservedFor", "status")
+        if isinstance(u, Mapping) and u.get("resource") == "pods" and u.get("name")
+    )
+    return ResourceClaim(r.namespace, r.name, spec, tuple(results), nodes, users)
 
 
 def read_template(obj: Any) -> ResourceClaimTemplate:

@@ -30,6 +30,7 @@ from webhook.cli.suite import (
     resolve,
 )
 from webhook.config import ConfigError, load_config
+from webhook.dra.state import DraFileSource, DraState
 from webhook.inventory.loader import LoadError
 from webhook.inventory.state import InventoryState, StaticFileSource
 from webhook.logs import setup_logging
@@ -102,8 +103,11 @@ def differences(expect: Expect, got: Answer) -> list[str]:
 def _runtime(suite_file: Path, inventory: str, config: str | None) -> Runtime:
     loaded = load_config(resolve(suite_file, config) if config else None)
     state = InventoryState()
-    StaticFileSource(resolve(suite_file, inventory), state).load()
-    return Runtime(config=lambda: loaded, inventory=state)
+    path = resolve(suite_file, inventory)
+    StaticFileSource(path, state).load()
+    dra = DraState()  # the DRA objects of the same file, as `numagate review` reads them
+    DraFileSource(path, dra).load()
+    return Runtime(config=lambda: loaded, inventory=state, dra=dra)
 
 
 def run_suite(path: Path) -> tuple[int, int]:

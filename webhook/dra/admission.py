@@ -14,9 +14,11 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from core.dra.cluster import IMPOSSIBLE, ClusterVerdict
+from core.dra.cpu_driver import ERROR, Finding
+from core.dra.cpu_driver import NO_ROOM_NOW as CPU_NO_ROOM
 from core.dra.evaluate import DraInventory
 from core.dra.objects import DraError
-from core.dra.pod import Alignment, alignment, judge_pod, uses_dra
+from core.dra.pod import Alignment, alignment, cpu_driver_findings, judge_pod, uses_dra
 from core.dra.verdict import NO_ROOM_NOW, UNCHECKED
 from core.intent.workloads import PodTemplate
 from core.model import NodeTopology, PodIntent
@@ -46,16 +48,17 @@ def _judge_all(
     work: Sequence[tuple[dict[str, Any], PodIntent]],
     nodes: Sequence[NodeTopology],
     inv: DraInventory,
-) -> list[tuple[ClusterVerdict | None, Alignment | None] | str]:
-    out: list[tuple[ClusterVerdict | None, Alignment | None] | str] = []
+) -> list[tuple[ClusterVerdict | None, Alignment | None, list[Finding]] | str]:
+    out: list[tuple[ClusterVerdict | None, Alignment | None, list[Finding]] | str] = []
     for pod, intent in work:
         try:
             verdict = judge_pod(pod, intent, nodes, inv)
+            cpu = cpu_driver_findings(pod, intent, verdict, nodes, inv)  # reads claims too
         except DraError as exc:  # a malformed spec.resourceClaims entry
             out.append(str(exc))
             continue
         found = None if verdict is None else alignment(pod, intent, verdict, nodes, inv)
-        out.append((verdict, found))
+        out.append((verdict, found, cpu))
     return out
 
 
@@ -76,6 +79,16 @@ def _classify(
             checks.failures.append(("noRoomNow", _at(template, message)))
     elif verdict.verdict == UNCHECKED:
         checks.warnings.append(_at(template, f"{PREFIX} not checked: {verdict.message}"))
+
+
+def _cpu_driver(checks: DraChecks, template: PodTemplate, found: Finding, stale: bool) -> None:
+    """A DRA CPU driver rule (core.dra.cpu_driver): a claim two containers share is a
+    failed ``feasibility``, one another pod holds a failed ``noRoomNow``, the rest warnings."""
+    check = {ERROR: "feasibility", CPU_NO_ROOM: "noRoomNow"}.get(found.severity)
+    if check is None or stale:  # a warning: the fact, then the fix (each one line)
+        checks.warnings += [_at(template, f"{PREFIX}: {found.summary}"), f"numagate: {found.fix}"]
+    else:
+        checks.failures.append((check, _at(template, f"{PREFIX}: {found.message}")))
 
 
 def _alignment_warnings(template: PodTemplate, found: Alignment) -> list[str]:
@@ -127,7 +140,9 @@ async def check_claims(
         if isinstance(result, str):  # the API's validation refuses it before we see it
             checks.warnings.append(_at(template, f"{PREFIX} not checked: {result}"))
             continue
-        verdict, found = result
+        verdict, found, cpu = result
+        for finding in cpu:
+            _cpu_driver(checks, template, finding, stale)
         if verdict is None:
             continue
         _classify(checks, template, verdict, stale)

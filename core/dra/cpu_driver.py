@@ -1,0 +1,265 @@
+"""The DRA CPU driver's rules (kubernetes-sigs/dra-driver-cpu, checked at tag v0.2.0). Its
+driver and DeviceClass are both named ``dra.cpu`` (cmd/dracpu/app.go ``driverName``;
+manifests/base/deviceclass-dracpu.part.yaml); a request counts CPUs as devices
+(``--cpu-device-mode=individual``: ``count``) or as the capacity ``dra.cpu/cpu``
+(``grouped``, the default: ``capacity.requests``). Three rules, each a ``Finding``:
+
+- ``draCpuSharedClaim``: the driver binds a claim to one container of one pod
+  (pkg/store/claim_tracker.go ``SetOwner``, called from pkg/driver/nri_hooks.go
+  ``CreateContainer``); a second running container fails with CreateContainerError while
+  the first one holds it. Within one pod (two long-lived containers listing the claim) the
+  pod never starts: ``error``. A claim another pod already reserves: ``no-room-now``.
+- ``draCpuNotMirrored``: the kubelet computes QoS and cgroups and the scheduler counts CPUs
+  from the pod's ``requests``/``limits`` only, not from claims (README "Workload
+  Configuration Requirements": requests and limits MUST mirror the claim, per container or
+  as pod-level resources): ``warning``.
+- ``draCpuStaticPolicy``: the driver and the kubelet's CPU manager are mutually
+  incompatible; the node must run ``cpuManagerPolicy: none`` (README "Configuration"):
+  ``warning`` per node it holds on."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any, Final
+
+from core.dra.evaluate import DraInventory, PodClaim
+from core.dra.objects import EXACT_COUNT, ClaimSpec, DeviceClass, Request
+from core.errors import InvalidInput
+from core.quantity import parse_quantity
+
+DRIVER: Final = "dra.cpu"
+CPU_CAPACITY: Final = "dra.cpu/cpu"
+ERROR: Final = "error"
+NO_ROOM_NOW: Final = "no-room-now"
+WARNING: Final = "warning"
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """``summary`` names the field and value, ``fix`` what works (each short enough for
+    one admission warning); ``message`` is the whole text."""
+
+    code: str
+    severity: str  # error | no-room-now | warning
+    summary: str
+    why: str
+    fix: str
+
+    @property
+    def message(self) -> str:
+        return f"{self.summary}: {self.why}; {self.fix}"
+
+
+def is_cpu_class(name: str, classes: Mapping[str, DeviceClass]) -> bool:
+    """The class selects the driver's devices: its selectors name ``dra.cpu`` as the
+    driver, or (class not known) it carries the driver's own class name."""
+    cls = classes.get(name)
+    if cls is None:
+        return name == DRIVER
+    return any(
+        "device.driver" in s and (f'"{DRIVER}"' in s or f"'{DRIVER}'" in s) for s in cls.selectors
+    )
+
+
+def _request_cpus(req: Request) -> Fraction | None:
+    """CPUs one request asks for; None when not known before allocation (allocationMode All)."""
+    for name, amount in req.capacity_requests:
+        if name == CPU_CAPACITY:
+            return amount
+    return Fraction(req.count) if req.mode == EXACT_COUNT else None
+
+
+def cpu_requests(spec: ClaimSpec, inv: DraInventory) -> dict[str, Fraction | None]:
+    """The claim's requests served by the CPU driver -> their CPUs (None: unknown; a
+    firstAvailable request is CPU when any subrequest is, with its CPUs unknown)."""
+    out: dict[str, Fraction | None] = {}
+    for cr in spec.requests:
+        alts = cr.alternatives
+        cpu = [a for a in alts if is_cpu_class(a.class_name, inv.classes)]
+        if not cpu:
+            continue
+        out[cr.name] = _request_cpus(cpu[0]) if cr.exactly is not None else None
+    return out
+
+
+def long_lived(spec: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """Containers that run together: the app containers and the sidecars (init containers
+    with restartPolicy Always); a plain init container stops before the next starts."""
+    init = [
+        c for c in spec.get("initContainers") or () if isinstance(c, Mapping)
+        and c.get("restartPolicy") == "Always"
+    ]  # fmt: skip
+    return init + [c for c in spec.get("containers") or () if isinstance(c, Mapping)]
+
+
+def _uses(container: Mapping[str, Any]) -> list[tuple[str, str | None]]:
+    """(claim entry, request or None) of the container's resources.claims."""
+    claims = (container.get("resources") or {}).get("claims") or ()
+    return [
+        (str(c["name"]), c.get("request") or None)
+        for c in claims
+        if isinstance(c, Mapping) and c.get("name")
+    ]
+
+
+def _cpus(value: object) -> Fraction | None:
+    try:
+        return None if value is None else parse_quantity(value)
+    except InvalidInput:
+        return None  # the API server refuses it; the intent check names it
+
+
+def _text(n: Fraction | None) -> str:
+    if n is None:
+        return "unset"
+    return str(n.numerator) if n.denominator == 1 else str(float(n))
+
+
+def shared_in_pod(spec: Mapping[str, Any], cpu: Mapping[str, Any]) -> list[Finding]:
+    """Two long-lived containers listing the same CPU claim: the second never starts."""
+    owners: dict[str, list[str]] = {}
+    for c in long_lived(spec):
+        for entry in {e for e, _ in _uses(c) if e in cpu}:
+            owners.setdefault(entry, []).append(str(c.get("name")))
+    return [
+        Finding(
+            "draCpuSharedClaim",
+            ERROR,
+            f"CPU claim {entry!r} in resources.claims of containers {', '.join(names)}",
+            f"the DRA CPU driver binds a claim to one container: {names[1]!r} fails with "
+            f"CreateContainerError",
+            f"give each container its own {DRIVER} claim",
+        )
+        for entry, names in owners.items()
+        if len(names) > 1
+    ]
+
+
+def reserved_elsewhere(
+    pod_name: str, claims: Sequence[PodClaim], cpu: Mapping[str, Any]
+) -> list[Finding]:
+    """A CPU claim by name that other pods already reserve (status.reservedFor)."""
+    out = []
+    for pc in claims:
+        if pc.name not in cpu or pc.claim is None:
+            continue
+        others = [p for p in pc.claim.reserved_for if p != pod_name]
+        if others:
+            out.append(
+                Finding(
+                    "draCpuSharedClaim",
+                    NO_ROOM_NOW,
+                    f"CPU claim {pc.name!r} (ResourceClaim {pc.claim.namespace}/"
+                    f"{pc.claim.name}) is reserved for pod {others[0]}",
+                    "the DRA CPU driver gives a claim to one pod: this one fails with "
+                    "CreateContainerError while that one runs",
+                    f"use a ResourceClaimTemplate for {DRIVER} claims (one claim per pod)",
+                )
+            )
+    return out
+
+
+def _container_cpus(
+    c: Mapping[str, Any], cpu: Mapping[str, Mapping[str, Fraction | None]]
+) -> Fraction | None:
+    total = Fraction(0)
+    for entry, request in _uses(c):
+        for name, n in (cpu.get(entry) or {}).items():
+            if request is not None and request != name:
+                continue
+            if n is None:
+                return None
+            total += n
+    return total
+
+
+def not_mirrored(
+    spec: Mapping[str, Any], qos: str, cpu: Mapping[str, Mapping[str, Fraction | None]]
+) -> list[Finding]:
+    """Requests and limits that do not mirror the claims' CPUs (container level, or pod
+    level when spec.resources sets cpu)."""
+    users = [(c, n) for c in long_lived(spec) if (n := _container_cpus(c, cpu))]
+    if not users:
+        return []
+    pod_res = spec.get("resources") or {}
+    pod_req = _cpus((pod_res.get("requests") or {}).get("cpu"))
+    pod_lim = _cpus((pod_res.get("limits") or {}).get("cpu"))
+    why = (
+        "the kubelet sets the QoS class and cgroups, and the scheduler counts CPUs, from "
+        "requests/limits only, never from claims"
+    )
+    if pod_req is not None or pod_lim is not None:
+        total = sum((n for _, n in users), Fraction(0))
+        if pod_req is not None and pod_req == pod_lim and pod_req >= total:
+            return []
+        return [
+            Finding(
+                "draCpuNotMirrored",
+                WARNING,
+                f"spec.resources cpu requests {_text(pod_req)} / limits {_text(pod_lim)}, "
+                f"{_text(total)} CPUs from {DRIVER} claims (QoS {qos})",
+                why,
+                f"set spec.resources requests.cpu = limits.cpu >= {_text(total)} (the claims' "
+                f"CPUs plus the other containers')",
+            )
+        ]
+    out = []
+    for c, n in users:
+        res = c.get("resources") or {}
+        lim = _cpus((res.get("limits") or {}).get("cpu"))
+        req = _cpus((res.get("requests") or {}).get("cpu"))
+        req = lim if req is None else req  # the API defaults requests to limits
+        if req == n and lim == n:
+            continue
+        out.append(
+            Finding(
+                "draCpuNotMirrored",
+                WARNING,
+                f"container {c.get('name')!r}: cpu requests {_text(req)} / limits {_text(lim)}, "
+                f"{_text(n)} CPUs from {DRIVER} claims (QoS {qos})",
+                why,
+                f"set container {c.get('name')!r} requests.cpu and limits.cpu to {_text(n)} "
+                f"(or use pod-level spec.resources)",
+            )
+        )
+    return out
+
+
+def static_nodes(nodes: Iterable[tuple[str, str]]) -> Finding | None:
+    """(node, cpuManagerPolicy) of the nodes the CPU claims may be allocated on."""
+    static = sorted(name for name, policy in nodes if policy == "static")
+    if not static:
+        return None
+    return Finding(
+        "draCpuStaticPolicy",
+        WARNING,
+        f"cpuManagerPolicy static on {len(static)} node(s) (first: {static[0]}) for the "
+        f"{DRIVER} claims",
+        "the DRA CPU driver and the kubelet's CPU manager are mutually incompatible "
+        "(numagate takes static where a node's NRT does not report the policy)",
+        f"run the {DRIVER} driver's nodes with cpuManagerPolicy none, reported as the NRT "
+        f"attribute cpuManagerPolicy",
+    )
+
+
+def pod_findings(
+    pod: Mapping[str, Any], claims: Sequence[PodClaim], qos: str, inv: DraInventory
+) -> tuple[dict[str, dict[str, Fraction | None]], list[Finding]]:
+    """The pod's CPU claims (claim entry -> request -> CPUs) and the findings that need no
+    node: shared claims and requests that do not mirror them."""
+    cpu: dict[str, dict[str, Fraction | None]] = {}
+    for pc in claims:
+        spec = pc.claim.spec if pc.claim is not None else pc.spec
+        if spec is not None and (found := cpu_requests(spec, inv)):
+            cpu[pc.name] = found
+    if not cpu:
+        return cpu, []
+    name = str((pod.get("metadata") or {}).get("name") or "")
+    spec = pod.get("spec") or {}
+    return cpu, [
+        *shared_in_pod(spec, cpu),
+        *reserved_elsewhere(name, claims, cpu),
+        *not_mirrored(spec, qos, cpu),
+    ]

@@ -1,0 +1,236 @@
+"""core/dra/cpu_driver.py: the DRA CPU driver's rules, each checked at kubernetes-sigs/
+dra-driver-cpu tag v0.2.0 (the file and function named per test)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from core.dra.cpu_driver import (
+    CPU_CAPACITY,
+    ERROR,
+    NO_ROOM_NOW,
+    WARNING,
+    cpu_requests,
+    is_cpu_class,
+)
+from core.dra.evaluate import pod_claims, read_inventory
+from core.dra.objects import DraError
+from core.dra.pod import cpu_driver_findings, judge_pod
+from core.dra.read import read_claim
+from core.intent.read import read_intent
+from core.intent.workloads import pod_templates
+from core.inventory.build import build_inventory
+from tests.builders.objects import node, nrt, zone
+
+NS = "default"
+POLICY = {"cpu-a": "none", "cpu-b": "static"}
+
+
+def _cpu_slice(name: str) -> dict[str, Any]:
+    """Individual mode: one device per CPU (pkg/driver: dra.cpu/numaNodeID and friends)."""
+    devices = [
+        {"name": f"cpu{i:03d}", "attributes": {"dra.cpu/numaNodeID": {"int": i // 4}}}
+        for i in range(8)
+    ]
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": f"{name}-dra.cpu"},
+        "spec": {
+            "driver": "dra.cpu",
+            "nodeName": name,
+            "pool": {"name": name, "generation": 1, "resourceSliceCount": 1},
+            "devices": devices,
+        },
+    }
+
+
+# manifests/base/deviceclass-dracpu.part.yaml at v0.2.0
+CPU_CLASS = {
+    "apiVersion": "resource.k8s.io/v1",
+    "kind": "DeviceClass",
+    "metadata": {"name": "dra.cpu"},
+    "spec": {"selectors": [{"cel": {"expression": 'device.driver == "dra.cpu"'}}]},
+}
+
+
+def _claim(name: str, cpus: int, *, grouped: bool = False, **status: Any) -> dict[str, Any]:
+    exactly: dict[str, Any] = {"deviceClassName": "dra.cpu"}
+    if grouped:  # hack/examples/pod_with_resource_claim_grouped_mode.yaml
+        exactly["capacity"] = {"requests": {CPU_CAPACITY: str(cpus)}}
+    else:  # hack/examples/pod_with_resource_claim_individual_mode.yaml
+        exactly["count"] = cpus
+    obj: dict[str, Any] = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": name, "namespace": NS},
+        "spec": {"devices": {"requests": [{"name": "cpus", "exactly": exactly}]}},
+    }
+    if status:
+        obj["status"] = status
+    return obj
+
+
+def _reserved(pod_name: str) -> dict[str, Any]:
+    result = {"request": "cpus", "driver": "dra.cpu", "pool": "cpu-a", "device": "cpu000"}
+    return {
+        "allocation": {"devices": {"results": [result]}},
+        "reservedFor": [{"resource": "pods", "name": pod_name, "uid": "u1"}],
+    }
+
+
+def _objects(*claims: dict[str, Any]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = [CPU_CLASS, *claims]
+    res = {"cpu": ("4", "4", "4"), "memory": ("8Gi", "8Gi", "8Gi")}
+    for n, policy in POLICY.items():
+        out.append(node(n, {"cpu": "8", "memory": "16Gi", "pods": "110"}))
+        out.append(nrt(n, [zone(0, res), zone(1, res)], attributes={"cpuManagerPolicy": policy}))
+        out.append(_cpu_slice(n))
+    return out
+
+
+OBJECTS = _objects(
+    _claim("four", 4),
+    _claim("grouped-ten", 10, grouped=True),
+    _claim("taken", 2, **_reserved("first")),
+)
+INV = read_inventory(OBJECTS)
+NODES = build_inventory(OBJECTS).nodes
+
+
+def _pod(claims: dict[str, str], *containers: dict[str, Any], **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p", "namespace": NS},
+        "spec": {
+            "resourceClaims": [{"name": k, "resourceClaimName": v} for k, v in claims.items()],
+            "containers": list(containers),
+            **spec,
+        },
+    }
+
+
+def _ctr(name: str, claims: list[str], cpu: str | None = None, **extra: Any) -> dict[str, Any]:
+    res: dict[str, Any] = {"claims": [{"name": c} for c in claims]}
+    if cpu is not None:
+        res["requests"] = {"cpu": cpu, "memory": "1Gi"}
+        res["limits"] = {"cpu": cpu, "memory": "1Gi"}
+    return {"name": name, "image": "x", "resources": res, **extra}
+
+
+def _findings(p: dict[str, Any]) -> list[tuple[str, str, str]]:
+    intent = read_intent(pod_templates(p)[0]).intent
+    verdict = judge_pod(p, intent, NODES, INV)
+    return [
+        (f.code, f.severity, f.message) for f in cpu_driver_findings(p, intent, verdict, NODES, INV)
+    ]
+
+
+def _mirror(p: dict[str, Any]) -> list[tuple[str, str, str]]:
+    return [f for f in _findings(p) if f[0] == "draCpuNotMirrored"]
+
+
+def test_the_driver_and_its_class_are_named_dra_cpu() -> None:
+    """cmd/dracpu/app.go driverName = "dra.cpu"; deviceclass-dracpu.part.yaml selects it."""
+    assert is_cpu_class("dra.cpu", INV.classes)
+    assert is_cpu_class("dra.cpu", {})  # class not in the inventory: by its name
+    assert not is_cpu_class("gpu", {})
+
+
+def test_cpus_are_counted_as_devices_or_as_the_dra_cpu_capacity() -> None:
+    """README "Driver configuration": individual mode counts devices, grouped mode (the
+    default) requests the consumable capacity dra.cpu/cpu."""
+    assert cpu_requests(INV.claims[(NS, "four")].spec, INV) == {"cpus": 4}
+    assert cpu_requests(INV.claims[(NS, "grouped-ten")].spec, INV) == {"cpus": 10}
+
+
+def test_a_claim_shared_by_two_containers_of_the_pod_is_an_error() -> None:
+    """pkg/store/claim_tracker.go SetOwner (TestSetOwner "duplicate binding - container"),
+    called by pkg/driver/nri_hooks.go CreateContainer: the second container fails."""
+    p = _pod({"c": "four"}, _ctr("a", ["c"], "4"), _ctr("b", ["c"], "4"))
+    shared = [f for f in _findings(p) if f[0] == "draCpuSharedClaim"]
+    assert len(shared) == 1 and shared[0][1] == ERROR
+    assert "'c'" in shared[0][2] and "containers a, b" in shared[0][2]
+    assert "'b' fails with CreateContainerError" in shared[0][2]
+    # a sidecar runs alongside the app container: shared too
+    sidecar = _ctr("s", ["c"], "4", restartPolicy="Always")
+    p = _pod({"c": "four"}, _ctr("a", ["c"], "4"), initContainers=[sidecar])
+    assert any(f[0] == "draCpuSharedClaim" for f in _findings(p))
+    # a plain init container stops (StopContainer cleans the tracker) before the next starts
+    p = _pod({"c": "four"}, _ctr("a", ["c"], "4"), initContainers=[_ctr("i", ["c"], "4")])
+    assert not any(f[0] == "draCpuSharedClaim" for f in _findings(p))
+
+
+def test_a_claim_another_pod_reserves_has_no_room_now() -> None:
+    """claim_tracker.go SetOwner (TestSetOwner "duplicate binding - pod"); README "Sharing
+    resource claims": every pod but the first stays Pending with CreateContainerError."""
+    found = [
+        f for f in _findings(_pod({"c": "taken"}, _ctr("a", ["c"], "2"))) if f[1] == NO_ROOM_NOW
+    ]
+    assert len(found) == 1
+    assert "ResourceClaim default/taken" in found[0][2] and "pod first" in found[0][2]
+    assert "ResourceClaimTemplate" in found[0][2]
+    mine = _pod({"c": "taken"}, _ctr("a", ["c"], "2"))
+    mine["metadata"]["name"] = "first"  # the pod holding it is not blocked by itself
+    assert not any(f[1] == NO_ROOM_NOW for f in _findings(mine))
+
+
+def test_requests_must_mirror_the_claims_cpus() -> None:
+    """README "Workload Configuration Requirements" (Option B): a container's requests.cpu
+    and limits.cpu must equal its claims' CPUs, as the kubelet's QoS class ignores claims."""
+    assert not _mirror(_pod({"c": "four"}, _ctr("a", ["c"], "4")))
+    besteffort = _mirror(_pod({"c": "four"}, _ctr("a", ["c"])))
+    assert [(f[0], f[1]) for f in besteffort] == [("draCpuNotMirrored", WARNING)]
+    text = besteffort[0][2]
+    assert "container 'a': cpu requests unset / limits unset, 4 CPUs" in text
+    assert "(QoS BestEffort)" in text and "to 4" in text
+    grouped = _mirror(_pod({"c": "grouped-ten"}, _ctr("a", ["c"], "2")))
+    assert any("cpu requests 2 / limits 2, 10 CPUs" in f[2] for f in grouped), grouped
+
+
+def test_pod_level_resources_may_carry_the_claims_cpus() -> None:
+    """README "Workload Configuration Requirements" (Option A): spec.resources requests =
+    limits = the claims' CPUs plus the other containers'."""
+    ok = {"requests": {"cpu": "6", "memory": "2Gi"}, "limits": {"cpu": "6", "memory": "2Gi"}}
+    p = _pod({"c": "four"}, _ctr("a", ["c"]), _ctr("side", []), resources=ok)
+    assert not _mirror(p)
+    low = {"requests": {"cpu": "2"}, "limits": {"cpu": "2"}}
+    found = _mirror(_pod({"c": "four"}, _ctr("a", ["c"]), resources=low))
+    assert any("spec.resources cpu requests 2 / limits 2, 4 CPUs" in f[2] for f in found)
+
+
+def test_cpu_manager_policy_static_conflicts_with_the_driver() -> None:
+    """README "Configuration": the CPUManager and the driver are mutually incompatible,
+    nodes need cpuManagerPolicy none; numagate reads it from the NRT attributes."""
+    found = [f for f in _findings(_pod({"c": "four"}, _ctr("a", ["c"], "4")))]
+    assert [(f[0], f[1]) for f in found] == [("draCpuStaticPolicy", WARNING)]
+    assert "cpuManagerPolicy static on 1 node(s) (first: cpu-b)" in found[0][2]
+    assert "cpuManagerPolicy none" in found[0][2]
+    only_a = _pod({"c": "four"}, _ctr("a", ["c"], "4"), nodeName="cpu-a")
+    assert not _findings(only_a)
+
+
+def test_a_malformed_claim_entry_is_a_dra_error_even_without_candidate_nodes() -> None:
+    """webhook/dra/admission.py turns it into a 'not checked' warning, never a 500."""
+    p = _pod({}, _ctr("a", []), nodeName="nowhere")
+    p["spec"]["resourceClaims"] = [{"resourceClaimName": "four"}]
+    intent = read_intent(pod_templates(p)[0]).intent
+    assert judge_pod(p, intent, NODES, INV) is None
+    with pytest.raises(DraError, match="has no name"):
+        cpu_driver_findings(p, intent, None, NODES, INV)
+
+
+def test_claims_of_other_drivers_are_not_judged() -> None:
+    gpu = read_claim(
+        {
+            "metadata": {"name": "g", "namespace": NS},
+            "spec": {
+                "devices": {"requests": [{"name": "g", "exactly": {"deviceClassName": "gpu"}}]}
+            },
+        }
+    )
+    assert cpu_requests(gpu.spec, INV) == {}
+    assert pod_claims(_pod({"c": "four"}), INV)[0].claim is not None
