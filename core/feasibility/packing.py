@@ -24,7 +24,8 @@ from collections import deque
 from collections.abc import Sequence
 
 from core.feasibility.codes import SHAPE_FIELDS
-from core.feasibility.snapshot import Packed, ShapeRows, packed_from
+from core.feasibility.rows import ShapeRows
+from core.feasibility.snapshot import Packed, packed_from
 
 _FIELDS = ("shape_info", "zones", "node_alloc", "unaligned", "dist", "states", "idle_states")
 

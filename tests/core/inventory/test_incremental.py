@@ -12,14 +12,8 @@ from hypothesis import strategies as st
 from core.feasibility.decision import decide
 from core.feasibility.delta import SnapshotEditor
 from core.feasibility.packing import Readers
-from core.feasibility.snapshot import (
-    ShapeRows,
-    Snapshot,
-    resource_names,
-    rows_of,
-    shape_rows,
-    usage_rows,
-)
+from core.feasibility.rows import ShapeRows, resource_names, shape_rows, usage_rows
+from core.feasibility.snapshot import Snapshot, rows_of
 from core.feasibility.snapshot import (
     _topology_key as topology_key,
 )
@@ -320,11 +314,17 @@ def test_a_change_of_free_amounts_only_skips_the_merge_and_the_topology_key(
     result of the whole path; any other change, or a free amount the NRT leaves out
     (merge derives it from bound pods), takes the whole path."""
     import core.feasibility.delta as delta
+    import core.feasibility.draft as draft
     import core.inventory.incremental as incremental
 
     merged, keyed = [], []
     monkeypatch.setattr(incremental, "merge", lambda *a: merged.append(a[0]) or merge(*a))
-    monkeypatch.setattr(delta, "_topology_key", lambda n: keyed.append(n.name) or topology_key(n))
+
+    def key(n: Any) -> Any:
+        return keyed.append(n.name) or topology_key(n)
+
+    monkeypatch.setattr(delta, "_topology_key", key)
+    monkeypatch.setattr(draft, "_topology_key", key)
     final = {n: _free(n, "20") for n in NAMES}
     inventory = IncrementalInventory()
     for obj in final.values():
