@@ -1,7 +1,7 @@
 """Sustained churn in one process (issue 14): what grows while every node's free amounts
 keep changing. The generated cluster is loaded into the incremental inventory and a
-snapshot editor (core/inventory/incremental.py, core/feasibility/delta.py, slot reuse by
-registered readers as the server has it); NRT usage events (the churn of the test API
+snapshot editor with reserved arrays, as the server has it (core/inventory/incremental.py,
+core/feasibility/delta.py); NRT usage events (the churn of the test API
 server: each NRT in turn, shuffled once) are applied in batches of ``--rate * --batch``
 events per ``--batch`` seconds of simulated time, the young generation collected before
 each batch and the batch's objects frozen after it, as the server does.
@@ -37,7 +37,6 @@ import gen  # noqa: E402
 from inventory import rss_mib  # noqa: E402
 
 from core.feasibility.delta import SnapshotEditor  # noqa: E402
-from core.feasibility.packing import Readers  # noqa: E402
 from core.feasibility.snapshot import Snapshot  # noqa: E402
 from core.feasibility.verdicts import evaluate  # noqa: E402
 from core.intent.read import read_intent  # noqa: E402
@@ -96,9 +95,7 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
     inventory.flush()
     inventory.share_usage(False)  # as the server, after the first build
     records = inventory.records
-    editor = SnapshotEditor(
-        Snapshot.build([records[k] for k in sorted(records)]), readers=Readers()
-    )
+    editor = SnapshotEditor(Snapshot.build([records[k] for k in sorted(records)]), reserve=True)
     del objects
     intents = _intents()
     gc.collect()
@@ -114,7 +111,7 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
             "rss_mib": rss_mib()}]  # fmt: skip
     print(json.dumps(out[0]), flush=True)
     for window in range(args.windows):
-        merge = patch = young = 0.0
+        merge = patch = young = worst = 0.0
         events = 0
         for _ in range(batches):
             parsed = []
@@ -135,6 +132,7 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
             gc.freeze()  # InventoryState.install
             t3 = time.process_time()
             young, merge, patch = young + t1 - t0, merge + t2 - t1, patch + t3 - t2
+            worst = max(worst, t3 - t1)
             events += per_batch
         line = {
             "window": window,
@@ -142,6 +140,9 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
             "merge_us_per_event": round(merge / events * 1e6, 1),
             "patch_us_per_event": round(patch / events * 1e6, 1),
             "young_gc_us_per_event": round(young / events * 1e6, 1),
+            "longest_batch_ms": round(worst * 1e3, 2),
+            "renewals": getattr(editor.store, "renewals", None),
+            "moves": getattr(editor.store, "moves", None),
             **_shapes(editor),
             "evaluation_ms_per_pod": round(_evaluation_ms(intents, editor.snapshot), 3),
             "rss_mib": rss_mib(),

@@ -16,42 +16,39 @@ build sorts by name).
 Shapes nobody uses any more stay in the evaluation order (``topo_shapes``) until an
 eighth of their class is dead (they have no nodes: evaluation skips them); then their
 slots of the packed arrays are freed, and reused by new shapes with as many NUMA zones
-once no registered reader can still use them (``readers``), so the arrays stay close to
-the live shapes under churn. A node with a resource the packed table does not have needs a
+in the next copy of the arrays (core/feasibility/packing.py), so the arrays stay close
+to the live shapes under churn. A node with a resource the packed table does not have needs a
 new table: ``apply`` then builds the snapshot whole (``rebuilt`` counts those).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
-from operator import attrgetter
 from typing import Any
 
 from core.feasibility.bitsets import count
-from core.feasibility.draft import DEAD_FRACTION, Draft, ShapeKey, label_values
-from core.feasibility.packing import PackedStore, Readers
+from core.feasibility.draft import Draft, ShapeKey, label_values
+from core.feasibility.packing import PackedStore
 from core.feasibility.rows import resource_names
-from core.feasibility.snapshot import Snapshot, _topology_key, _usage_key
+from core.feasibility.snapshot import Snapshot, SortMemo, _topology_key, _usage_key
+from core.inventory.usage_only import usage_only
 from core.model import NodeTopology
+
+# Reserved slots beyond one per node (``reserve``): the dead shapes classes list, the
+# freed slots and zone regions that wait for the next copy of the arrays (packing.py).
+_RESERVE_SPARE = 2
 
 
 class SnapshotEditor:
     """Owns a lineage of snapshots: the current one and the writer-side indexes."""
 
-    def __init__(
-        self, snapshot: Snapshot, *, readers: Readers | None = None, reserve: bool = False
-    ) -> None:
-        """``readers``: a freed shape slot is rewritten in place once no registered reader
-        of a snapshot that had it is left (core/feasibility/packing.py); without it,
-        rewrites copy the packed arrays. ``reserve``: make room in the packed arrays now
-        for every node to have a shape of its own plus the dead shapes classes keep
-        (what usage churn leads to: NFD's free amounts differ per node), so that they do
-        not grow under churn (a live inventory)."""
+    def __init__(self, snapshot: Snapshot, *, reserve: bool = False) -> None:
+        """``reserve``: make room in the packed arrays now for every node to have a shape
+        of its own, the dead shapes classes keep and the freed ones awaiting a copy (what
+        usage churn leads to: NFD's free amounts differ per node), so that they are not
+        grown under churn (a live inventory)."""
         self.snapshot = snapshot
         self.rebuilt = 0
-        self.rewrites = 0  # usage changes written over a live shape in place (_rewrite)
-        self._readers = readers
         self._reserve = reserve
         self._usage_memo: tuple[Mapping[str, NodeTopology | None], set[str]] | None = None
         self._index(snapshot)
@@ -61,18 +58,19 @@ class SnapshotEditor:
         self.shape_key: list[ShapeKey | None] = []
         self.topo_index: dict[Any, int] = {}
         self.count = [count(b) for b in snap.shape_bits]
-        self.store = PackedStore(snap.packed, readers=self._readers)
+        self.store = PackedStore(snap.packed)
         if self._reserve:
             nodes = len(snap.nodes)
-            self.store.reserve(nodes + nodes // DEAD_FRACTION + 64)
+            self.store.reserve(nodes + nodes // _RESERVE_SPARE + 64)
         # Dead shapes still listed in their class's ``topo_shapes`` (no nodes: evaluation
         # skips them), as (slot, zone count): the list is filtered once an eighth of it
         # is dead, not once per dead shape (a class holds thousands of shapes under churn).
         # Their slots are reused only after that, so their rows stay in place meanwhile.
         self.dead: dict[int, list[tuple[int, int]]] = {}
+        memo: SortMemo = {}
         for s, rep in enumerate(snap.shape_rep):
             node = snap.nodes[rep]
-            tkey = _topology_key(node)
+            tkey = _topology_key(node, memo)
             key = (tkey, _usage_key(node))
             self.shape_index[key] = s
             self.shape_key.append(key)
@@ -88,7 +86,7 @@ class SnapshotEditor:
 
     def usage_only(self, changes: Mapping[str, NodeTopology | None]) -> set[str]:
         """The changed nodes whose new record differs from the current one at most in
-        usage (``same_topology``): their resources and topology class stay. Memoized for
+        usage (core/inventory/usage_only.py): their resources and topology class stay. Memoized for
         the ``changes`` of one ``apply`` (``fits`` asks first)."""
         memo = self._usage_memo
         if memo is not None and memo[0] is changes:
@@ -97,7 +95,7 @@ class SnapshotEditor:
         index, nodes = snap.name_index, snap.nodes
         for name, node in changes.items():
             i = index.get(name)
-            if node is not None and i is not None and same_topology(nodes[i], node):
+            if node is not None and i is not None and usage_only(nodes[i], node):
                 out.add(name)
         self._usage_memo = (changes, out)
         return out
@@ -107,7 +105,7 @@ class SnapshotEditor:
         builds the snapshot whole)."""
         names, same = self.snapshot.packed.res_index, self.usage_only(changes)
         return all(
-            node is None or name in same or all(r in names for r in _resources(node))
+            node is None or name in same or all(r in names for r in resource_names([node]))
             for name, node in changes.items()
         )
 
@@ -133,7 +131,6 @@ class SnapshotEditor:
             self.snapshot = draft.finish()
             return self.snapshot
         finally:
-            _RESOURCES.clear()  # per batch: old records are not kept alive by the memos
             self._usage_memo = None
 
     def _drops_resource(self, changes: Mapping[str, NodeTopology | None], same: set[str]) -> bool:
@@ -145,9 +142,9 @@ class SnapshotEditor:
             if name in same:
                 continue
             i = snap.name_index.get(name)
-            for r in _resources(snap.nodes[i]) if i is not None else ():
+            for r in resource_names([snap.nodes[i]]) if i is not None else ():
                 delta[r] = delta.get(r, 0) - 1
-            for r in _resources(node) if node is not None else ():
+            for r in resource_names([node]) if node is not None else ():
                 delta[r] = delta.get(r, 0) + 1
         if any(self.reporting.get(r, 0) + d <= 0 for r, d in delta.items() if r != "cpu"):
             return True
@@ -162,69 +159,7 @@ class SnapshotEditor:
                 nodes.pop(name, None)
             else:
                 nodes[name] = node
-        built = Snapshot.build([nodes[k] for k in sorted(nodes)])
-        self.snapshot = replace(built, generation=self.snapshot.generation + 1)
+        self.snapshot = Snapshot.build([nodes[k] for k in sorted(nodes)])
         self._index(self.snapshot)
         self.rebuilt += 1
         return self.snapshot
-
-
-def same_topology(old: NodeTopology, new: NodeTopology) -> bool:
-    """``new`` differs from ``old`` at most in its zones' free amounts (same resources)
-    and NUMA states: what NFD's topology-updater and koordlet rewrite every minute. Then
-    ``new`` has ``old``'s topology key (_topology_key) and resource names. Maps are
-    compared by identity first: the incremental inventory shares equal ones."""
-    if not (
-        _same(old.allocatable, new.allocatable)
-        and _same(old.unaligned_devices, new.unaligned_devices)
-        and old.sources == new.sources
-        and len(old.zones) == len(new.zones)
-        and _SCALARS(old) == _SCALARS(new)
-    ):
-        return False
-    for a, b in zip(old.zones, new.zones, strict=True):
-        if a is b:
-            continue
-        if not (
-            a.id == b.id
-            and _same(a.capacity, b.capacity)
-            and _same(a.allocatable, b.allocatable)
-            and _same(a.costs, b.costs)
-            and a.available.keys() == b.available.keys()
-        ):
-            return False
-    return True
-
-
-def _same(a: Mapping[Any, Any], b: Mapping[Any, Any]) -> bool:
-    return a is b or a == b
-
-
-# Every scalar field of NodeTopology that _topology_key reads.
-_SCALARS = attrgetter(
-    "tm_policy",
-    "tm_scope",
-    "max_numa_nodes",
-    "prefer_closest",
-    "cpu_manager_policy",
-    "full_pcpus_only",
-    "threads_per_core",
-    "memory_manager_policy",
-    "koord_policy",
-    "volcano_policy",
-    "volcano_cpu_manager_policy",
-)
-
-
-# resource_names of one record, by identity, within one ``apply`` (``fits`` and
-# ``_drops_resource`` ask for each changed node and for the record it replaces).
-_RESOURCES: dict[int, tuple[NodeTopology, tuple[str, ...]]] = {}
-
-
-def _resources(node: NodeTopology) -> tuple[str, ...]:
-    got = _RESOURCES.get(id(node))
-    if got is not None and got[0] is node:
-        return got[1]
-    names = resource_names([node])
-    _RESOURCES[id(node)] = (node, names)
-    return names

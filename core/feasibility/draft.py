@@ -16,6 +16,7 @@ from core.feasibility.packing import PackedStore
 from core.feasibility.rows import ShapeRows, shape_rows, usage_rows, usage_values
 from core.feasibility.snapshot import (
     Snapshot,
+    SortMemo,
     _available_within_allocatable,
     _topology_key,
     _usage_key,
@@ -43,7 +44,6 @@ class SnapshotEditor(Protocol):
     topo_index: dict[Any, int]
     dead: dict[int, list[tuple[int, int]]]
     values: dict[str, set[str]]
-    rewrites: int
 
 
 class Draft:
@@ -68,9 +68,9 @@ class Draft:
         self.key_bits: Mapping[str, int] = snap.key_bits
         self.touched_keys: set[str] = set()
         self.rows: dict[int, ShapeRows] = {}  # shapes written in this batch
-        self.rewritten = False  # a live shape's usage was rewritten in place (_rewrite)
+        self.memo: SortMemo = {}  # _topology_key's sorted maps, for this batch
+        self.moved = False  # a live shape's usage moved to a new zone region
         self.structural = False
-        editor.store.begin(snap.generation)
 
     # -- nodes -----------------------------------------------------------------------------
 
@@ -84,7 +84,7 @@ class Draft:
         self._labels(i, node.labels, add=True)
 
     def update(self, i: int, node: NodeTopology, *, usage_only: bool = False) -> None:
-        """``usage_only``: ``same_topology`` holds against node i's record."""
+        """``usage_only``: core/inventory/usage_only.py holds against node i's record."""
         old = self.nodes[i]
         self.nodes[i] = node
         if old.labels is not node.labels and old.labels != node.labels:
@@ -94,11 +94,11 @@ class Draft:
         s = self.shape_of[i]
         # Once: the topology key is the costliest part of an event, and a usage-only
         # event (most of them under churn) keeps its node's.
-        tkey = self.ed.shape_key[s][0] if usage_only else _topology_key(node)  # type: ignore[index]
+        tkey = self.ed.shape_key[s][0] if usage_only else _topology_key(node, self.memo)  # type: ignore[index]
         key = (tkey, _usage_key(node))
         if self.ed.shape_key[s] == key:
             return
-        if usage_only and self._rewrite(s, node, key):
+        if usage_only and self._move_usage(s, node, key):
             return
         # first, so an unchanged shape is not freed and re-made
         self._place(i, node, key, in_class=self.topo_of[s])
@@ -171,19 +171,19 @@ class Draft:
             self.shape_rep[s] = (b & -b).bit_length() - 1
         self.usage_gen[t] += 1
 
-    def _rewrite(self, s: int, node: NodeTopology, key: ShapeKey) -> bool:
-        """``node``'s new usage written over the rows of its shape s in place, when s is
-        its alone, no shape has that usage already, and no reader off the writer's thread
-        can see the write (``PackedStore.rewritable``). Under churn every node comes to
-        have a shape of its own and nearly every event is this one: a new slot, its rows
-        and freeing the old one made the patch 38-42 us per event, now 20-22 at 100,000
-        nodes (benchmarks/sustained.py, docs/benchmarks.md round 8)."""
+    def _move_usage(self, s: int, node: NodeTopology, key: ShapeKey) -> bool:
+        """``node``'s new usage given to its shape s, when s is its alone and no shape has
+        that usage already: the rows move to a new zone region (``PackedStore.move_usage``),
+        the slot, its bits and its place in the class's evaluation order stay. Under churn
+        every node comes to have a shape of its own and nearly every event is this one;
+        a new shape per event instead (a slot, its rows, a dead shape in the class's order
+        until compaction) doubled the patch (docs/inventory.md)."""
         ed = self.ed
-        if ed.count[s] != 1 or key in ed.shape_index or not ed.store.rewritable():
+        if ed.count[s] != 1 or key in ed.shape_index:
             return False
         t, n = self.topo_of[s], ed.store.arrays["shape_info"][s * SHAPE_FIELDS]
         available, states = usage_values(node, self.old.packed.res_names, n)
-        ed.store.write_usage(s, available, states)
+        ed.store.move_usage(s, available, states)
         old = ed.shape_key[s]
         if old is not None and ed.shape_index.get(old) == s:
             del ed.shape_index[old]
@@ -191,13 +191,12 @@ class Draft:
         ed.shape_key[s] = key
         self.topo_monotone[t] = self.topo_monotone[t] and _available_within_allocatable(node)
         self.usage_gen[t] += 1  # cached answers that read class t's usage are void
-        self.rewritten = True
-        ed.rewrites += 1
+        self.moved = True
         return True
 
     def _shape_for(self, node: NodeTopology, key: ShapeKey | None = None) -> int:
         ed = self.ed
-        key = key or (_topology_key(node), _usage_key(node))
+        key = key or (_topology_key(node, self.memo), _usage_key(node))
         tkey = key[0]
         s = ed.shape_index.get(key)
         if s is not None:
@@ -211,12 +210,10 @@ class Draft:
             self.usage_gen.append(0)
             self.structural = True
         rows = self._rows(node, t)
-        s = ed.store.take(rows.n)
-        if s is not None:
-            ed.store.write(s, rows)
+        s, new = ed.store.add(rows)
+        if not new:
             self.topo_of[s] = t
         else:
-            s = ed.store.append(rows)
             self.shape_bits.append(0)
             self.shape_rep.append(-1)
             self.topo_of.append(t)
@@ -303,9 +300,7 @@ class Draft:
             self.topo_shapes[t] = self.topo_shapes[t] + array("q", added)
         return Snapshot(
             nodes=self.nodes.freeze(),
-            # The store's arrays: the old table may hold arrays the store has replaced
-            # since (a growth, the reserve), which an in-place rewrite did not reach.
-            packed=self.ed.store.packed() if self.rows or self.rewritten else old.packed,
+            packed=self.ed.store.packed() if self.rows or self.moved else old.packed,
             shape_of=self.shape_of,
             shape_bits=self.shape_bits.freeze(),
             shape_rep=self.shape_rep,
@@ -320,7 +315,6 @@ class Draft:
             values_of=self._values_of(),
             structure=object() if self.structural else old.structure,
             usage_gen=self.usage_gen,
-            generation=old.generation + 1,
         )
 
 

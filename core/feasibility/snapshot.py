@@ -137,33 +137,36 @@ def _pod_level(kinds: Sequence[int], amounts: Sequence[int]) -> int:
     return max(peak_init, apps + sidecars)
 
 
-# sorted(m.items()) by the identity of m (holding m, so the id is not reused): records'
-# maps are never mutated once parsed, and the incremental inventory shares equal maps, so
-# an event's unchanged capacity/costs maps are not sorted again (a fifth of the loop's
-# time at 100,000 nodes under churn, profiled). Cleared when full.
-_SORTED: dict[int, tuple[Mapping[Any, Any], tuple[Any, ...]]] = {}
-_SORTED_LIMIT = 20_000
+# sorted(m.items()) by the identity of m, for one build or one batch of events (the
+# caller's dict, dropped with it; holding m, so the id is not reused): records' maps are
+# never mutated once parsed and equal ones are shared (the incremental inventory's
+# sharer), so a shared map is sorted once per build or batch instead of once per node.
+SortMemo = dict[int, tuple[Mapping[Any, Any], tuple[Any, ...]]]
 
 
-def _sorted_items(m: Mapping[Any, Any]) -> tuple[Any, ...]:
-    got = _SORTED.get(id(m))
+def _sorted_items(m: Mapping[Any, Any], memo: SortMemo) -> tuple[Any, ...]:
+    got = memo.get(id(m))
     if got is not None and got[0] is m:
         return got[1]
     items = tuple(sorted(m.items()))
-    if len(_SORTED) >= _SORTED_LIMIT:
-        _SORTED.clear()
-    _SORTED[id(m)] = (m, items)
+    memo[id(m)] = (m, items)
     return items
 
 
-def _topology_key(node: NodeTopology) -> tuple[Any, ...]:
+def _topology_key(node: NodeTopology, memo: SortMemo | None = None) -> tuple[Any, ...]:
+    memo = {} if memo is None else memo
     zones = tuple(
-        (z.id, _sorted_items(z.capacity), _sorted_items(z.allocatable), _sorted_items(z.costs))
+        (
+            z.id,
+            _sorted_items(z.capacity, memo),
+            _sorted_items(z.allocatable, memo),
+            _sorted_items(z.costs, memo),
+        )
         for z in node.zones
     )
     return (
         zones,
-        _sorted_items(node.allocatable),
+        _sorted_items(node.allocatable, memo),
         node.tm_policy,
         node.tm_scope,
         node.max_numa_nodes,
@@ -230,9 +233,6 @@ class Snapshot:
     # topology, policies); ``usage_gen[t]`` counts the usage changes of topology class t.
     structure: object = field(default_factory=object, compare=False, repr=False)
     usage_gen: array[int] = field(default_factory=lambda: array("q"))
-    # Counts the snapshots of one editor's lineage (delta.py): readers register the one
-    # they read, so that the slots it uses are not rewritten meanwhile (packing.py).
-    generation: int = field(default=0, compare=False)
     _kernels: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
@@ -244,8 +244,9 @@ class Snapshot:
         members: list[list[int]] = []
         reps: list[int] = []
         topo_of: list[int] = []
+        memo: SortMemo = {}
         for i, node in enumerate(nodes):
-            tkey = _topology_key(node)
+            tkey = _topology_key(node, memo)
             key = (tkey, _usage_key(node))
             s = shape_index.get(key)
             if s is None:

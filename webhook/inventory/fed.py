@@ -12,7 +12,6 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import replace
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 
@@ -191,9 +190,7 @@ class FedInventory:
     def _whole(self, message: Whole) -> None:
         started = time.monotonic()
         snapshot = message.snapshot
-        if self.editor is not None:  # generations only grow (core/feasibility/packing.py)
-            snapshot = replace(snapshot, generation=self.editor.snapshot.generation + 1)
-        self.editor = SnapshotEditor(snapshot, readers=self.state.readers, reserve=True)
+        self.editor = SnapshotEditor(snapshot, reserve=True)
         self._fresh = False
         self._restart_delay = RESTART_INITIAL
         self.status = message.status
