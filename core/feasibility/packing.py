@@ -108,8 +108,10 @@ class PackedStore:
             if regions:
                 return regions.pop()
             end, a = self.zone_count + n, self.arrays
-            if len(a["states"]) >= end and len(a["idle_states"]) >= end and (
-                len(a["zones"]) >= end * self.base.n_res * 3
+            if (
+                len(a["states"]) >= end
+                and len(a["idle_states"]) >= end
+                and (len(a["zones"]) >= end * self.base.n_res * 3)
             ):
                 zoff = self.zone_count
                 self.zone_count += n
