@@ -7,8 +7,9 @@ the event loop or from a kernel thread, so nothing it can see is written).
 
 Cost per batch: the changed nodes' keys and rows, a few big-int operations per node, the
 chunks of the per-node columns it writes (core/feasibility/columns.py) and one memcpy of
-the integer columns; new shapes are written into the packed arrays in place, past what
-earlier snapshots read (core/feasibility/packing.py): O(changed nodes) Python work.
+the integer columns and, when usage moved, of ``shape_info``; new shapes and moved usage
+are written into the packed arrays past what earlier snapshots read
+(core/feasibility/packing.py): O(changed nodes) Python work.
 A removed node's index is filled by the last node (its bits move), so indexes stay
 dense; the order of ``nodes`` is therefore the order of arrival, not the names' (a full
 build sorts by name).
@@ -17,8 +18,9 @@ Shapes nobody uses any more stay in the evaluation order (``topo_shapes``) until
 eighth of their class is dead (they have no nodes: evaluation skips them); then their
 slots of the packed arrays are freed, and reused by new shapes with as many NUMA zones
 in the next copy of the arrays (core/feasibility/packing.py), so the arrays stay close
-to the live shapes under churn. A node with a resource the packed table does not have needs a
-new table: ``apply`` then builds the snapshot whole (``rebuilt`` counts those).
+to the live shapes under churn. A usage change of a node alone in its shape (most events
+under churn) keeps its shape and moves its usage rows instead (draft.py, ``_move_usage``).
+A node with a resource the packed table does not have needs a new table: ``apply`` then builds the snapshot whole (``rebuilt`` counts those).
 """
 
 from __future__ import annotations
