@@ -1,17 +1,20 @@
 """Sustained churn in one process (issue 14): what grows while every node's free amounts
 keep changing. The generated cluster is loaded into the incremental inventory and a
-snapshot editor (core/inventory/incremental.py, core/feasibility/delta.py, slot reuse by
-registered readers as the server has it); NRT usage events (the churn of the test API
+snapshot editor with reserved arrays, as the server has it (core/inventory/incremental.py,
+core/feasibility/delta.py); NRT usage events (the churn of the test API
 server: each NRT in turn, shuffled once) are applied in batches of ``--rate * --batch``
-events per ``--batch`` seconds of simulated time, the young generation collected before
-each batch and the batch's objects frozen after it, as the server does.
+events per ``--batch`` seconds of simulated time. As in the server, the first view is
+frozen once, the young threshold is GC_YOUNG_THRESHOLD, the young generation is
+collected before each batch and what the batch made is frozen after it
+(``--no-batch-gc``: neither, what is left to the collector then, for comparison).
 
     .venv/bin/python benchmarks/sustained.py [--nodes 100000] [--rate 1666.67]
-        [--windows 14] [--seconds 10] [--batch 0.05]
+        [--windows 14] [--seconds 10] [--batch 0.05] [--no-batch-gc]
 
 One JSON line per window of ``--seconds`` simulated seconds: CPU per event of the merge
-(``IncrementalInventory.flush`` and the sets before it), of the patch
-(``SnapshotEditor.apply``) and of the young collection; the shape slots, live shapes,
+(``IncrementalInventory.flush`` and the sets before it) and of the patch
+(``SnapshotEditor.apply``), the collector's pauses in the window (per event, the
+longest), the longest batch, the array copies and usage moves; the shape slots, live shapes,
 free slots, the longest class's evaluation order and the dead shapes listed in it; the
 mean evaluation time of the twelve realistic pods against the current snapshot; RSS.
 The server-side counterpart, with the watch threads and the event loop: thread_cpu.py.
@@ -37,7 +40,6 @@ import gen  # noqa: E402
 from inventory import rss_mib  # noqa: E402
 
 from core.feasibility.delta import SnapshotEditor  # noqa: E402
-from core.feasibility.packing import Readers  # noqa: E402
 from core.feasibility.snapshot import Snapshot  # noqa: E402
 from core.feasibility.verdicts import evaluate  # noqa: E402
 from core.intent.read import read_intent  # noqa: E402
@@ -45,6 +47,7 @@ from core.intent.workloads import pod_templates  # noqa: E402
 from core.inventory.incremental import IncrementalInventory, parse_object  # noqa: E402
 from core.model import PodIntent  # noqa: E402
 from tests.webhook.fake_apiserver_churn import nrt_available  # noqa: E402
+from webhook.inventory.state import GC_YOUNG_THRESHOLD  # noqa: E402
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -55,6 +58,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--seconds", type=float, default=10.0, help="simulated seconds per window")
     p.add_argument("--batch", type=float, default=0.05, help="seconds of events per batch")
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--no-batch-gc", action="store_true",
+                   help="for comparison: no young collection before each batch and no "
+                   "freeze after it (InventoryState.before_batch, install)")  # fmt: skip
     return p.parse_args(argv)
 
 
@@ -96,13 +102,15 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
     inventory.flush()
     inventory.share_usage(False)  # as the server, after the first build
     records = inventory.records
-    editor = SnapshotEditor(
-        Snapshot.build([records[k] for k in sorted(records)]), readers=Readers()
-    )
+    editor = SnapshotEditor(Snapshot.build([records[k] for k in sorted(records)]), reserve=True)
     del objects
     intents = _intents()
     gc.collect()
-    gc.freeze()
+    gc.freeze()  # the whole view, once (InventoryState.install)
+    gc.set_threshold(GC_YOUNG_THRESHOLD, *gc.get_threshold()[1:])  # as the server
+    pauses: list[float] = []
+    clock = _gc_clock(pauses)
+    gc.callbacks.append(clock)
     rng = random.Random(args.seed)
     order = list(range(len(nrts)))
     rng.shuffle(order)
@@ -114,8 +122,9 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
             "rss_mib": rss_mib()}]  # fmt: skip
     print(json.dumps(out[0]), flush=True)
     for window in range(args.windows):
-        merge = patch = young = 0.0
+        merge = patch = worst = 0.0
         events = 0
+        pauses.clear()
         for _ in range(batches):
             parsed = []
             for _ in range(per_batch):
@@ -124,32 +133,52 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
                 nrts[k] = copy.deepcopy(nrts[k])
                 nrt_available(nrts[k], rng)
                 parsed.append(parse_object(nrts[k], inventory.units))
-            t0 = time.process_time()
-            gc.collect(0)  # InventoryState.before_batch
+            if not args.no_batch_gc:
+                gc.collect(0)  # InventoryState.before_batch
             t1 = time.process_time()
             for p in parsed:
                 inventory.set(p)
             changes = inventory.flush()
             t2 = time.process_time()
             editor.apply(changes)
-            gc.freeze()  # InventoryState.install
+            if not args.no_batch_gc:
+                gc.freeze()  # InventoryState.install
             t3 = time.process_time()
-            young, merge, patch = young + t1 - t0, merge + t2 - t1, patch + t3 - t2
+            merge, patch = merge + t2 - t1, patch + t3 - t2
+            worst = max(worst, t3 - t1)
             events += per_batch
         line = {
             "window": window,
             "churn_s": round((window + 1) * batches * args.batch, 1),
             "merge_us_per_event": round(merge / events * 1e6, 1),
             "patch_us_per_event": round(patch / events * 1e6, 1),
-            "young_gc_us_per_event": round(young / events * 1e6, 1),
+            "gc_us_per_event": round(sum(pauses) / events * 1e6, 1),
+            "gc_longest_ms": round(max(pauses, default=0.0) * 1e3, 2),
+            "longest_batch_ms": round(worst * 1e3, 2),
+            "renewals": getattr(editor.store, "renewals", None),
+            "moves": getattr(editor.store, "moves", None),
             **_shapes(editor),
             "evaluation_ms_per_pod": round(_evaluation_ms(intents, editor.snapshot), 3),
             "rss_mib": rss_mib(),
         }
         print(json.dumps(line), flush=True)
         out.append(line)
+    gc.callbacks.remove(clock)
     gc.unfreeze()
     return out
+
+
+def _gc_clock(pauses: list[float]) -> Any:
+    """A gc callback that appends each collection's wall time to ``pauses``."""
+    started = [0.0]
+
+    def clock(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            started[0] = time.perf_counter()
+        else:
+            pauses.append(time.perf_counter() - started[0])
+
+    return clock
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -7,8 +7,9 @@ the event loop or from a kernel thread, so nothing it can see is written).
 
 Cost per batch: the changed nodes' keys and rows, a few big-int operations per node, the
 chunks of the per-node columns it writes (core/feasibility/columns.py) and one memcpy of
-the integer columns; new shapes are written into the packed arrays in place, past what
-earlier snapshots read (core/feasibility/packing.py): O(changed nodes) Python work.
+the integer columns and, when usage moved, of ``shape_info``; new shapes and moved usage
+are written into the packed arrays past what earlier snapshots read
+(core/feasibility/packing.py): O(changed nodes) Python work.
 A removed node's index is filled by the last node (its bits move), so indexes stay
 dense; the order of ``nodes`` is therefore the order of arrival, not the names' (a full
 build sorts by name).
@@ -16,68 +17,40 @@ build sorts by name).
 Shapes nobody uses any more stay in the evaluation order (``topo_shapes``) until an
 eighth of their class is dead (they have no nodes: evaluation skips them); then their
 slots of the packed arrays are freed, and reused by new shapes with as many NUMA zones
-once no registered reader can still use them (``readers``), so the arrays stay close to
-the live shapes under churn. A node with a resource the packed table does not have needs a
-new table: ``apply`` then builds the snapshot whole (``rebuilt`` counts those).
+in the next copy of the arrays (core/feasibility/packing.py), so the arrays stay close
+to the live shapes under churn. A usage change of a node alone in its shape (most events
+under churn) keeps its shape and moves its usage rows instead (draft.py, ``_move_usage``).
+A node with a resource the packed table does not have needs a new table: ``apply`` then builds the snapshot whole (``rebuilt`` counts those).
 """
 
 from __future__ import annotations
 
-from array import array
 from collections.abc import Mapping
-from dataclasses import replace
-from operator import attrgetter
 from typing import Any
 
-from core.feasibility._kernel_py import SHAPE_FIELDS
-from core.feasibility.bitsets import (
-    BitIndex,
-    ValueIndex,
-    count,
-    expand,
-    with_member,
-    without_member,
-)
-from core.feasibility.packing import PackedStore, Readers
-from core.feasibility.snapshot import (
-    ShapeRows,
-    Snapshot,
-    _available_within_allocatable,
-    _topology_key,
-    _usage_key,
-    resource_names,
-    rows_of,
-    shape_rows,
-    usage_rows,
-    usage_values,
-)
+from core.feasibility.bitsets import count
+from core.feasibility.draft import Draft, ShapeKey, label_values
+from core.feasibility.packing import PackedStore
+from core.feasibility.rows import resource_names
+from core.feasibility.snapshot import Snapshot, SortMemo, _topology_key, _usage_key
+from core.inventory.usage_only import usage_only
 from core.model import NodeTopology
 
-ShapeKey = tuple[Any, Any]
-
-# A class's dead shapes are dropped from its evaluation order once they are more than
-# 1/_DEAD_FRACTION of it: every review that scans the class walks them (at 1/2, a minute
-# of churn at 100,000 nodes made reviews 5x slower), and dropping them costs a pass over
-# the class, so amortized ~_DEAD_FRACTION steps per dead shape.
-_DEAD_FRACTION = 8
+# Reserved slots beyond one per node (``reserve``): the dead shapes classes list, the
+# freed slots and zone regions that wait for the next copy of the arrays (packing.py).
+_RESERVE_SPARE = 2
 
 
 class SnapshotEditor:
     """Owns a lineage of snapshots: the current one and the writer-side indexes."""
 
-    def __init__(
-        self, snapshot: Snapshot, *, readers: Readers | None = None, reserve: bool = False
-    ) -> None:
-        """``readers``: a freed shape slot is rewritten in place once no registered reader
-        of a snapshot that had it is left (core/feasibility/packing.py); without it,
-        rewrites copy the packed arrays. ``reserve``: make room in the packed arrays now
-        for every node to have a shape of its own plus the dead shapes classes keep
-        (what usage churn leads to: NFD's free amounts differ per node), so that they do
-        not grow under churn (a live inventory)."""
+    def __init__(self, snapshot: Snapshot, *, reserve: bool = False) -> None:
+        """``reserve``: make room in the packed arrays now for every node to have a shape
+        of its own, the dead shapes classes keep and the freed ones awaiting a copy (what
+        usage churn leads to: NFD's free amounts differ per node), so that they are not
+        grown under churn (a live inventory)."""
         self.snapshot = snapshot
         self.rebuilt = 0
-        self.rewrites = 0  # usage changes written over a live shape in place (_rewrite)
-        self._readers = readers
         self._reserve = reserve
         self._usage_memo: tuple[Mapping[str, NodeTopology | None], set[str]] | None = None
         self._index(snapshot)
@@ -87,23 +60,24 @@ class SnapshotEditor:
         self.shape_key: list[ShapeKey | None] = []
         self.topo_index: dict[Any, int] = {}
         self.count = [count(b) for b in snap.shape_bits]
-        self.store = PackedStore(snap.packed, readers=self._readers)
+        self.store = PackedStore(snap.packed)
         if self._reserve:
             nodes = len(snap.nodes)
-            self.store.reserve(nodes + nodes // _DEAD_FRACTION + 64)
+            self.store.reserve(nodes + nodes // _RESERVE_SPARE + 64)
         # Dead shapes still listed in their class's ``topo_shapes`` (no nodes: evaluation
         # skips them), as (slot, zone count): the list is filtered once an eighth of it
         # is dead, not once per dead shape (a class holds thousands of shapes under churn).
         # Their slots are reused only after that, so their rows stay in place meanwhile.
         self.dead: dict[int, list[tuple[int, int]]] = {}
+        memo: SortMemo = {}
         for s, rep in enumerate(snap.shape_rep):
             node = snap.nodes[rep]
-            tkey = _topology_key(node)
+            tkey = _topology_key(node, memo)
             key = (tkey, _usage_key(node))
             self.shape_index[key] = s
             self.shape_key.append(key)
             self.topo_index.setdefault(tkey, snap.topo_of[s])
-        self.values: dict[str, set[str]] = {k: set(vs) for k, vs in _values(snap).items()}
+        self.values: dict[str, set[str]] = {k: set(vs) for k, vs in label_values(snap).items()}
         # How many nodes report each resource: one no node reports any more must leave the
         # packed table, as a whole build leaves it out (verdicts.py: unadvertised resources
         # are not checked, since the kubelet drops them).
@@ -114,7 +88,7 @@ class SnapshotEditor:
 
     def usage_only(self, changes: Mapping[str, NodeTopology | None]) -> set[str]:
         """The changed nodes whose new record differs from the current one at most in
-        usage (``same_topology``): their resources and topology class stay. Memoized for
+        usage (core/inventory/usage_only.py): their resources and topology class stay. Memoized for
         the ``changes`` of one ``apply`` (``fits`` asks first)."""
         memo = self._usage_memo
         if memo is not None and memo[0] is changes:
@@ -123,7 +97,7 @@ class SnapshotEditor:
         index, nodes = snap.name_index, snap.nodes
         for name, node in changes.items():
             i = index.get(name)
-            if node is not None and i is not None and same_topology(nodes[i], node):
+            if node is not None and i is not None and usage_only(nodes[i], node):
                 out.add(name)
         self._usage_memo = (changes, out)
         return out
@@ -133,7 +107,7 @@ class SnapshotEditor:
         builds the snapshot whole)."""
         names, same = self.snapshot.packed.res_index, self.usage_only(changes)
         return all(
-            node is None or name in same or all(r in names for r in _resources(node))
+            node is None or name in same or all(r in names for r in resource_names([node]))
             for name, node in changes.items()
         )
 
@@ -146,7 +120,7 @@ class SnapshotEditor:
             whole = not self.fits(changes) or self._drops_resource(changes, same)
             if whole:
                 return self._rebuild(changes)
-            draft = _Draft(self)
+            draft = Draft(self)
             for name, node in changes.items():
                 i = draft.name_index.get(name)
                 if node is None:
@@ -159,7 +133,6 @@ class SnapshotEditor:
             self.snapshot = draft.finish()
             return self.snapshot
         finally:
-            _RESOURCES.clear()  # per batch: old records are not kept alive by the memos
             self._usage_memo = None
 
     def _drops_resource(self, changes: Mapping[str, NodeTopology | None], same: set[str]) -> bool:
@@ -171,9 +144,9 @@ class SnapshotEditor:
             if name in same:
                 continue
             i = snap.name_index.get(name)
-            for r in _resources(snap.nodes[i]) if i is not None else ():
+            for r in resource_names([snap.nodes[i]]) if i is not None else ():
                 delta[r] = delta.get(r, 0) - 1
-            for r in _resources(node) if node is not None else ():
+            for r in resource_names([node]) if node is not None else ():
                 delta[r] = delta.get(r, 0) + 1
         if any(self.reporting.get(r, 0) + d <= 0 for r, d in delta.items() if r != "cpu"):
             return True
@@ -188,360 +161,7 @@ class SnapshotEditor:
                 nodes.pop(name, None)
             else:
                 nodes[name] = node
-        built = Snapshot.build([nodes[k] for k in sorted(nodes)])
-        self.snapshot = replace(built, generation=self.snapshot.generation + 1)
+        self.snapshot = Snapshot.build([nodes[k] for k in sorted(nodes)])
         self._index(self.snapshot)
         self.rebuilt += 1
         return self.snapshot
-
-
-class _Draft:
-    """The next snapshot while a batch is applied: copies of what it changes."""
-
-    def __init__(self, editor: SnapshotEditor) -> None:
-        snap = editor.snapshot
-        self.ed = editor
-        self.old = snap
-        self.nodes = snap.nodes.edit()
-        self.shape_of = array("q", snap.shape_of)
-        self.shape_bits = snap.shape_bits.edit()
-        self.shape_rep = array("q", snap.shape_rep)
-        self.topo_of = array("q", snap.topo_of)
-        self.topo_bits = list(snap.topo_bits)
-        self.topo_shapes = list(snap.topo_shapes)
-        self.appended: dict[int, list[int]] = {}  # class -> shapes new in this batch
-        self.topo_monotone = list(snap.topo_monotone)
-        self.usage_gen = array("q", snap.usage_gen)
-        self.name_index: Mapping[str, int] = snap.name_index
-        self.label_bits: BitIndex = _bit_index(snap.label_bits)
-        self.key_bits: Mapping[str, int] = snap.key_bits
-        self.touched_keys: set[str] = set()
-        self.rows: dict[int, ShapeRows] = {}  # shapes written in this batch
-        self.rewritten = False  # a live shape's usage was rewritten in place (_rewrite)
-        self.structural = False
-        editor.store.begin(snap.generation)
-
-    # -- nodes -----------------------------------------------------------------------------
-
-    def add(self, node: NodeTopology) -> None:
-        i = len(self.nodes)
-        self.nodes.append(node)
-        self.shape_of.append(-1)
-        self._names()[node.name] = i
-        self.structural = True
-        self._place(i, node)
-        self._labels(i, node.labels, add=True)
-
-    def update(self, i: int, node: NodeTopology, *, usage_only: bool = False) -> None:
-        """``usage_only``: ``same_topology`` holds against node i's record."""
-        old = self.nodes[i]
-        self.nodes[i] = node
-        if old.labels is not node.labels and old.labels != node.labels:
-            self._labels(i, old.labels, add=False)
-            self._labels(i, node.labels, add=True)
-            self.structural = True
-        s = self.shape_of[i]
-        # Once: the topology key is the costliest part of an event, and a usage-only
-        # event (most of them under churn) keeps its node's.
-        tkey = self.ed.shape_key[s][0] if usage_only else _topology_key(node)  # type: ignore[index]
-        key = (tkey, _usage_key(node))
-        if self.ed.shape_key[s] == key:
-            return
-        if usage_only and self._rewrite(s, node, key):
-            return
-        # first, so an unchanged shape is not freed and re-made
-        self._place(i, node, key, in_class=self.topo_of[s])
-        same_class = self.topo_of[self.shape_of[i]] == self.topo_of[s]
-        self.structural = self.structural or not same_class
-        self._unplace(i, s, keep_topology=same_class)
-
-    def remove(self, i: int) -> None:
-        last = len(self.nodes) - 1
-        gone = self.nodes[i]
-        self._unplace(i, self.shape_of[i], keep_topology=False)
-        self._labels(i, gone.labels, add=False)
-        names = self._names()
-        del names[gone.name]
-        if i != last:
-            moved = self.nodes[last]
-            self._move(last, i, moved)
-            self.nodes[i] = moved
-            names[moved.name] = i
-        self.nodes.pop()
-        self.shape_of.pop()
-        self.structural = True
-
-    def _move(self, src: int, dst: int, node: NodeTopology) -> None:
-        """Node ``src`` takes index ``dst`` (free): its bits move."""
-        s = self.shape_of[src]
-        self.shape_bits[s] = with_member(without_member(self.shape_bits[s], src), dst)
-        self.topo_bits[self.topo_of[s]] ^= (1 << src) | (1 << dst)
-        if self.shape_rep[s] == src:
-            self.shape_rep[s] = dst
-        self.shape_of[dst] = s
-        self._labels(src, node.labels, add=False)
-        self._labels(dst, node.labels, add=True)
-
-    # -- shapes ----------------------------------------------------------------------------
-
-    def _place(
-        self, i: int, node: NodeTopology, key: ShapeKey | None = None, in_class: int = -1
-    ) -> None:
-        """Node i joins its shape (``in_class``: its class's bitset has it already)."""
-        s = self._shape_for(node, key)
-        self.shape_bits[s] = with_member(self.shape_bits[s], i)
-        if self.topo_of[s] != in_class:  # a wide int per event otherwise
-            self.topo_bits[self.topo_of[s]] |= 1 << i
-        self.ed.count[s] += 1
-        if self.shape_rep[s] < 0 or self.ed.count[s] == 1:
-            self.shape_rep[s] = i
-        self.shape_of[i] = s
-
-    def _unplace(self, i: int, s: int, *, keep_topology: bool) -> None:
-        ed = self.ed
-        t = self.topo_of[s]
-        self.shape_bits[s] = without_member(self.shape_bits[s], i)
-        ed.count[s] -= 1
-        if not keep_topology:
-            self.topo_bits[t] &= ~(1 << i)
-        if ed.count[s] == 0:
-            key = ed.shape_key[s]
-            if key is not None and ed.shape_index.get(key) == s:
-                del ed.shape_index[key]
-            ed.shape_key[s] = None
-            n = self.rows[s].n if s in self.rows else self.old.packed.shape_info[s * SHAPE_FIELDS]
-            dead = ed.dead.setdefault(t, [])
-            dead.append((s, n))
-            self.shape_rep[s] = -1
-            if len(dead) > 16 + len(self.topo_shapes[t]) // _DEAD_FRACTION:
-                self._compact(t)
-        elif self.shape_rep[s] == i:
-            b = expand(self.shape_bits[s])
-            self.shape_rep[s] = (b & -b).bit_length() - 1
-        self.usage_gen[t] += 1
-
-    def _rewrite(self, s: int, node: NodeTopology, key: ShapeKey) -> bool:
-        """``node``'s new usage written over the rows of its shape s in place, when s is
-        its alone, no shape has that usage already, and no reader off the writer's thread
-        can see the write (``PackedStore.rewritable``). Under churn every node comes to
-        have a shape of its own and nearly every event is this one: a new slot, its rows
-        and freeing the old one made the patch 38-42 us per event, now 20-22 at 100,000
-        nodes (benchmarks/sustained.py, docs/benchmarks.md round 8)."""
-        ed = self.ed
-        if ed.count[s] != 1 or key in ed.shape_index or not ed.store.rewritable():
-            return False
-        t, n = self.topo_of[s], ed.store.arrays["shape_info"][s * SHAPE_FIELDS]
-        available, states = usage_values(node, self.old.packed.res_names, n)
-        ed.store.write_usage(s, available, states)
-        old = ed.shape_key[s]
-        if old is not None and ed.shape_index.get(old) == s:
-            del ed.shape_index[old]
-        ed.shape_index[key] = s
-        ed.shape_key[s] = key
-        self.topo_monotone[t] = self.topo_monotone[t] and _available_within_allocatable(node)
-        self.usage_gen[t] += 1  # cached answers that read class t's usage are void
-        self.rewritten = True
-        ed.rewrites += 1
-        return True
-
-    def _shape_for(self, node: NodeTopology, key: ShapeKey | None = None) -> int:
-        ed = self.ed
-        key = key or (_topology_key(node), _usage_key(node))
-        tkey = key[0]
-        s = ed.shape_index.get(key)
-        if s is not None:
-            return s
-        t = ed.topo_index.get(tkey)
-        if t is None:
-            t = ed.topo_index[tkey] = len(self.topo_bits)
-            self.topo_bits.append(0)
-            self.topo_shapes.append(array("q"))
-            self.topo_monotone.append(True)
-            self.usage_gen.append(0)
-            self.structural = True
-        rows = self._rows(node, t)
-        s = ed.store.take(rows.n)
-        if s is not None:
-            ed.store.write(s, rows)
-            self.topo_of[s] = t
-        else:
-            s = ed.store.append(rows)
-            self.shape_bits.append(0)
-            self.shape_rep.append(-1)
-            self.topo_of.append(t)
-            ed.count.append(0)
-            ed.shape_key.append(None)
-        self.shape_bits[s] = 0
-        self.rows[s] = rows
-        ed.shape_index[key] = s
-        ed.shape_key[s] = key
-        self.appended.setdefault(t, []).append(s)
-        self.topo_monotone[t] = self.topo_monotone[t] and _available_within_allocatable(node)
-        return s
-
-    def _rows(self, node: NodeTopology, t: int) -> ShapeRows:
-        """The packed rows of a new shape of class t: from a live shape of the class when
-        there is one (only usage differs), else from the record."""
-        names = self.old.packed.res_names
-        shapes = self.topo_shapes[t] or self.appended.get(t)
-        if not shapes:
-            return shape_rows(node, names)
-        like = self.rows.get(shapes[0]) or rows_of(self.old.packed, shapes[0])
-        return usage_rows(node, names, like)
-
-    def _compact(self, t: int) -> None:
-        """Drop class t's dead shapes from its evaluation order; their slots are free."""
-        dead = self.ed.dead.pop(t)
-        gone = {s for s, _ in dead}
-        self.topo_shapes[t] = array("q", [x for x in self.topo_shapes[t] if x not in gone])
-        if t in self.appended:
-            self.appended[t] = [x for x in self.appended[t] if x not in gone]
-        for s, n in dead:
-            self.ed.store.release(s, n)
-
-    # -- labels ----------------------------------------------------------------------------
-
-    def _names(self) -> dict[str, int]:
-        if self.name_index is self.old.name_index:
-            self.name_index = dict(self.name_index)
-        return self.name_index  # type: ignore[return-value]
-
-    def _labels(self, i: int, labels: Mapping[str, str], *, add: bool) -> None:
-        if not labels:
-            return
-        if self.label_bits is self.old.label_bits:
-            self.label_bits = BitIndex(dict(self.label_bits.raw))
-            self.key_bits = dict(self.key_bits)
-        lb = self.label_bits
-        kb: dict[str, int] = self.key_bits  # type: ignore[assignment]
-        bit = 1 << i
-        for k, v in labels.items():
-            if add:
-                lb.add((k, v), i)
-                kb[k] = kb.get(k, 0) | bit
-                self.ed.values.setdefault(k, set()).add(v)
-            else:
-                lb.discard((k, v), i)
-                kb[k] &= ~bit
-                if (k, v) not in lb:
-                    self.ed.values[k].discard(v)
-                if not kb[k]:
-                    del kb[k]
-            self.touched_keys.add(k)
-
-    def _values_of(self) -> Mapping[str, tuple[tuple[str, int], ...]]:
-        old = self.old.values_of
-        if not self.touched_keys:
-            return old
-        out = dict(_values(self.old))
-        for k in self.touched_keys:
-            vs = self.ed.values.get(k)
-            if vs:
-                out[k] = tuple(vs)
-            else:
-                out.pop(k, None)
-                self.ed.values.pop(k, None)
-        return ValueIndex(self.label_bits, out)
-
-    # -- the new snapshot ------------------------------------------------------------------
-
-    def finish(self) -> Snapshot:
-        old = self.old
-        for t, added in self.appended.items():
-            # A new array: the old snapshot's readers still iterate the old one.
-            self.topo_shapes[t] = self.topo_shapes[t] + array("q", added)
-        return Snapshot(
-            nodes=self.nodes.freeze(),
-            # The store's arrays: the old table may hold arrays the store has replaced
-            # since (a growth, the reserve), which an in-place rewrite did not reach.
-            packed=self.ed.store.packed() if self.rows or self.rewritten else old.packed,
-            shape_of=self.shape_of,
-            shape_bits=self.shape_bits.freeze(),
-            shape_rep=self.shape_rep,
-            topo_of=self.topo_of,
-            topo_bits=tuple(self.topo_bits),
-            topo_shapes=tuple(self.topo_shapes),
-            topo_monotone=tuple(self.topo_monotone),
-            all_bits=(1 << len(self.nodes)) - 1,
-            name_index=self.name_index,
-            label_bits=self.label_bits,
-            key_bits=self.key_bits,
-            values_of=self._values_of(),
-            structure=object() if self.structural else old.structure,
-            usage_gen=self.usage_gen,
-            generation=old.generation + 1,
-        )
-
-
-def _bit_index(labels: Mapping[tuple[str, str], int]) -> BitIndex:
-    if isinstance(labels, BitIndex):
-        return labels
-    return BitIndex({k: b for k, b in labels.items() if b})  # a snapshot built elsewhere
-
-
-def _values(snap: Snapshot) -> dict[str, tuple[str, ...]]:
-    values = snap.values_of
-    if isinstance(values, ValueIndex):
-        return values.values
-    return {k: tuple(v for v, _ in vs) for k, vs in values.items()}
-
-
-def same_topology(old: NodeTopology, new: NodeTopology) -> bool:
-    """``new`` differs from ``old`` at most in its zones' free amounts (same resources)
-    and NUMA states: what NFD's topology-updater and koordlet rewrite every minute. Then
-    ``new`` has ``old``'s topology key (_topology_key) and resource names. Maps are
-    compared by identity first: the incremental inventory shares equal ones."""
-    if not (
-        _same(old.allocatable, new.allocatable)
-        and _same(old.unaligned_devices, new.unaligned_devices)
-        and old.sources == new.sources
-        and len(old.zones) == len(new.zones)
-        and _SCALARS(old) == _SCALARS(new)
-    ):
-        return False
-    for a, b in zip(old.zones, new.zones, strict=True):
-        if a is b:
-            continue
-        if not (
-            a.id == b.id
-            and _same(a.capacity, b.capacity)
-            and _same(a.allocatable, b.allocatable)
-            and _same(a.costs, b.costs)
-            and a.available.keys() == b.available.keys()
-        ):
-            return False
-    return True
-
-
-def _same(a: Mapping[Any, Any], b: Mapping[Any, Any]) -> bool:
-    return a is b or a == b
-
-
-# Every scalar field of NodeTopology that _topology_key reads.
-_SCALARS = attrgetter(
-    "tm_policy",
-    "tm_scope",
-    "max_numa_nodes",
-    "prefer_closest",
-    "cpu_manager_policy",
-    "full_pcpus_only",
-    "threads_per_core",
-    "memory_manager_policy",
-    "koord_policy",
-    "volcano_policy",
-    "volcano_cpu_manager_policy",
-)
-
-
-# resource_names of one record, by identity, within one ``apply`` (``fits`` and
-# ``_drops_resource`` ask for each changed node and for the record it replaces).
-_RESOURCES: dict[int, tuple[NodeTopology, tuple[str, ...]]] = {}
-
-
-def _resources(node: NodeTopology) -> tuple[str, ...]:
-    got = _RESOURCES.get(id(node))
-    if got is not None and got[0] is node:
-        return got[1]
-    names = resource_names([node])
-    _RESOURCES[id(node)] = (node, names)
-    return names

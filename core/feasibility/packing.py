@@ -1,144 +1,127 @@
-"""The packed arrays of an incrementally edited snapshot, grown in place.
+"""The packed arrays of an incrementally edited snapshot: copy-on-write, never rewritten.
 
 Copying the packed arrays per batch of watch events cost a third of the event loop at
 10,000 nodes under churn (py-spy): every event makes a new shape, so the arrays are as
 large as the cluster, and a copy per batch is O(N). A :class:`PackedStore` keeps the
-arrays with spare capacity (x1.5 when full) and writes a new shape past the end of
-what any earlier snapshot uses: snapshots share the arrays, each reading only its own
-``n_shapes``/``zone_count`` prefix, so an append is invisible to them.
+arrays with spare capacity and writes a new shape past the end of what any snapshot
+handed out reads: snapshots share the arrays, each reading only its own
+``n_shapes``/``zone_count`` prefix and the slots its classes list, so a write there is
+invisible to them.
 
-A freed slot (a shape no node has any more) is rewritten in place only when no reader
-can still use it: the caller registers every read of a snapshot that may overlap a
-later batch (:class:`Readers`: the server's kernel threads, webhook/review/feasibility.py),
-and a slot freed while generation g was current waits until no reader of g or older is
-left. Readers on the writer's own thread (the event loop's inline evaluations) never
-overlap a batch and need no entry. Without ``readers`` the arrays are copied before an
-in-place write, so every earlier snapshot stays exactly as it was.
+A freed slot (a shape no node has any more, dropped from its class's evaluation order)
+may still be read by the snapshots made before it was freed, which share these arrays.
+So it is reused only in arrays made after it was freed: when an append finds no room,
+the store copies its arrays (:meth:`PackedStore._renew`; the snapshots handed out keep
+the old ones, and reference counting frees those with the last of them), and every slot
+freed until then may be written in the copy. No reader registers anything: what a
+snapshot can read is never written, by construction.
+
+A usage change of a node alone in its shape (nearly every event under churn) keeps the
+slot: :meth:`PackedStore.move_usage` writes the shape's zone rows, with the new free
+amounts, to a zone region no snapshot handed out reads (past the end, or one freed
+before the last copy) and points the slot at it in a copy of ``shape_info`` (one
+memcpy per snapshot handed out, shared by every such change of the batch). The old
+region is freed as a slot is. The slot's bits, class and evaluation order stay, so
+no dead shape is left behind.
 """
 
 from __future__ import annotations
 
-import threading
 from array import array
-from collections import deque
 from collections.abc import Sequence
 
 from core.feasibility.codes import SHAPE_FIELDS
-from core.feasibility.snapshot import Packed, ShapeRows, packed_from
+from core.feasibility.rows import ShapeRows
+from core.feasibility.snapshot import Packed, packed_from
 
 _FIELDS = ("shape_info", "zones", "node_alloc", "unaligned", "dist", "states", "idle_states")
-
-
-class Readers:
-    """The snapshot generations read right now off the writer's thread.
-
-    ``enter`` (on the writer's thread, when the snapshot is taken: no batch can run in
-    between) returns a :class:`Reading`; the reading thread calls ``start`` before it
-    reads and ``done`` after, and the writer's side ``drop`` when it stops waiting (a
-    reading that never started is released then; one that started releases itself).
-    """
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._count: dict[int, int] = {}
-
-    def enter(self, generation: int) -> Reading:
-        with self._lock:
-            self._count[generation] = self._count.get(generation, 0) + 1
-        return Reading(self, generation)
-
-    def _release(self, generation: int) -> None:
-        with self._lock:
-            left = self._count[generation] - 1
-            if left:
-                self._count[generation] = left
-            else:
-                del self._count[generation]
-
-    def oldest(self) -> int | None:
-        """The oldest generation still read, None when none is."""
-        with self._lock:
-            return min(self._count) if self._count else None
-
-
-class Reading:
-    """One registered read (``Readers.enter``): waiting, then running, then released."""
-
-    def __init__(self, readers: Readers, generation: int) -> None:
-        self.readers = readers
-        self.generation = generation
-        self._state = "waiting"
-        self._lock = threading.Lock()
-
-    def start(self) -> bool:
-        """Called by the reader before it reads: False when dropped meanwhile (then it
-        must not read: the snapshot's freed slots may have been rewritten)."""
-        with self._lock:
-            if self._state != "waiting":
-                return False
-            self._state = "running"
-            return True
-
-    def done(self) -> None:
-        self._finish("running")
-
-    def drop(self) -> None:
-        """The writer's side stops waiting: a reading that has not started never will."""
-        self._finish("waiting")
-
-    def _finish(self, expected: str) -> None:
-        with self._lock:
-            if self._state != expected:
-                return
-            self._state = "released"
-        self.readers._release(self.generation)
+_SLOT_ARRAYS = frozenset({"shape_info", "node_alloc", "unaligned", "dist"})
+_ZONE_ARRAYS = frozenset({"zones", "states", "idle_states"})
+# A renewal copies the arrays at the same length when at least this share of the slots
+# is free (their holes take the next shapes), else grows them x1.5.
+_REUSE_SHARE = 4
 
 
 class PackedStore:
     """Owns the arrays behind a lineage of Packed tables (one resource table)."""
 
-    def __init__(self, packed: Packed, *, readers: Readers | None = None) -> None:
+    def __init__(self, packed: Packed) -> None:
         self.base = packed
-        self.readers = readers
-        self.generation = 0  # of the newest snapshot a freed slot may still be read by
         self.n_shapes = packed.n_shapes
         self.zone_count = packed.zone_count
         self.dist_len = packed.n_shapes and _dist_end(packed)
-        # The arrays of ``packed`` are shared until the first write needs room or a copy.
+        # The arrays of ``packed`` are shared until the first write needs room.
         self.arrays = {name: getattr(packed, name) for name in _FIELDS}
-        self.free: dict[int, deque[tuple[int, int]]] = {}  # zones -> (slot, generation)
-        self._copied = False  # this batch already works on fresh copies
-
-    # -- slots -----------------------------------------------------------------------------
+        self.pending: dict[int, list[int]] = {}  # zones -> slots freed since the last copy
+        self.free: dict[int, list[int]] = {}  # zones -> slots free in these arrays
+        # Zone regions (offsets) of moved usage (move_usage), freed and free likewise.
+        self.regions_pending: dict[int, list[int]] = {}
+        self.regions_free: dict[int, list[int]] = {}
+        self.info_shared = True  # shape_info is read by a snapshot handed out (packed())
+        self.renewals = 0  # copies of the arrays (growths included)
+        self.moves = 0  # usage changes moved to a new zone region (move_usage)
 
     def release(self, s: int, n: int) -> None:
-        """Slot s (a shape of n NUMA zones) is free from now on."""
-        self.free.setdefault(n, deque()).append((s, self.generation))
+        """Slot s (a shape of n NUMA zones) is free from now on (reusable after a copy)."""
+        self.pending.setdefault(n, []).append(s)
 
-    def take(self, n: int) -> int | None:
-        """A free slot for a shape of n zones whose readers are gone, if any."""
-        slots = self.free.get(n)
-        if not slots:
-            return None
-        if self.readers is not None:
-            oldest = self.readers.oldest()
-            if oldest is not None and oldest <= slots[0][1]:
-                return None
-        return slots.popleft()[0]
+    def add(self, rows: ShapeRows) -> tuple[int, bool]:
+        """A slot holding ``rows`` that no snapshot handed out reads; True when it is new
+        (past every earlier slot), False when a freed one was reused."""
+        for attempt in (0, 1):
+            slots = self.free.get(rows.n)
+            if slots:
+                s = slots.pop()
+                self._write(s, rows)
+                return s, False
+            if self._room(rows):
+                return self._append(rows, self._region(rows.n)), True
+            if attempt == 0:
+                self._renew(rows.n, slot=True)
+        raise AssertionError("renewal made no room")  # pragma: no cover
 
-    # -- writes ----------------------------------------------------------------------------
+    def move_usage(self, s: int, available: Sequence[array[int]], states: array[int]) -> None:
+        """Live slot s with new usage (``rows.usage_values``): its zone rows with the new
+        free amounts, and its states, written to a region no snapshot handed out reads;
+        the slot points there in a ``shape_info`` of this batch's own."""
+        info, nres = self.arrays["shape_info"], self.base.n_res
+        base, width = s * SHAPE_FIELDS, nres * 3
+        n, zoff = info[base], info[base + 1]
+        zones = self.arrays["zones"][zoff * width : (zoff + n) * width]
+        for pos, row in enumerate(available):
+            zones[pos * width + 2 : (pos + 1) * width : 3] = row
+        new = self._region(n)
+        a = self.arrays
+        a["zones"][new * width : (new + n) * width] = zones
+        a["states"][new : new + n] = states
+        if self.info_shared:  # one copy in one call (no zeroed array first: half the time)
+            a["shape_info"] = array("q", a["shape_info"])
+            self.info_shared = False
+        a["shape_info"][base + 1] = new
+        self.regions_pending.setdefault(n, []).append(zoff)
+        self.moves += 1
 
-    def begin(self, generation: int) -> None:
-        """A new batch, made while snapshot ``generation`` is the newest: its first
-        in-place rewrite without ``readers`` copies the arrays."""
-        self.generation = generation
-        self._copied = False
+    def _region(self, n: int) -> int:
+        """The offset of n zones that no snapshot handed out reads."""
+        for attempt in (0, 1):
+            regions = self.regions_free.get(n)
+            if regions:
+                return regions.pop()
+            end, a = self.zone_count + n, self.arrays
+            if (
+                len(a["states"]) >= end
+                and len(a["idle_states"]) >= end
+                and (len(a["zones"]) >= end * self.base.n_res * 3)
+            ):
+                zoff = self.zone_count
+                self.zone_count += n
+                return zoff
+            if attempt == 0:
+                self._renew(n, slot=False)
+        raise AssertionError("renewal made no room")  # pragma: no cover
 
-    def write(self, s: int, rows: ShapeRows) -> None:
-        """Rows of the shape in slot s (a slot that exists, of the same zone count)."""
-        if self.readers is None and not self._copied:
-            self.arrays = {k: array("q", v) for k, v in self.arrays.items()}
-            self._copied = True
+    def _write(self, s: int, rows: ShapeRows) -> None:
+        """Rows of the shape in slot s (free in these arrays, of the same zone count)."""
         a, nres = self.arrays, self.base.n_res
         info = a["shape_info"]
         base = s * SHAPE_FIELDS
@@ -150,55 +133,22 @@ class PackedStore:
         a["node_alloc"][s * nres : (s + 1) * nres] = array("q", rows.node_alloc)
         a["unaligned"][s * nres : (s + 1) * nres] = array("q", rows.unaligned)
 
-    def rewritable(self) -> bool:
-        """A live slot may be rewritten in place now: no reader off the writer's thread
-        holds any snapshot (readers on its thread never overlap a batch)."""
-        return self.readers is not None and self.readers.oldest() is None
-
-    def write_usage(self, s: int, available: Sequence[array[int]], states: array[int]) -> None:
-        """Slot s's usage (``snapshot.usage_values``) written over its own rows. Only when
-        :meth:`rewritable`: every snapshot sharing the arrays sees it."""
-        a, width = self.arrays, self.base.n_res * 3
-        info = a["shape_info"]
-        base = s * SHAPE_FIELDS
-        n, zoff = info[base], info[base + 1]
-        zones = a["zones"]
-        for pos, row in enumerate(available):
-            start = (zoff + pos) * width
-            zones[start + 2 : start + width : 3] = row
-        a["states"][zoff : zoff + n] = states
-
-    def append(self, rows: ShapeRows) -> int:
-        """A new slot past every snapshot's prefix, holding ``rows``."""
+    def _append(self, rows: ShapeRows, zoff: int) -> int:
+        """A new slot past every earlier one, its zones at region ``zoff`` (_region)."""
         s, n, nres = self.n_shapes, rows.n, self.base.n_res
-        info = [n, self.zone_count, self.dist_len, *rows.info]
+        info = [n, zoff, self.dist_len, *rows.info]
         self._put("shape_info", s * SHAPE_FIELDS, info)
-        self._put("zones", self.zone_count * nres * 3, rows.zones)
+        self._put("zones", zoff * nres * 3, rows.zones)
         self._put("dist", self.dist_len, rows.dist)
-        self._put("states", self.zone_count, rows.states)
-        self._put("idle_states", self.zone_count, [0] * n)
+        self._put("states", zoff, rows.states)
         self._put("node_alloc", s * nres, rows.node_alloc)
         self._put("unaligned", s * nres, rows.unaligned)
         self.n_shapes += 1
-        self.zone_count += n
         self.dist_len += n * n
         return s
 
-    def reserve(self, shapes: int) -> None:
-        """Room for ``shapes`` slots, each sized as the average shape so far: the arrays
-        grow once, now, instead of x1.5 at a time as churn makes shapes. Each growth
-        copies an array on the writer's thread: at 100,000 nodes the zones array's took
-        40-190 ms, the p99 of the first minute of churn (docs/inventory.md)."""
-        if not self.n_shapes:
-            return  # no shape to size them by
-        for name in _FIELDS:
-            used = self._used(name)
-            want = int(used / self.n_shapes * shapes) + 1
-            if want > len(self.arrays[name]):
-                self._grow(name, want, used)
-
-    def _used(self, name: str) -> int:
-        """How much of array ``name`` the slots so far use."""
+    def _used(self) -> dict[str, int]:
+        """How much of each array the slots so far use."""
         nres = self.base.n_res
         return {
             "shape_info": self.n_shapes * SHAPE_FIELDS,
@@ -208,26 +158,77 @@ class PackedStore:
             "dist": self.dist_len,
             "states": self.zone_count,
             "idle_states": self.zone_count,
-        }[name]
+        }
 
-    def _grow(self, name: str, size: int, used: int) -> array[int]:
-        """A new, larger array holding the first ``used`` values (earlier snapshots keep
-        the old one): zero pages from ``bytes`` and one memcpy, no temporary slice."""
-        grown = array("q", bytes(8 * size))
-        memoryview(grown)[:used] = memoryview(self.arrays[name])[:used]
-        self.arrays[name] = grown
-        return grown
+    def _needs(self, n: int, *, slot: bool = True) -> dict[str, int]:
+        """How long each array must be for one more slot of n zones past the last, or
+        (``slot`` False) for n more zones."""
+        nres = self.base.n_res
+        more = (SHAPE_FIELDS, 0, nres, nres, n * n, 0, 0)
+        if not slot:
+            more = (0, n * nres * 3, 0, 0, 0, n, n)
+        return {k: v + m for (k, v), m in zip(self._used().items(), more, strict=True)}
+
+    def _room(self, rows: ShapeRows) -> bool:
+        """Room for one more slot (its zones: _region)."""
+        return all(len(self.arrays[k]) >= v for k, v in self._needs(rows.n).items())
+
+    def _renew(self, n: int, *, slot: bool) -> None:
+        """Copy the arrays (the snapshots handed out keep the old ones): the slots and
+        zone regions freed so far become writable in the copy. Same length when enough
+        of what is asked for (a slot, or ``n`` zones) is free, else x1.5 (amortized O(1)
+        per value); at least room for it."""
+        for n_, slots in self.pending.items():
+            self.free.setdefault(n_, []).extend(slots)
+        for n_, regions in self.regions_pending.items():
+            self.regions_free.setdefault(n_, []).extend(regions)
+        self.pending, self.regions_pending = {}, {}
+        if slot:
+            grow = sum(map(len, self.free.values())) * _REUSE_SHARE < self.n_shapes
+            short = not self.free.get(n)
+        else:
+            free = sum(k * len(v) for k, v in self.regions_free.items())
+            grow = free * _REUSE_SHARE < self.zone_count
+            short = not self.regions_free.get(n)
+        # Room past the end only when nothing freed fits.
+        needs = self._needs(n, slot=slot) if short else {}
+        # Slots and zone regions are sized apart: a renewal for one grows its arrays only.
+        group = _SLOT_ARRAYS if slot else _ZONE_ARRAYS
+        for name, used in self._used().items():
+            have = len(self.arrays[name])
+            more = name in group and (grow or needs.get(name, 0) > have)
+            size = have * 3 // 2 if more else have
+            self._copy(name, max(size, needs.get(name, 0), 64), used)
+        self.renewals += 1
+
+    def reserve(self, shapes: int) -> None:
+        """Room for ``shapes`` slots, each sized as the average shape so far: the arrays
+        are copied now instead of x1.5 at a time as churn makes shapes. Each copy is made
+        on the writer's thread: at 100,000 nodes the zones array's took 40-190 ms, the
+        p99 of the first minute of churn (docs/inventory.md)."""
+        if not self.n_shapes:
+            return  # no shape to size them by
+        for name, used in self._used().items():
+            want = int(used / self.n_shapes * shapes) + 1
+            if want > len(self.arrays[name]):
+                self._copy(name, want, used)
+
+    def _copy(self, name: str, size: int, used: int) -> None:
+        """A new array of ``size`` holding the first ``used`` values (earlier snapshots
+        keep the old one): zero pages from ``bytes`` and one memcpy."""
+        fresh = array("q", bytes(8 * size))
+        memoryview(fresh)[:used] = memoryview(self.arrays[name])[:used]
+        self.arrays[name] = fresh
+        if name == "shape_info":
+            self.info_shared = False
 
     def _put(self, name: str, at: int, values: object) -> None:
         values = values if isinstance(values, array) else array("q", values)  # type: ignore[arg-type]
-        arr = self.arrays[name]
-        end = at + len(values)
-        if end > len(arr):  # no room: a larger copy (amortized O(1) per value)
-            arr = self._grow(name, max(end, len(arr) * 3 // 2, 64), at)
-        arr[at:end] = values
+        self.arrays[name][at : at + len(values)] = values
 
     def packed(self) -> Packed:
         """The table as it stands (sharing the arrays; its counts bound what it reads)."""
+        self.info_shared = True
         a = self.arrays
         p = self.base
         return packed_from(

@@ -11,11 +11,10 @@ CPUs (the kubelet's exclusive CPUs); every other amount is in core units.
 
 from __future__ import annotations
 
-import functools
 from array import array
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import chain, repeat
+from itertools import chain
 from types import ModuleType
 from typing import Any
 
@@ -23,6 +22,14 @@ from core.feasibility import _kernel_py as ref
 from core.feasibility.bitsets import bitset, compact, label_indexes
 from core.feasibility.codes import SHAPE_FIELDS
 from core.feasibility.columns import Column
+from core.feasibility.rows import (
+    MAX_REQUEST,
+    ShapeRows,
+    node_allocatable_known,
+    resource_kind,
+    resource_names,
+    shape_rows,
+)
 from core.model import NodeTopology, PodIntent
 
 POLICY_CODES: Mapping[str, int] = {
@@ -31,31 +38,6 @@ POLICY_CODES: Mapping[str, int] = {
     "restricted": 2,
     "single-numa-node": 3,
 }
-_IGNORED = frozenset({"ephemeral-storage", "storage", "pods"})
-_STATE_CODES = {"idle": 0, "shared": 1, "single": 2}
-UNLIMITED = ref.UNLIMITED
-# One documented range for both kernels (int64 in the compiled one): a zone amount is
-# clamped to 2^56 so that sums over up to 64 NUMA nodes stay below 2^62, a request to 2^60.
-# Both bounds are far above any real machine (64 PiB per NUMA node).
-MAX_ZONE_AMOUNT = 2**56
-MAX_REQUEST = 2**60
-
-
-def _zone_amount(v: int) -> int:
-    return min(max(v, 0), MAX_ZONE_AMOUNT)
-
-
-@functools.lru_cache(maxsize=1024)
-def resource_kind(name: str) -> int:
-    """Which kubelet hint provider owns a resource (cached: called per resource per
-    container per review)."""
-    if name == "cpu":
-        return ref.RES_CPU
-    if name == "memory" or name.startswith("hugepages-"):
-        return ref.RES_MEMORY
-    if name in _IGNORED:
-        return ref.RES_IGNORED
-    return ref.RES_DEVICE
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,41 +137,36 @@ def _pod_level(kinds: Sequence[int], amounts: Sequence[int]) -> int:
     return max(peak_init, apps + sidecars)
 
 
-def node_allocatable_known(node: NodeTopology) -> bool:
-    """The node's allocatable comes from its Node object (not summed from NUMA zones), so a
-    device it does not list is absent."""
-    if node.sources:
-        return "Node" in node.sources and bool(node.allocatable)
-    return bool(node.allocatable)
+# sorted(m.items()) by the identity of m, for one build or one batch of events (the
+# caller's dict, dropped with it; holding m, so the id is not reused): records' maps are
+# never mutated once parsed and equal ones are shared (the incremental inventory's
+# sharer), so a shared map is sorted once per build or batch instead of once per node.
+SortMemo = dict[int, tuple[Mapping[Any, Any], tuple[Any, ...]]]
 
 
-# sorted(m.items()) by the identity of m (holding m, so the id is not reused): records'
-# maps are never mutated once parsed, and the incremental inventory shares equal maps, so
-# an event's unchanged capacity/costs maps are not sorted again (a fifth of the loop's
-# time at 100,000 nodes under churn, profiled). Cleared when full.
-_SORTED: dict[int, tuple[Mapping[Any, Any], tuple[Any, ...]]] = {}
-_SORTED_LIMIT = 20_000
-
-
-def _sorted_items(m: Mapping[Any, Any]) -> tuple[Any, ...]:
-    got = _SORTED.get(id(m))
+def _sorted_items(m: Mapping[Any, Any], memo: SortMemo) -> tuple[Any, ...]:
+    got = memo.get(id(m))
     if got is not None and got[0] is m:
         return got[1]
     items = tuple(sorted(m.items()))
-    if len(_SORTED) >= _SORTED_LIMIT:
-        _SORTED.clear()
-    _SORTED[id(m)] = (m, items)
+    memo[id(m)] = (m, items)
     return items
 
 
-def _topology_key(node: NodeTopology) -> tuple[Any, ...]:
+def _topology_key(node: NodeTopology, memo: SortMemo | None = None) -> tuple[Any, ...]:
+    memo = {} if memo is None else memo
     zones = tuple(
-        (z.id, _sorted_items(z.capacity), _sorted_items(z.allocatable), _sorted_items(z.costs))
+        (
+            z.id,
+            _sorted_items(z.capacity, memo),
+            _sorted_items(z.allocatable, memo),
+            _sorted_items(z.costs, memo),
+        )
         for z in node.zones
     )
     return (
         zones,
-        _sorted_items(node.allocatable),
+        _sorted_items(node.allocatable, memo),
         node.tm_policy,
         node.tm_scope,
         node.max_numa_nodes,
@@ -256,9 +233,6 @@ class Snapshot:
     # topology, policies); ``usage_gen[t]`` counts the usage changes of topology class t.
     structure: object = field(default_factory=object, compare=False, repr=False)
     usage_gen: array[int] = field(default_factory=lambda: array("q"))
-    # Counts the snapshots of one editor's lineage (delta.py): readers register the one
-    # they read, so that the slots it uses are not rewritten meanwhile (packing.py).
-    generation: int = field(default=0, compare=False)
     _kernels: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
@@ -270,8 +244,9 @@ class Snapshot:
         members: list[list[int]] = []
         reps: list[int] = []
         topo_of: list[int] = []
+        memo: SortMemo = {}
         for i, node in enumerate(nodes):
-            tkey = _topology_key(node)
+            tkey = _topology_key(node, memo)
             key = (tkey, _usage_key(node))
             s = shape_index.get(key)
             if s is None:
@@ -329,122 +304,6 @@ class Snapshot:
 
 
 _PICKLED_FIELDS = tuple(f for f in Snapshot.__dataclass_fields__ if f != "_kernels")
-
-
-def _zone_row(amounts: Mapping[str, int], ordered: Sequence[str]) -> list[int]:
-    """_zone_amount of every resource in ``ordered`` (0 when absent), in one pass."""
-    top = MAX_ZONE_AMOUNT
-    return [0 if v < 0 else (v if v <= top else top) for v in map(amounts.get, ordered, repeat(0))]
-
-
-@dataclass(slots=True)
-class ShapeRows:
-    """One shape's rows of the packed arrays (offsets into ``zones``/``dist`` left out:
-    they depend on where the shape is stored)."""
-
-    n: int
-    info: Sequence[int]  # SHAPE_FIELDS minus the 3 leading (n, zone offset, dist offset)
-    zones: Sequence[int]
-    dist: Sequence[int]
-    states: Sequence[int]
-    node_alloc: Sequence[int]
-    unaligned: Sequence[int]
-
-
-def resource_names(shapes: Sequence[NodeTopology]) -> tuple[str, ...]:
-    """The packed resource table: cpu first, then every other resource sorted."""
-    names = {"cpu"}
-    for node in shapes:
-        names.update(node.allocatable)
-        for z in node.zones:
-            names.update(z.capacity, z.allocatable, z.available)
-    return ("cpu", *sorted(names - {"cpu"}))
-
-
-def shape_rows(node: NodeTopology, ordered: Sequence[str]) -> ShapeRows:
-    zs = sorted(node.zones, key=lambda z: z.id)
-    n = len(zs)
-    # Zones that report no CPU (or no memory) leave that provider unknown: it is not
-    # simulated rather than read as "zero CPUs" (no false rejection on partial NRTs).
-    cpu_known = any(z.capacity.get("cpu", 0) for z in zs)
-    mem_known = any(z.capacity.get("memory", 0) or z.allocatable.get("memory", 0) for z in zs)
-    info = [
-        # the NUMA-count limit belongs to the node's kubelet: with its policy none the
-        # kubelet starts on any machine (topology_manager.go NewManager)
-        node.max_numa_nodes if node.tm_policy != "none" else 64,
-        int(node.prefer_closest),
-        int(node.cpu_manager_policy == "static" and cpu_known),
-        int(node.full_pcpus_only),
-        max(1, node.threads_per_core),
-        int(node.memory_manager_policy == "Static" and mem_known),
-    ]
-    zones: list[int] = []
-    for z in zs:
-        rows = (
-            _zone_row(z.capacity, ordered),
-            _zone_row(z.allocatable, ordered),
-            _zone_row(z.available, ordered),
-        )
-        for row in rows:  # ordered[0] is cpu: whole CPUs, the static policy's unit
-            row[0] //= 1000
-        zones.extend(chain.from_iterable(zip(*rows, strict=True)))
-    ids = [z.id for z in zs]
-    dist: list[int] = []
-    for i, zi in enumerate(zs):
-        row = list(map(zi.costs.get, ids, repeat(20)))
-        row[i] = zi.costs.get(zi.id, 10)  # to itself: 10 unless reported
-        dist.extend(row)
-    states = _states(node, n)
-    node_alloc: list[int] = []
-    unaligned: list[int] = []
-    authoritative = node_allocatable_known(node)
-    present = {r for z in zs for m in (z.capacity, z.allocatable) for r, v in m.items() if v}
-    for r in ordered:
-        in_zones = r in present
-        alloc = node.allocatable.get(r) if authoritative else None
-        if alloc is None:
-            # absent: only a device the Node object does not list is known to be 0
-            known_zero = authoritative and not in_zones and resource_kind(r) == ref.RES_DEVICE
-            alloc = 0 if known_zero else -1
-        node_alloc.append(alloc)
-        alloc = min(alloc, MAX_REQUEST)
-        if in_zones:
-            unaligned.append(_zone_amount(node.unaligned_devices.get(r, 0)))
-        else:  # no topology at all: every device of it is unaligned
-            fallback = alloc if alloc >= 0 else UNLIMITED
-            unaligned.append(min(node.unaligned_devices.get(r, fallback), UNLIMITED))
-    return ShapeRows(n, info, zones, dist, states, node_alloc, unaligned)
-
-
-def _states(node: NodeTopology, n: int) -> list[int]:
-    states = node.numa_states
-    return [_STATE_CODES.get(states[pos] if pos < len(states) else "idle", 0) for pos in range(n)]
-
-
-def usage_rows(node: NodeTopology, ordered: Sequence[str], like: ShapeRows) -> ShapeRows:
-    """``shape_rows(node)`` for a node of the topology class of ``like`` (a shape of that
-    class): the class fixes every row but the zones' available amounts and the NUMA
-    states (_topology_key has everything else), so only those are computed. Under watch
-    churn most events change usage only (NFD's topology-updater rewrites ``available``)."""
-    zones = array("q", like.zones)
-    width = len(ordered) * 3
-    available, states = usage_values(node, ordered, like.n)
-    for pos, row in enumerate(available):
-        zones[pos * width + 2 : (pos + 1) * width : 3] = row
-    return ShapeRows(like.n, like.info, zones, like.dist, states, like.node_alloc, like.unaligned)
-
-
-def usage_values(
-    node: NodeTopology, ordered: Sequence[str], n: int
-) -> tuple[list[array[int]], array[int]]:
-    """What usage contributes to a shape's rows (``n`` zones): each zone's available
-    amounts, in zone id order, and the NUMA states' codes."""
-    rows = []
-    for z in sorted(node.zones, key=lambda z: z.id):
-        available = _zone_row(z.available, ordered)
-        available[0] //= 1000
-        rows.append(array("q", available))
-    return rows, array("q", _states(node, n))
 
 
 def rows_of(packed: Packed, s: int) -> ShapeRows:

@@ -29,6 +29,7 @@ from core.inventory.nrt import NrtData
 from core.inventory.records import Units
 from core.inventory.share import Sharer
 from core.inventory.usage import PodUsage
+from core.inventory.usage_only import share_unchanged, usage_only
 from core.inventory.volcano import VolcanoData
 from core.model import NodeTopology, NumaZone
 
@@ -232,29 +233,15 @@ def _share_parts(data: Parsed, share: Sharer) -> None:
 
 
 def _usage_only(old: Parsed, new: Parsed) -> bool:
-    """``new`` is the NRT ``old`` with other free amounts only (zones, their capacity,
-    allocatable and costs, settings, policy and CPU map equal). Then ``new``'s zones
-    take ``old``'s maps, which are shared already (``_share_parts``)."""
-    if not (
-        type(old) is NrtData
-        and type(new) is NrtData
-        and old.zones
-        and new.zones
-        and old.zones.keys() == new.zones.keys()
-        and old.koord_policy == new.koord_policy
-        and old.settings == new.settings
-        and old.cpu_numa == new.cpu_numa
-        and old.koord_held == new.koord_held
-    ):
+    """``new`` is the NRT ``old`` with other usage only (core/inventory/usage_only.py:
+    every other field of the NRT and of its zones equal). Then ``new``'s zones take
+    ``old``'s maps, which are shared already (``_share_parts``)."""
+    if not (type(old) is NrtData and type(new) is NrtData and old.zones and new.zones):
         return False
-    pairs = [(old.zones[i], z) for i, z in new.zones.items()]
-    if not all(
-        a.capacity == b.capacity and a.allocatable == b.allocatable and a.costs == b.costs
-        for a, b in pairs
-    ):
+    if not usage_only(old, new):
         return False
-    for a, b in pairs:
-        b.capacity, b.allocatable, b.costs = a.capacity, a.allocatable, a.costs
+    for i, zone in new.zones.items():
+        share_unchanged(old.zones[i], zone)
     return True
 
 

@@ -6,9 +6,12 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import orjson
+
+if TYPE_CHECKING:
+    from kubernetes.client.exceptions import ApiException
 
 Key = tuple[str, str]  # (namespace, name); namespace "" for cluster-scoped objects
 
@@ -132,3 +135,45 @@ def resource_version_of(obj: Mapping[str, Any]) -> str | None:
 
 def status_text(status: Mapping[str, Any]) -> str:
     return f"{status.get('code')} {status.get('reason')}: {status.get('message')}"
+
+
+def read_event(line: bytes, plural: str) -> tuple[str, dict[str, Any]]:
+    """One watch event line as (type, object). An ERROR event raises: ``Gone`` for 410
+    (relist), else ``WatchError``; so does a line that is not an event."""
+    try:
+        event = decode(line)
+    except ValueError as exc:
+        raise WatchError(f"watch {plural}: undecodable event {line[:200]!r}") from exc
+    kind = event.get("type") if isinstance(event, dict) else None
+    obj = event.get("object") if isinstance(event, dict) else None
+    if not isinstance(obj, dict):
+        raise WatchError(f"watch {plural}: event without object: {line[:200]!r}")
+    if kind == "ERROR":
+        if obj.get("code") == HTTP_GONE:
+            raise Gone(status_text(obj))
+        raise WatchError(f"watch {plural}: {status_text(obj)}")
+    if kind not in ("ADDED", "MODIFIED", "DELETED", "BOOKMARK"):
+        raise WatchError(f"watch {plural}: unknown event type {kind!r}")
+    return kind, obj
+
+
+_FORBIDDEN = "403 Forbidden (grant list and watch on this resource to numagate's service account"
+
+
+def api_error(exc: ApiException, *, installed: bool) -> Exception:
+    """What a failed list or watch request means for the reflector: ``Gone`` (relist),
+    ``Absent`` (not installed or not readable: retried slowly), a transient
+    ``WatchError``, or ``exc`` itself. ``installed``: the type was readable before."""
+    if exc.status == HTTP_GONE:
+        return Gone(f"{exc.status} {exc.reason}")
+    if exc.status == HTTP_NOT_FOUND:
+        return Absent("404 Not Found (is the CRD installed?)")
+    if exc.status == HTTP_FORBIDDEN and installed:
+        # Readable before: a kube-apiserver that has just (re)started answers 403 for a
+        # few seconds, until its RBAC authorizer has synced (tests/e2e,
+        # test_live_inventory.py). A transient failure: keep the objects, retry with
+        # backoff (a revoked grant shows as a stale type, not an empty one).
+        return WatchError(f"{_FORBIDDEN}; a restarting apiserver refuses for a few seconds)")
+    if exc.status == HTTP_FORBIDDEN:
+        return Absent(f"{_FORBIDDEN})")
+    return exc

@@ -29,23 +29,19 @@ import kubernetes.client
 from kubernetes.client.exceptions import ApiException
 
 from webhook.inventory.objects import (
-    HTTP_FORBIDDEN,
-    HTTP_GONE,
-    HTTP_NOT_FOUND,
     Absent,
     Gone,
     Key,
     Listener,
     Timing,
     WatchedResource,
-    WatchError,
+    api_error,
     complete,
-    decode,
     fingerprint,
     object_key,
+    read_event,
     read_page,
     resource_version_of,
-    status_text,
 )
 from webhook.inventory.stream import (
     Backoff,
@@ -310,19 +306,7 @@ class Reflector:
         return received > 0 or time.monotonic() - started >= t.backoff_initial
 
     def _apply_event(self, line: bytes) -> None:
-        plural = self.resource.plural
-        try:
-            event = decode(line)
-        except ValueError as exc:
-            raise WatchError(f"watch {plural}: undecodable event {line[:200]!r}") from exc
-        kind = event.get("type") if isinstance(event, dict) else None
-        obj = event.get("object") if isinstance(event, dict) else None
-        if not isinstance(obj, dict):
-            raise WatchError(f"watch {plural}: event without object: {line[:200]!r}")
-        if kind == "ERROR":
-            if obj.get("code") == HTTP_GONE:
-                raise Gone(status_text(obj))
-            raise WatchError(f"watch {plural}: {status_text(obj)}")
+        kind, obj = read_event(line, self.resource.plural)
         resource_version = resource_version_of(obj)
         if kind == "BOOKMARK":
             with self.lock:
@@ -333,8 +317,6 @@ class Reflector:
                 self._synced_now()
             self._listener.on_touch()
             return
-        if kind not in ("ADDED", "MODIFIED", "DELETED"):
-            raise WatchError(f"watch {plural}: unknown event type {kind!r}")
         api_version = self.resource.api_version(self.version or self.resource.versions[0])
         item = complete(obj, self.resource, api_version)
         key = object_key(item)
@@ -366,25 +348,7 @@ class Reflector:
                 (self._timing.request_timeout, read_timeout),
             )
         except ApiException as exc:
-            if exc.status == HTTP_GONE:
-                raise Gone(f"{exc.status} {exc.reason}") from exc
-            if exc.status == HTTP_NOT_FOUND:
-                raise Absent("404 Not Found (is the CRD installed?)") from exc
-            if exc.status == HTTP_FORBIDDEN and self.installed:
-                # Readable before: a kube-apiserver that has just (re)started answers 403
-                # for a few seconds, until its RBAC authorizer has synced (tests/e2e,
-                # test_live_inventory.py). A transient failure: keep the objects, retry
-                # with backoff (a revoked grant shows as a stale type, not an empty one).
-                raise WatchError(
-                    "403 Forbidden (grant list and watch on this resource to numagate's "
-                    "service account; a restarting apiserver refuses for a few seconds)"
-                ) from exc
-            if exc.status == HTTP_FORBIDDEN:
-                raise Absent(
-                    "403 Forbidden (grant list and watch on this resource to numagate's "
-                    "service account)"
-                ) from exc
-            raise
+            raise api_error(exc, installed=bool(self.installed)) from exc
 
     # ------------------------------------------------------------------ outcomes
 

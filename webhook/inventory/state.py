@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import Any
 
 from core.errors import CoreError
-from core.feasibility.packing import Readers
 from core.feasibility.snapshot import Snapshot
 from core.inventory.build import build_inventory
 from core.model import NodeTopology
@@ -107,9 +106,6 @@ class InventoryState:
         freeze_gc: bool = False,
     ) -> None:
         self.view: InventoryView | None = None
-        # Reads of a snapshot off the event loop (kernel threads), so that incremental
-        # updates do not rewrite what they read (core/feasibility/packing.py).
-        self.readers = Readers()
         self.clock = clock
         self.freeze_gc = freeze_gc
         if freeze_gc:

@@ -254,9 +254,7 @@ class InventoryUpdates:
             self.state.record_failure(f"cluster inventory: {exc}")
             return
         self.inventory.share_usage(False)  # from now on, events one by one
-        # A review that evaluates in a thread registers the snapshot it reads
-        # (webhook/review/feasibility.py): a freed slot is rewritten once none is left.
-        self.editor = SnapshotEditor(snapshot, readers=self.state.readers, reserve=True)
+        self.editor = SnapshotEditor(snapshot, reserve=True)
         self.full_builds += 1
         if self.metrics is not None:
             self.metrics.inventory_updates.rebuilt(time.monotonic() - started)

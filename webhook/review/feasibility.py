@@ -92,24 +92,10 @@ async def _evaluate_all(
     if _inline(cost, len(intents), remaining, config, len(snapshot.nodes)):
         results = work()
     else:
-        # Registered now, on the loop: watch events applied while the thread waits or
-        # runs must not rewrite the packed rows it reads (core/feasibility/packing.py).
-        reading = runtime.inventory.readers.enter(snapshot.generation)
-
-        def registered() -> list[Evaluation]:
-            if not reading.start():
-                return []  # dropped before it started: nobody waits for this answer
-            try:
-                return work()
-            finally:
-                reading.done()
-
         try:
-            results = await asyncio.wait_for(asyncio.to_thread(registered), remaining)
+            results = await asyncio.wait_for(asyncio.to_thread(work), remaining)
         except TimeoutError:
             return None
-        finally:
-            reading.drop()
     if costs:
         decayed = 0.0 if cost is None else cost * COST_DECAY
         view.memo[EVALUATION_COST] = max(costs[0], decayed)

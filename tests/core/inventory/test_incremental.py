@@ -11,15 +11,8 @@ from hypothesis import strategies as st
 
 from core.feasibility.decision import decide
 from core.feasibility.delta import SnapshotEditor
-from core.feasibility.packing import Readers
-from core.feasibility.snapshot import (
-    ShapeRows,
-    Snapshot,
-    resource_names,
-    rows_of,
-    shape_rows,
-    usage_rows,
-)
+from core.feasibility.rows import ShapeRows, resource_names, shape_rows, usage_rows
+from core.feasibility.snapshot import Snapshot, rows_of
 from core.feasibility.snapshot import (
     _topology_key as topology_key,
 )
@@ -48,16 +41,12 @@ def _verdicts(snap: Snapshot, intent: PodIntent) -> dict[str, tuple[Any, ...]]:
     events=events,
     probes=st.lists(intents(), min_size=1, max_size=3),
     batch=st.integers(1, 6),
-    in_place=st.booleans(),
 )
 def test_incremental_equals_full_build(
-    events: list[tuple[bool, dict[str, Any]]], probes: list[PodIntent], batch: int,
-    in_place: bool,
-) -> None:  # fmt: skip
+    events: list[tuple[bool, dict[str, Any]]], probes: list[PodIntent], batch: int
+) -> None:
     inventory = IncrementalInventory()
-    # ``in_place``: the server's editor (readers, none registered), which rewrites a node's
-    # own shape on a usage change; else every change makes a new shape.
-    editor = SnapshotEditor(Snapshot.build(()), readers=Readers() if in_place else None)
+    editor = SnapshotEditor(Snapshot.build(()))
     final: dict[ObjectKey, dict[str, Any]] = {}
     for n, (delete, obj) in enumerate(events, 1):
         key = object_key(obj)
@@ -152,7 +141,7 @@ def test_usage_churn_rewritten_in_place_equals_full_build(
     for k, name in enumerate(NAMES):
         put(name, (k, 31 - k), True)
     inventory.flush()
-    editor = SnapshotEditor(Snapshot.build(inventory.nodes()), readers=Readers(), reserve=True)
+    editor = SnapshotEditor(Snapshot.build(inventory.nodes()), reserve=True)
     for n, (name, free0, free1, full_memory, placement) in enumerate(changes, 1):
         if n % 2:
             place(name, placement)
@@ -161,22 +150,6 @@ def test_usage_churn_rewritten_in_place_equals_full_build(
         if n % batch == 0 or n == len(changes):
             editor.apply(inventory.flush())
     _assert_same_as_full_build(inventory, editor, final, probes)
-
-
-def test_the_usage_churn_property_rewrites_in_place() -> None:
-    # What the property above is for: a usage change of a node alone in its shape is
-    # written in place (else the property would only test the copy-on-write path).
-    inventory = IncrementalInventory()
-    for k, name in enumerate(NAMES):
-        zones = [zone(i, {"cpu": ("32", "31", str(k + i))}) for i in (0, 1)]
-        inventory.set(parse_object(nrt(name, zones), inventory.units))
-    inventory.flush()
-    editor = SnapshotEditor(Snapshot.build(inventory.nodes()), readers=Readers(), reserve=True)
-    for k, name in enumerate(NAMES):
-        zones = [zone(i, {"cpu": ("32", "31", str(20 + k + i))}) for i in (0, 1)]
-        inventory.set(parse_object(nrt(name, zones), inventory.units))
-    editor.apply(inventory.flush())
-    assert editor.rewrites == len(NAMES)
 
 
 def _listed(rows: ShapeRows) -> list[list[int]]:
@@ -316,15 +289,21 @@ def test_a_change_of_free_amounts_only_skips_the_merge_and_the_topology_key(
     monkeypatch,
 ) -> None:
     """Under churn most events rewrite free amounts only: the record is patched
-    (incremental._with_usage) and keeps its topology class (delta.same_topology), with the
+    (incremental._with_usage) and keeps its topology class (core/inventory/usage_only.py), with the
     result of the whole path; any other change, or a free amount the NRT leaves out
     (merge derives it from bound pods), takes the whole path."""
     import core.feasibility.delta as delta
+    import core.feasibility.draft as draft
     import core.inventory.incremental as incremental
 
     merged, keyed = [], []
     monkeypatch.setattr(incremental, "merge", lambda *a: merged.append(a[0]) or merge(*a))
-    monkeypatch.setattr(delta, "_topology_key", lambda n: keyed.append(n.name) or topology_key(n))
+
+    def key(n: Any, *memo: Any) -> Any:
+        return keyed.append(n.name) or topology_key(n, *memo)
+
+    monkeypatch.setattr(delta, "_topology_key", key)
+    monkeypatch.setattr(draft, "_topology_key", key)
     final = {n: _free(n, "20") for n in NAMES}
     inventory = IncrementalInventory()
     for obj in final.values():
@@ -356,39 +335,3 @@ def test_a_change_of_free_amounts_only_skips_the_merge_and_the_topology_key(
     assert inventory.nodes() == expected.nodes
     for intent in (_cpu_pod(4), _cpu_pod(8), _cpu_pod(20)):
         assert _verdicts(snap, intent) == _verdicts(Snapshot.build(expected.nodes), intent)
-
-
-def test_same_topology_is_usage_only() -> None:
-    """What keeps a record's topology class (delta.same_topology): free amounts and NUMA
-    states may change; a resource, a map's content or a setting may not."""
-    import dataclasses
-
-    from core.feasibility.delta import same_topology
-
-    inventory = IncrementalInventory()
-    inventory.set(parse_object(_free("a", "20"), inventory.units))
-    inventory.flush()
-    old = inventory.records["a"]
-    z0, z1 = old.zones
-
-    def zones(**changes: Any) -> dict[str, Any]:
-        return {"zones": (dataclasses.replace(z0, **changes), z1)}
-
-    assert same_topology(
-        old, dataclasses.replace(old, **zones(available={**z0.available, "cpu": 1}))
-    )
-    assert same_topology(old, dataclasses.replace(old, numa_states=("single", "idle")))
-    assert same_topology(old, dataclasses.replace(old, **zones(capacity=dict(z0.capacity))))
-    for changed in (
-        zones(available={**z0.available, "nvidia.com/gpu": 1}),
-        zones(capacity={**z0.capacity, "cpu": 1}),
-        zones(costs={0: 10, 1: 32}),
-        zones(id=5),
-        {"zones": (z0,)},
-        {"allocatable": {"cpu": 1}},
-        {"tm_policy": "single-numa-node"},
-        {"max_numa_nodes": 2},
-        {"sources": ("Node", "NodeResourceTopology")},
-        {"unaligned_devices": {"nvidia.com/gpu": 1}},
-    ):
-        assert not same_topology(old, dataclasses.replace(old, **changed)), changed

@@ -36,8 +36,10 @@ from tests.webhook.fake_apiserver import FakeApiServer, running_apiserver
 from tests.webhook.fake_apiserver import node as api_node
 from tests.webhook.fake_apiserver import nrt as api_nrt
 from tests.webhook.fake_apiserver_churn import churning
+from webhook.inventory import fed as fed_module
 from webhook.inventory import feed as feed_module
-from webhook.inventory.feed import Batch, FedInventory, Feed, FeederSpec, Whole
+from webhook.inventory.fed import FedInventory
+from webhook.inventory.feed import Batch, Feed, FeederSpec, Whole
 from webhook.inventory.live import BOUND_PODS, NODE_RESOURCE_TOPOLOGIES, NODES, NUMATOPOLOGIES
 from webhook.inventory.state import InventoryState
 from webhook.metrics import WebhookMetrics
@@ -363,7 +365,7 @@ async def test_while_the_process_is_down_the_view_ages_into_stale(
     """A dead inventory process is a watch that is down: the last good view is served,
     its sync time stops advancing, and past staleAfterSeconds it is stale (never denies);
     the new process's first build makes it fresh again."""
-    monkeypatch.setattr(feed_module, "RESTART_INITIAL", 5.0)
+    monkeypatch.setattr(fed_module, "RESTART_INITIAL", 5.0)
     async with _feeding(tmp_path, ["n1"]) as (fake, state, fed):
         await asyncio.sleep(1.2)  # a heartbeat: the sync time moves while it runs
         assert not state.is_stale(3.0)  # watches end every second or two (FAST)

@@ -29,6 +29,7 @@ from webhook.inventory.live import NODES as NODE_RESOURCE
 from webhook.inventory.loader import LoadError
 from webhook.inventory.objects import Key, Timing, fingerprint
 from webhook.inventory.reflector import Reflector
+from webhook.inventory.start import pause_gc_until_ready
 from webhook.inventory.state import (
     InventoryState,
     build_file,
@@ -36,7 +37,6 @@ from webhook.inventory.state import (
     pickled_file_build,
 )
 from webhook.inventory.stream import api_get
-from webhook.server import pause_gc_until_ready
 
 TIMING = Timing(
     watch_timeout=1,

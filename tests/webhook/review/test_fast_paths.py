@@ -164,40 +164,6 @@ async def test_inline_nodes_zero_keeps_every_evaluation_in_a_thread(
     assert threading.get_ident() not in seen and len(seen) == 3
 
 
-async def test_a_thread_evaluation_registers_the_snapshot_it_reads_until_it_is_done(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """Watch events must not rewrite the packed rows a kernel thread reads
-    (core/feasibility/packing.py): the read is registered from before the thread starts
-    until it ends, also when the review stopped waiting for it at its deadline."""
-    real = feasibility_module.evaluate
-    rt = runtime({"timeouts": {"inlineNodes": 0, "marginSeconds": 0}, **NO_CACHE})
-    held: list[int | None] = []
-    release = threading.Event()
-
-    def watched(*args: Any, **kwargs: Any) -> Any:
-        held.append(rt.inventory.readers.oldest())
-        release.wait(5)
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(feasibility_module, "evaluate", watched)
-    assert rt.inventory.view is not None
-    generation = rt.inventory.view.snapshot.generation
-    release.set()
-    await call(rt, "validate", build_review(koord_pod("12")), timeout=5)
-    assert held == [generation] and rt.inventory.readers.oldest() is None
-    release.clear()  # now the thread outlives the review's deadline
-    response = await call(rt, "validate", build_review(koord_pod("12")), timeout=0.05)
-    assert any("deadline" in w for w in response["warnings"])
-    assert rt.inventory.readers.oldest() == generation  # still reading
-    release.set()
-    for _ in range(100):
-        if rt.inventory.readers.oldest() is None:
-            break
-        await asyncio.sleep(0.01)
-    assert rt.inventory.readers.oldest() is None
-
-
 async def test_expensive_evaluation_goes_to_a_thread_and_the_deadline_holds(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -1,0 +1,332 @@
+"""One batch of a snapshot edit (``SnapshotEditor.apply``, core/feasibility/delta.py): the
+next snapshot as copies of what the batch changes (the per-node columns' chunks, the
+integer columns, the label indexes), the changed nodes moved between shapes and topology
+classes, new shapes' rows written past what earlier snapshots read, dead shapes dropped
+from their class's evaluation order; ``finish`` freezes it into a ``Snapshot``."""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+from core.feasibility._kernel_py import SHAPE_FIELDS
+from core.feasibility.bitsets import BitIndex, ValueIndex, expand, with_member, without_member
+from core.feasibility.packing import PackedStore
+from core.feasibility.rows import ShapeRows, shape_rows, usage_rows, usage_values
+from core.feasibility.snapshot import (
+    Snapshot,
+    SortMemo,
+    _available_within_allocatable,
+    _topology_key,
+    _usage_key,
+    rows_of,
+)
+from core.model import NodeTopology
+
+ShapeKey = tuple[Any, Any]
+
+# A class's dead shapes are dropped from its evaluation order once they are more than
+# 1/DEAD_FRACTION of it: every review that scans the class walks them (at 1/2, a minute
+# of churn at 100,000 nodes made reviews 5x slower), and dropping them costs a pass over
+# the class, so amortized ~DEAD_FRACTION steps per dead shape.
+DEAD_FRACTION = 8
+
+
+class SnapshotEditor(Protocol):
+    """The writer-side indexes a draft reads and updates (core/feasibility/delta.py)."""
+
+    snapshot: Snapshot
+    store: PackedStore
+    count: list[int]
+    shape_index: dict[ShapeKey, int]
+    shape_key: list[ShapeKey | None]
+    topo_index: dict[Any, int]
+    dead: dict[int, list[tuple[int, int]]]
+    values: dict[str, set[str]]
+
+
+class Draft:
+    """The next snapshot while a batch is applied: copies of what it changes."""
+
+    def __init__(self, editor: SnapshotEditor) -> None:
+        snap = editor.snapshot
+        self.ed = editor
+        self.old = snap
+        self.nodes = snap.nodes.edit()
+        self.shape_of = array("q", snap.shape_of)
+        self.shape_bits = snap.shape_bits.edit()
+        self.shape_rep = array("q", snap.shape_rep)
+        self.topo_of = array("q", snap.topo_of)
+        self.topo_bits = list(snap.topo_bits)
+        self.topo_shapes = list(snap.topo_shapes)
+        self.appended: dict[int, list[int]] = {}  # class -> shapes new in this batch
+        self.topo_monotone = list(snap.topo_monotone)
+        self.usage_gen = array("q", snap.usage_gen)
+        self.name_index: Mapping[str, int] = snap.name_index
+        self.label_bits: BitIndex = _bit_index(snap.label_bits)
+        self.key_bits: Mapping[str, int] = snap.key_bits
+        self.touched_keys: set[str] = set()
+        self.rows: dict[int, ShapeRows] = {}  # shapes written in this batch
+        self.memo: SortMemo = {}  # _topology_key's sorted maps, for this batch
+        self.moved = False  # a live shape's usage moved to a new zone region
+        self.structural = False
+
+    # -- nodes -----------------------------------------------------------------------------
+
+    def add(self, node: NodeTopology) -> None:
+        i = len(self.nodes)
+        self.nodes.append(node)
+        self.shape_of.append(-1)
+        self._names()[node.name] = i
+        self.structural = True
+        self._place(i, node)
+        self._labels(i, node.labels, add=True)
+
+    def update(self, i: int, node: NodeTopology, *, usage_only: bool = False) -> None:
+        """``usage_only``: core/inventory/usage_only.py holds against node i's record."""
+        old = self.nodes[i]
+        self.nodes[i] = node
+        if old.labels is not node.labels and old.labels != node.labels:
+            self._labels(i, old.labels, add=False)
+            self._labels(i, node.labels, add=True)
+            self.structural = True
+        s = self.shape_of[i]
+        # Once: the topology key is the costliest part of an event, and a usage-only
+        # event (most of them under churn) keeps its node's.
+        tkey = self.ed.shape_key[s][0] if usage_only else _topology_key(node, self.memo)  # type: ignore[index]
+        key = (tkey, _usage_key(node))
+        if self.ed.shape_key[s] == key:
+            return
+        if usage_only and self._move_usage(s, node, key):
+            return
+        # first, so an unchanged shape is not freed and re-made
+        self._place(i, node, key, in_class=self.topo_of[s])
+        same_class = self.topo_of[self.shape_of[i]] == self.topo_of[s]
+        self.structural = self.structural or not same_class
+        self._unplace(i, s, keep_topology=same_class)
+
+    def remove(self, i: int) -> None:
+        last = len(self.nodes) - 1
+        gone = self.nodes[i]
+        self._unplace(i, self.shape_of[i], keep_topology=False)
+        self._labels(i, gone.labels, add=False)
+        names = self._names()
+        del names[gone.name]
+        if i != last:
+            moved = self.nodes[last]
+            self._move(last, i, moved)
+            self.nodes[i] = moved
+            names[moved.name] = i
+        self.nodes.pop()
+        self.shape_of.pop()
+        self.structural = True
+
+    def _move(self, src: int, dst: int, node: NodeTopology) -> None:
+        """Node ``src`` takes index ``dst`` (free): its bits move."""
+        s = self.shape_of[src]
+        self.shape_bits[s] = with_member(without_member(self.shape_bits[s], src), dst)
+        self.topo_bits[self.topo_of[s]] ^= (1 << src) | (1 << dst)
+        if self.shape_rep[s] == src:
+            self.shape_rep[s] = dst
+        self.shape_of[dst] = s
+        self._labels(src, node.labels, add=False)
+        self._labels(dst, node.labels, add=True)
+
+    # -- shapes ----------------------------------------------------------------------------
+
+    def _place(
+        self, i: int, node: NodeTopology, key: ShapeKey | None = None, in_class: int = -1
+    ) -> None:
+        """Node i joins its shape (``in_class``: its class's bitset has it already)."""
+        s = self._shape_for(node, key)
+        self.shape_bits[s] = with_member(self.shape_bits[s], i)
+        if self.topo_of[s] != in_class:  # a wide int per event otherwise
+            self.topo_bits[self.topo_of[s]] |= 1 << i
+        self.ed.count[s] += 1
+        if self.shape_rep[s] < 0 or self.ed.count[s] == 1:
+            self.shape_rep[s] = i
+        self.shape_of[i] = s
+
+    def _unplace(self, i: int, s: int, *, keep_topology: bool) -> None:
+        ed = self.ed
+        t = self.topo_of[s]
+        self.shape_bits[s] = without_member(self.shape_bits[s], i)
+        ed.count[s] -= 1
+        if not keep_topology:
+            self.topo_bits[t] &= ~(1 << i)
+        if ed.count[s] == 0:
+            key = ed.shape_key[s]
+            if key is not None and ed.shape_index.get(key) == s:
+                del ed.shape_index[key]
+            ed.shape_key[s] = None
+            n = self.rows[s].n if s in self.rows else self.old.packed.shape_info[s * SHAPE_FIELDS]
+            dead = ed.dead.setdefault(t, [])
+            dead.append((s, n))
+            self.shape_rep[s] = -1
+            if len(dead) > 16 + len(self.topo_shapes[t]) // DEAD_FRACTION:
+                self._compact(t)
+        elif self.shape_rep[s] == i:
+            b = expand(self.shape_bits[s])
+            self.shape_rep[s] = (b & -b).bit_length() - 1
+        self.usage_gen[t] += 1
+
+    def _move_usage(self, s: int, node: NodeTopology, key: ShapeKey) -> bool:
+        """``node``'s new usage given to its shape s, when s is its alone and no shape has
+        that usage already: the rows move to a new zone region (``PackedStore.move_usage``),
+        the slot, its bits and its place in the class's evaluation order stay. Under churn
+        every node comes to have a shape of its own and nearly every event is this one;
+        a new shape per event instead (a slot, its rows, a dead shape in the class's order
+        until compaction) doubled the patch (docs/inventory.md)."""
+        ed = self.ed
+        if ed.count[s] != 1 or key in ed.shape_index:
+            return False
+        t, n = self.topo_of[s], ed.store.arrays["shape_info"][s * SHAPE_FIELDS]
+        available, states = usage_values(node, self.old.packed.res_names, n)
+        ed.store.move_usage(s, available, states)
+        old = ed.shape_key[s]
+        if old is not None and ed.shape_index.get(old) == s:
+            del ed.shape_index[old]
+        ed.shape_index[key] = s
+        ed.shape_key[s] = key
+        self.topo_monotone[t] = self.topo_monotone[t] and _available_within_allocatable(node)
+        self.usage_gen[t] += 1  # cached answers that read class t's usage are void
+        self.moved = True
+        return True
+
+    def _shape_for(self, node: NodeTopology, key: ShapeKey | None = None) -> int:
+        ed = self.ed
+        key = key or (_topology_key(node, self.memo), _usage_key(node))
+        tkey = key[0]
+        s = ed.shape_index.get(key)
+        if s is not None:
+            return s
+        t = ed.topo_index.get(tkey)
+        if t is None:
+            t = ed.topo_index[tkey] = len(self.topo_bits)
+            self.topo_bits.append(0)
+            self.topo_shapes.append(array("q"))
+            self.topo_monotone.append(True)
+            self.usage_gen.append(0)
+            self.structural = True
+        rows = self._rows(node, t)
+        s, new = ed.store.add(rows)
+        if not new:
+            self.topo_of[s] = t
+        else:
+            self.shape_bits.append(0)
+            self.shape_rep.append(-1)
+            self.topo_of.append(t)
+            ed.count.append(0)
+            ed.shape_key.append(None)
+        self.shape_bits[s] = 0
+        self.rows[s] = rows
+        ed.shape_index[key] = s
+        ed.shape_key[s] = key
+        self.appended.setdefault(t, []).append(s)
+        self.topo_monotone[t] = self.topo_monotone[t] and _available_within_allocatable(node)
+        return s
+
+    def _rows(self, node: NodeTopology, t: int) -> ShapeRows:
+        """The packed rows of a new shape of class t: from a live shape of the class when
+        there is one (only usage differs), else from the record."""
+        names = self.old.packed.res_names
+        shapes = self.topo_shapes[t] or self.appended.get(t)
+        if not shapes:
+            return shape_rows(node, names)
+        like = self.rows.get(shapes[0]) or rows_of(self.old.packed, shapes[0])
+        return usage_rows(node, names, like)
+
+    def _compact(self, t: int) -> None:
+        """Drop class t's dead shapes from its evaluation order; their slots are free."""
+        dead = self.ed.dead.pop(t)
+        gone = {s for s, _ in dead}
+        self.topo_shapes[t] = array("q", [x for x in self.topo_shapes[t] if x not in gone])
+        if t in self.appended:
+            self.appended[t] = [x for x in self.appended[t] if x not in gone]
+        for s, n in dead:
+            self.ed.store.release(s, n)
+
+    # -- labels ----------------------------------------------------------------------------
+
+    def _names(self) -> dict[str, int]:
+        if self.name_index is self.old.name_index:
+            self.name_index = dict(self.name_index)
+        return self.name_index  # type: ignore[return-value]
+
+    def _labels(self, i: int, labels: Mapping[str, str], *, add: bool) -> None:
+        if not labels:
+            return
+        if self.label_bits is self.old.label_bits:
+            self.label_bits = BitIndex(dict(self.label_bits.raw))
+            self.key_bits = dict(self.key_bits)
+        lb = self.label_bits
+        kb: dict[str, int] = self.key_bits  # type: ignore[assignment]
+        bit = 1 << i
+        for k, v in labels.items():
+            if add:
+                lb.add((k, v), i)
+                kb[k] = kb.get(k, 0) | bit
+                self.ed.values.setdefault(k, set()).add(v)
+            else:
+                lb.discard((k, v), i)
+                kb[k] &= ~bit
+                if (k, v) not in lb:
+                    self.ed.values[k].discard(v)
+                if not kb[k]:
+                    del kb[k]
+            self.touched_keys.add(k)
+
+    def _values_of(self) -> Mapping[str, tuple[tuple[str, int], ...]]:
+        old = self.old.values_of
+        if not self.touched_keys:
+            return old
+        out = dict(label_values(self.old))
+        for k in self.touched_keys:
+            vs = self.ed.values.get(k)
+            if vs:
+                out[k] = tuple(vs)
+            else:
+                out.pop(k, None)
+                self.ed.values.pop(k, None)
+        return ValueIndex(self.label_bits, out)
+
+    # -- the new snapshot ------------------------------------------------------------------
+
+    def finish(self) -> Snapshot:
+        old = self.old
+        for t, added in self.appended.items():
+            # A new array: the old snapshot's readers still iterate the old one.
+            self.topo_shapes[t] = self.topo_shapes[t] + array("q", added)
+        return Snapshot(
+            nodes=self.nodes.freeze(),
+            packed=self.ed.store.packed() if self.rows or self.moved else old.packed,
+            shape_of=self.shape_of,
+            shape_bits=self.shape_bits.freeze(),
+            shape_rep=self.shape_rep,
+            topo_of=self.topo_of,
+            topo_bits=tuple(self.topo_bits),
+            topo_shapes=tuple(self.topo_shapes),
+            topo_monotone=tuple(self.topo_monotone),
+            all_bits=(1 << len(self.nodes)) - 1,
+            name_index=self.name_index,
+            label_bits=self.label_bits,
+            key_bits=self.key_bits,
+            values_of=self._values_of(),
+            structure=object() if self.structural else old.structure,
+            usage_gen=self.usage_gen,
+        )
+
+
+def _bit_index(labels: Mapping[tuple[str, str], int]) -> BitIndex:
+    if isinstance(labels, BitIndex):
+        return labels
+    return BitIndex({k: b for k, b in labels.items() if b})  # a snapshot built elsewhere
+
+
+def label_values(snap: Snapshot) -> dict[str, tuple[str, ...]]:
+    """Each label key's values in ``snap``."""
+    values = snap.values_of
+    if isinstance(values, ValueIndex):
+        return values.values
+    return {k: tuple(v for v, _ in vs) for k, vs in values.items()}

@@ -1,0 +1,106 @@
+"""What a usage-only change is, written once for every kind of record (issue 31).
+
+Under watch churn most events change a node's usage only: NFD's topology-updater and
+koordlet rewrite each NUMA zone's free amounts (``available``), koordlet its NUMA states
+(``numa_states``). Two places take a shorter path for such a change: the incremental
+inventory on a parsed NRT (it patches the node's record instead of merging its parts
+again, core/inventory/incremental.py) and the snapshot editor on a node record (the node
+keeps its topology class and packed resources, core/feasibility/delta.py). Both ask
+:func:`usage_only`, which reads the dataclasses' own fields: every field but the usage
+ones is equal (nested records compared the same way), and a usage map keeps its keys (the
+packed resource table is made of them). A field added to a record is compared unless it
+is named in USAGE_FIELDS: the safe side (the whole path) by default.
+"""
+
+from __future__ import annotations
+
+import functools
+import typing
+from collections.abc import Mapping
+from dataclasses import fields, is_dataclass
+from operator import attrgetter
+from typing import Any
+
+USAGE_FIELDS = frozenset({"available", "numa_states"})
+
+# A record class's fields in three groups: the plain ones (compared at once, in C, through
+# one attrgetter), those whose type holds records with usage in them (compared record by
+# record), the usage ones.
+_Plan = tuple[Any, tuple[str, ...], tuple[str, ...]]
+
+
+@functools.cache
+def _plan(cls: type) -> _Plan:
+    hints = typing.get_type_hints(cls)
+    plain, nested, usage = [], [], []
+    for f in fields(cls):
+        if f.name in USAGE_FIELDS:
+            usage.append(f.name)
+        elif _has_usage(hints[f.name]):
+            nested.append(f.name)
+        else:
+            plain.append(f.name)
+    getter = attrgetter(*plain) if plain else None
+    return getter, tuple(nested), tuple(usage)
+
+
+def _has_usage(tp: Any, seen: frozenset[Any] = frozenset()) -> bool:
+    """Whether type ``tp`` is, or holds, a record with a usage field at some depth."""
+    if tp in seen:
+        return False
+    if is_dataclass(tp) and isinstance(tp, type):
+        hints = typing.get_type_hints(tp)
+        return any(
+            f.name in USAGE_FIELDS or _has_usage(hints[f.name], seen | {tp}) for f in fields(tp)
+        )
+    return any(_has_usage(arg, seen) for arg in typing.get_args(tp))
+
+
+def usage_only(old: Any, new: Any) -> bool:
+    """Record ``new`` differs from record ``old`` at most in usage: USAGE_FIELDS values (a
+    map keeping its keys), at any depth of nested records (tuples of them, maps of them)."""
+    if old is new:
+        return True
+    cls = type(old)
+    if type(new) is not cls:
+        return False
+    plain, nested, usage = _plan(cls)
+    if plain is not None and plain(old) != plain(new):
+        return False
+    for name in usage:
+        a, b = getattr(old, name), getattr(new, name)
+        if _is_map(a) and not (_is_map(b) and a.keys() == b.keys()):
+            return False
+    for name in nested:
+        a, b = getattr(old, name), getattr(new, name)
+        if a is b:
+            continue
+        if isinstance(a, tuple):
+            if not (isinstance(b, tuple) and len(a) == len(b) and all(map(usage_only, a, b))):
+                return False
+        elif _is_map(a):
+            if not (_is_map(b) and a.keys() == b.keys()):
+                return False
+            if not all(usage_only(v, b[k]) for k, v in a.items()):
+                return False
+        elif a is None or b is None or not usage_only(a, b):
+            return False
+    return True
+
+
+def _is_map(value: Any) -> bool:
+    return type(value) is dict or isinstance(value, Mapping)  # a dict without the ABC check
+
+
+def share_unchanged(old: Any, new: Any) -> None:
+    """After ``usage_only(old, new)`` of two mutable records (an NRT's zones): ``new``
+    takes ``old``'s values of every field but the usage ones, so that equal maps stay one
+    object (the inventory shares them across nodes: memory, and identity makes the next
+    comparison cheap)."""
+    for name in _kept(type(old)):
+        setattr(new, name, getattr(old, name))
+
+
+@functools.cache
+def _kept(cls: type) -> tuple[str, ...]:
+    return tuple(f.name for f in fields(cls) if f.name not in USAGE_FIELDS)
