@@ -24,6 +24,7 @@ import socket
 import ssl
 import sys
 import tempfile
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,7 +48,7 @@ log = get_logger("server")
 
 @dataclass(frozen=True)
 class ServeOptions:
-    """Everything a worker needs (picklable: workers are spawned processes)."""
+    """Everything a worker needs (picklable: a worker is spawned when it cannot be forked)."""
 
     host: str
     port: int
@@ -213,6 +214,11 @@ async def _drain(health: Health, grace: float) -> None:
 
 
 def _worker_main(opts: ServeOptions, preloaded: bytes | None = None) -> None:
+    # A forked worker has prometheus-client as the parent imported it, before the metrics
+    # directory was set: its value class is chosen again (the multiprocess files).
+    from prometheus_client import values
+
+    values.ValueClass = values.get_value_class()
     setup_logging(opts.log_level)
     # The parent forwards SIGINT/SIGTERM; a terminal's Ctrl-C reaches us too, handled the same.
     try:
@@ -246,17 +252,20 @@ def run_workers(opts: ServeOptions, workers: int, *, preloaded: bytes | None = N
     (figures: docs/benchmarks.md, R6)."""
     metrics_dir = tempfile.mkdtemp(prefix="numagate-metrics-")
     previous = os.environ.get(MULTIPROC_ENV)
-    # Read by prometheus-client when a spawned worker imports it: set before they start.
+    # Read by prometheus-client in each worker (see _worker_main): set before they start.
     os.environ[MULTIPROC_ENV] = metrics_dir
     try:
-        ctx = multiprocessing.get_context("spawn")
+        # Forked, not spawned: a spawned worker imports numagate again (1.2 s of CPU each;
+        # 2 workers served after 3.1-3.6 s spawned, 1.2-1.9 s forked: docs/benchmarks.md).
+        # Only from a parent with no other thread, where forking is safe.
+        ctx = multiprocessing.get_context("fork" if threading.active_count() == 1 else "spawn")
         procs = [
             ctx.Process(target=_worker_main, args=(opts, preloaded), name=f"numagate-worker-{i}")
             for i in range(workers)
         ]
         for p in procs:
             p.start()
-        del preloaded  # sent to the workers (spawn pickles the arguments at start)
+        del preloaded  # the workers have it (inherited, or pickled at a spawn's start)
         _forward_signals(procs)
         _join_all(procs, metrics_dir)
     finally:

@@ -26,11 +26,13 @@ OK = f'{REQUESTS}{{webhook="validate",operation="CREATE",allowed="true",code="20
 
 
 def metrics_dir(pid: int) -> Path:
-    """The directory the parent handed the worker (its environment)."""
-    for item in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0"):
-        if item.startswith(b"PROMETHEUS_MULTIPROC_DIR="):
-            return Path(item.split(b"=", 1)[1].decode())
-    raise AssertionError(f"worker {pid} has no PROMETHEUS_MULTIPROC_DIR")
+    """The directory the parent handed the worker: where its value files are mapped (a
+    forked worker's /proc environ is the parent's at exec, without the variable)."""
+    for line in Path(f"/proc/{pid}/maps").read_text().splitlines():
+        path = Path(line.split(maxsplit=5)[-1])
+        if path.name.endswith(f"_{pid}.db") and path.parent.name.startswith("numagate-metrics-"):
+            return path.parent
+    raise AssertionError(f"worker {pid} maps no multiprocess metrics file")
 
 
 def answered_by(directory: Path, pid: int) -> float:

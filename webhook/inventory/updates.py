@@ -247,6 +247,8 @@ class InventoryUpdates:
 
     def _built(self, task: asyncio.Future[tuple[Snapshot, list[Queued], float]]) -> None:
         self._building = False
+        if task.cancelled():
+            return  # shutting down: the loop cancelled the build's thread wait
         try:
             snapshot, drained, started = task.result()
         except Exception as exc:  # keep the last good view; try again with the next event

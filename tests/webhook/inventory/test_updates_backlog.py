@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
+
 from core.inventory.build import build_inventory
 from tests.webhook.fake_apiserver_objects import node, nrt
 from webhook.inventory import updates as updates_module
@@ -132,3 +134,20 @@ def test_objects_go_into_the_inventory_as_the_lists_come() -> None:
     assert view is not None
     assert list(view.nodes) == list(build_inventory(objects).nodes)
     assert updates.applied == len(objects)
+
+
+def test_a_build_cancelled_at_shutdown_is_not_an_error(caplog: pytest.LogCaptureFixture) -> None:
+    """Stopping the loop cancels a whole build's wait for its thread: that is shutdown,
+    not a failed build (it printed a traceback from the loop's exception handler)."""
+    loop = asyncio.new_event_loop()
+    try:
+        updates = InventoryUpdates(InventoryState(), loop)
+        task = loop.create_future()
+        task.cancel()
+        updates._building = True
+        updates._built(task)  # type: ignore[arg-type]
+        assert not updates._building
+        assert updates.editor is None and updates.full_builds == 0
+        assert not [r for r in caplog.records if r.levelname in ("ERROR", "CRITICAL")]
+    finally:
+        loop.close()
