@@ -325,11 +325,54 @@ def whole_cpu_message(container: str, cpu: str, policy: str) -> str:
     )
 
 
+# ---- a key's presence: annotations only a scheduler writes (core.intent.allocation) -------
+
+
+@dataclass(frozen=True, slots=True)
+class PresenceRule:
+    """An annotation a pod template must not carry: one of ``keys`` or a key matching
+    ``key_pattern`` (RE2, anchored; Python's ``re`` reads it the same way). Checked where
+    the table's annotation rules are, but only on what creates pods: a Pod on CREATE (a
+    scheduler writes these on the Pod's UPDATE) and workload templates."""
+
+    name: str
+    code: str
+    keys: tuple[str, ...]
+    key_pattern: str
+
+
+FORGED_ALLOCATION: Final = "forged-allocation"
+# HAMi v2.10.0 pkg/util/types.go (node, times, bind phase) and Kunlun's device list
+HAMI_SCHEDULER_OWNED: Final = (
+    "hami.io/vgpu-node",
+    "hami.io/vgpu-time",
+    "hami.io/bind-time",
+    "hami.io/bind-phase",
+    "hami.io/kunlun-allocated",
+)
+# each device backend's hami.io/<device>-devices-to-allocate and -devices-allocated
+HAMI_DEVICES_KEY: Final = r"^hami\.io/[a-z0-9][a-z0-9.-]*-devices-(?:to-allocate|allocated)$"
+PRESENCE_RULES: Final[tuple[PresenceRule, ...]] = (
+    PresenceRule(FORGED_ALLOCATION, "forged-allocation", HAMI_SCHEDULER_OWNED, HAMI_DEVICES_KEY),
+)
+
+
+def forged_allocation_message(key: str) -> str:
+    """``forged-allocation``: ``key`` as written (an annotation key, never quoted)."""
+    return (
+        f"{key} is written only by hami-scheduler when it places a pod; HAMi's device "
+        "plugin takes a pod created with it as already allocated, outside HAMi's "
+        "scheduling and quota (HAMi #3041). Remove it"
+    )
+
+
 __all__ = [
+    "PRESENCE_RULES",
     "QUANTITY_RULES",
     "RULES",
     "VALUE_CHARS",
     "WARNING_RULES",
+    "PresenceRule",
     "QuantityRule",
     "Rule",
     "WarningRule",

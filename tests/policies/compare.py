@@ -12,7 +12,7 @@ from typing import Any
 import orjson
 
 from core.intent.read import read_intent
-from core.intent.rules import QUANTITY_RULES, RULES, WARNING_RULES
+from core.intent.rules import PRESENCE_RULES, QUANTITY_RULES, RULES, WARNING_RULES
 from core.intent.workloads import pod_templates
 from tests.builders.objects import build_review
 from tests.policies.cel_eval import failures, matches
@@ -25,7 +25,8 @@ from webhook.review.pipeline import decide_review
 from webhook.review.wire import parse_review
 
 # the codes of the rules cel-python evaluates, and of those only the apiserver's CEL can
-CEL_CODES = frozenset({r.code for r in RULES} | {"too-large"})
+PRESENCE_CODES = frozenset(r.code for r in PRESENCE_RULES)
+CEL_CODES = frozenset({r.code for r in RULES} | {"too-large"} | PRESENCE_CODES)
 QUANTITY_CODES = frozenset(r.code for r in QUANTITY_RULES)
 CODES = CEL_CODES | QUANTITY_CODES
 ANNOTATED = [f"metadata.annotations[{r.key}]" for r in RULES if r.where == "annotation"]
@@ -36,6 +37,7 @@ RESOURCES = [
     for section in ("limits", "requests")
 ]
 FIELDS = (*ANNOTATED, "topologyPolicy", *RESOURCES)
+_ANNOTATION = re.compile(r"(?:^|\.)metadata\.annotations\[[^\]]+\]$")
 _RULE = re.compile(r"^(?P<path>[^:]+): (?P<text>.*) \(rule (?P<code>[a-z-]+)\)$", re.S)
 
 
@@ -44,7 +46,9 @@ def ours(message: str) -> tuple[str, str, str] | None:
     m = _RULE.match(message)
     assert m is not None, message
     path, code = m["path"], m["code"]
-    if code not in CODES or not path.endswith(FIELDS):
+    # a presence rule's field is any annotation key it names (a device list per backend)
+    field = code in PRESENCE_CODES and _ANNOTATION.search(path) is not None
+    if code not in CODES or not (field or path.endswith(FIELDS)):
         return None
     return (
         re.sub(r"(spec\.(?:tasks|initContainers|containers))\[\d+\]", r"\1[*]", path),

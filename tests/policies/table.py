@@ -122,6 +122,10 @@ def _res(section: str, name: str, prefix: str = "", lst: str = "containers") -> 
 
 CORES, MEM_PCT = "nvidia.com/gpucores", "nvidia.com/gpumem-percentage"
 TASK = "spec.tasks[*].template."
+FORGED = "forged-allocation"
+BIND_PHASE, VGPU_NODE = "hami.io/bind-phase", "hami.io/vgpu-node"
+BIND_TIME = "hami.io/bind-time"
+DEVICES = "hami.io/nvidia-devices-allocated"
 
 
 LONG = "single-numa-node" + " " * 1024
@@ -234,6 +238,60 @@ CASES: tuple[Case, ...] = (
         "vcjob-template-annotation",
         volcano_job("vcjob-template-annotation", None, {NUMA_BIND: "on"}),
         ((_ann(NUMA_BIND, "spec.tasks[*].template."), "unknown-value"),),
+    ),
+    # HAMi's scheduler-owned allocation annotations (forged-allocation): on a Pod's CREATE,
+    # in workload and Volcano Job task templates; not in an unchanged template
+    Case(
+        "forged-bind-phase",
+        pod("forged-bind-phase", {BIND_PHASE: "allocating"}),
+        ((_ann(BIND_PHASE), FORGED),),
+    ),
+    Case(
+        "forged-three-keys",
+        pod(
+            "forged-three-keys",
+            {VGPU_NODE: "node-1", BIND_TIME: "1700000000", DEVICES: "GPU-0,NVIDIA,1000,0:;"},
+        ),
+        ((_ann(VGPU_NODE), FORGED), (_ann(BIND_TIME), FORGED), (_ann(DEVICES), FORGED)),
+    ),
+    Case(
+        "forged-deployment",
+        deployment("forged-deployment", {"hami.io/mlu-devices-to-allocate": "x"}),
+        ((_ann("hami.io/mlu-devices-to-allocate", "spec.template."), FORGED),),
+    ),
+    Case(
+        "forged-cronjob",
+        cronjob("forged-cronjob", {"hami.io/kunlun-allocated": "0"}),
+        ((_ann("hami.io/kunlun-allocated", "spec.jobTemplate.spec.template."), FORGED),),
+    ),
+    Case(
+        "forged-vcjob",
+        volcano_job("forged-vcjob", None, {"hami.io/vgpu-time": "1700000000"}),
+        ((_ann("hami.io/vgpu-time", TASK), FORGED),),
+    ),
+    Case(
+        "forged-vcjob-devices",
+        volcano_job("forged-vcjob-devices", None, {DEVICES: "GPU-0"}),
+        ((_ann(DEVICES, TASK), FORGED),),
+    ),
+    # HAMi's own keys that a user writes, and look-alikes: accepted
+    Case(
+        "hami-user-keys",
+        pod(
+            "hami-user-keys",
+            {
+                "hami.io/use-gpuuuid": "GPU-0",
+                "hami.io/nvidia-devices-allocatedx": "1",
+                "hami.io/nvidia-devices": "1",
+                "example.com/vgpu-node": "1",
+            },
+        ),
+    ),
+    Case(
+        "forged-deployment-unchanged",
+        deployment("forged-deployment-unchanged", {BIND_PHASE: "success"}, replicas=2),
+        operation="UPDATE",
+        old=deployment("forged-deployment-unchanged", {BIND_PHASE: "success"}),
     ),
     # quantity rules (Kubernetes' CEL quantity library: the apiserver's CEL only)
     Case("hami-cores-100", with_resources(pod("hami-cores-100", {}), {"limits": {CORES: "100"}})),
