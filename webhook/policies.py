@@ -25,6 +25,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 from core.intent.rules import PRESENCE_RULES, QUANTITY_RULES, RULES, WARNING_RULES, Rule
+from webhook import policy_releases as releases
 from webhook.config import Config, Mode
 from webhook.policy_presence import task_validations, template_validations
 from webhook.policy_quantities import (
@@ -228,6 +229,7 @@ def templates_policy(config: Config, limit: int, quantities: bool = True) -> dic
     variables = _template_variables(_TEMPLATE.format(o="object"))
     validations = [_template_validation(r, limit) for r in RULES if r.where == "annotation"]
     validations += [v for r in PRESENCE_RULES for v in template_validations(r)]
+    validations += releases.template_validations(config.core_versions, limit)
     if quantities:
         validations += [
             quantity_template_validation(r) for r in QUANTITY_RULES if r.where == "template"
@@ -251,6 +253,9 @@ def volcano_jobs_policy(config: Config, limit: int, quantities: bool = True) -> 
     variables += [_task_variable(r, limit) for r in RULES]
     validations = [_task_validation(r, limit) for r in RULES]
     validations += [v for r in PRESENCE_RULES for v in task_validations(r)]
+    release_variables, release_validations = releases.task_rule(config.core_versions, limit)
+    variables += release_variables
+    validations += release_validations
     if quantities:
         for variable, validation in map(quantity_task_rule, QUANTITY_RULES):
             variables.append(variable)

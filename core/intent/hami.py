@@ -11,6 +11,7 @@ from core.intent import versions as v
 from core.intent.annotations import short_value
 from core.intent.findings import Ctx, change_code
 from core.intent.limits import clip, clip_repr
+from core.intent.release_rules import chain_words, hami_release_message, late_token_words
 from core.intent.rules import (
     HAMI_GPU,
     HAMI_NODE,
@@ -157,19 +158,12 @@ def _gpu_policy_release(
     if not late and not chain:
         return tokens
     what = (
-        f"token {clip_repr(late[0])} needs HAMi {v.show(v.HAMI_GPU_POLICY_SINCE[late[0]])}"
+        late_token_words(clip_repr(late[0]), v.HAMI_GPU_POLICY_SINCE[late[0]])
         if late
-        else f"a comma chain needs HAMi {v.show(v.HAMI_CHAIN_SINCE)}"
+        else chain_words()
     )
-    allowed = d.allowed_list(known)
-    ctx.add(
-        ctx.ann(d.HAMI_GPU_POLICY),
-        "error",
-        "unsupported-value",
-        f"HAMi GPU policy {clip_repr(raw)}: {what} or later; the configured HAMi "
-        f"{v.show(versions.hami)} (schedulerVersions.hami) silently treats it as spread "
-        f"(allowed there: one of {allowed})",
-    )
+    message = hami_release_message(clip_repr(raw), what, versions)
+    ctx.add(ctx.ann(d.HAMI_GPU_POLICY), "error", "unsupported-value", message)
     return ()
 
 

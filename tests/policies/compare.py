@@ -28,7 +28,9 @@ from webhook.review.wire import parse_review
 PRESENCE_CODES = frozenset(r.code for r in PRESENCE_RULES)
 CEL_CODES = frozenset({r.code for r in RULES} | {"too-large"} | PRESENCE_CODES)
 QUANTITY_CODES = frozenset(r.code for r in QUANTITY_RULES)
-CODES = CEL_CODES | QUANTITY_CODES
+# the rules of the configured release (none for the newest: tests/policies/test_releases.py)
+RELEASE_CODES = frozenset({"unsupported-value"})
+CODES = CEL_CODES | QUANTITY_CODES | RELEASE_CODES
 ANNOTATED = [f"metadata.annotations[{r.key}]" for r in RULES if r.where == "annotation"]
 RESOURCES = [
     f"resources.{section}[{name}]"

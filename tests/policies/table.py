@@ -626,3 +626,46 @@ _ALSO_WARNED: dict[str, tuple[tuple[str, str], ...]] = {
 }
 CASES = tuple(replace(c, warns=_ALSO_WARNED.get(c.name, c.warns)) for c in CASES)
 ALL_CASES: tuple[Case, ...] = CASES + WARN_CASES
+
+
+# ---- the rules of the configured release (core.intent.release_rules) ----------------------
+
+# HAMi v2.6.0: binpack and spread only, no chains (topology-aware from v2.7.0, mutex and
+# numa and chains from v2.10.0). A respelled chain is quoted as written by the policy, as
+# rewritten by the webhook (webhook.policy_releases._shown): the chains here are HAMi's spelling.
+RELEASE_CONFIG: dict[str, Any] = {"schedulerVersions": {"hami": "v2.6.0"}}
+UNSUPPORTED = "unsupported-value"
+RELEASE_CASES: tuple[Case, ...] = (
+    Case("release-known", pod("release-known", {HAMI_GPU: " Bin_Pack "})),
+    Case(
+        "release-late-token",
+        pod("release-late-token", {HAMI_GPU: "Topology-Aware"}),
+        ((_ann(HAMI_GPU), UNSUPPORTED),),
+    ),
+    Case(
+        "release-chain-known",
+        pod("release-chain-known", {HAMI_GPU: "binpack,spread"}),
+        ((_ann(HAMI_GPU), UNSUPPORTED),),
+    ),
+    Case(
+        "release-chain-late-second",
+        pod("release-chain-late-second", {HAMI_GPU: "spread,numa,mutex"}),
+        ((_ann(HAMI_GPU), UNSUPPORTED),),
+    ),
+    Case(
+        "release-unknown-is-unknown",
+        pod("release-unknown-is-unknown", {HAMI_GPU: "numaa"}),
+        ((_ann(HAMI_GPU), "unknown-value"),),
+    ),
+    Case(
+        "release-deployment",
+        deployment("release-deployment", {HAMI_GPU: "mutex"}),
+        ((_ann(HAMI_GPU, "spec.template."), UNSUPPORTED),),
+    ),
+    Case(
+        "release-vcjob",
+        volcano_job("release-vcjob", None, {HAMI_GPU: "binpack,topology-aware"}),
+        ((_ann(HAMI_GPU, TASK), UNSUPPORTED),),
+    ),
+    Case("release-vcjob-ok", volcano_job("release-vcjob-ok", None, {HAMI_GPU: "spread"})),
+)
