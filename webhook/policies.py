@@ -230,6 +230,7 @@ def templates_policy(config: Config, limit: int, quantities: bool = True) -> dic
     validations = [_template_validation(r, limit) for r in RULES if r.where == "annotation"]
     validations += [v for r in PRESENCE_RULES for v in template_validations(r)]
     validations += releases.template_validations(config.core_versions, limit)
+    validations += releases.weights_template_validations(config.core_versions, limit)
     if quantities:
         validations += [
             quantity_template_validation(r) for r in QUANTITY_RULES if r.where == "template"
@@ -253,9 +254,10 @@ def volcano_jobs_policy(config: Config, limit: int, quantities: bool = True) -> 
     variables += [_task_variable(r, limit) for r in RULES]
     validations = [_task_validation(r, limit) for r in RULES]
     validations += [v for r in PRESENCE_RULES for v in task_validations(r)]
-    release_variables, release_validations = releases.task_rule(config.core_versions, limit)
-    variables += release_variables
-    validations += release_validations
+    for release_rule in (releases.task_rule, releases.weights_task_rule):
+        release_variables, release_validations = release_rule(config.core_versions, limit)
+        variables += release_variables
+        validations += release_validations
     if quantities:
         for variable, validation in map(quantity_task_rule, QUANTITY_RULES):
             variables.append(variable)

@@ -116,3 +116,77 @@ def task_rule(
         "reason": "Forbidden",
     }
     return [variable], [validation]
+
+
+# ---- hami.io/device-scoring-weights (read from HAMi v2.10.0) ----------------------------
+
+WEIGHTS_CODE = "invalid-value"
+_WEIGHTS = d.HAMI_SCORING_WEIGHTS
+
+
+def weights_needed(versions: v.SchedulerVersions) -> bool:
+    """Before v2.10.0 HAMi ignores the annotation (the webhook's no-effect warning)."""
+    return versions.hami >= v.HAMI_SCORING_WEIGHTS_SINCE
+
+
+def _weights_ok(value: str, limit: int) -> str:
+    """CEL: ParseDeviceScoringWeights reads ``value``; one over ``limit`` characters is the
+    webhook's too-large, not this rule's."""
+    every, zeros = rr.weights_patterns()
+    return (
+        f"(size({value}) > {limit} || ({value}.matches({cel_raw(every)}) && "
+        f"!{value}.matches({cel_raw(zeros)})))"
+    )
+
+
+def _weights_message(path: str, value: str) -> str:
+    shown = f"{cel_string(chr(39))} + {value} + {cel_string(chr(39))}"
+    words = format_words(lambda s: rr.scoring_weights_message(s, rr.WEIGHTS_CEL_REASON), shown)
+    return f"{path} + {words} + {cel_string(f' (rule {WEIGHTS_CODE})')}"
+
+
+def weights_template_validations(versions: v.SchedulerVersions, limit: int) -> list[Any]:
+    """On the policy numagate-templates."""
+    if not weights_needed(versions):
+        return []
+    meta = "variables.template.metadata"
+    value = f"{meta}.annotations[{cel_string(_WEIGHTS)}]"
+    present = f"variables.checked && has({meta}) && has({meta}.annotations) && "
+    present += f"{cel_string(_WEIGHTS)} in {meta}.annotations"
+    path = f"variables.prefix + {cel_string(f'metadata.annotations[{_WEIGHTS}]: ')}"
+    return [
+        {
+            "expression": f"!({present}) || {_weights_ok(value, limit)}",
+            "messageExpression": _weights_message(path, value),
+            "reason": "Forbidden",  # the webhook denies with 403 Forbidden
+        }
+    ]
+
+
+def weights_task_rule(
+    versions: v.SchedulerVersions, limit: int
+) -> tuple[list[dict[str, str]], list[dict[str, Any]]]:
+    """On the policy numagate-volcano-jobs: each (changed) task template's annotation."""
+    if not weights_needed(versions):
+        return [], []
+
+    def parts(t: str) -> tuple[str, str]:
+        meta = f"{t}.template.metadata"
+        present = f"has({t}.template) && has({meta}) && has({meta}.annotations) && "
+        present += f"{cel_string(_WEIGHTS)} in {meta}.annotations"
+        return present, f"{meta}.annotations[{cel_string(_WEIGHTS)}]"
+
+    present, value = parts("t")
+    bad = "bad_hami_weights"
+    variable = {
+        "name": bad,
+        "expression": f"variables.tasks.filter(t, {present} && !{_weights_ok(value, limit)})",
+    }
+    _, first = parts(f"variables.{bad}[0]")
+    path = cel_string(f"spec.tasks[*].template.metadata.annotations[{_WEIGHTS}]: ")
+    validation = {
+        "expression": f"size(variables.{bad}) == 0",
+        "messageExpression": _weights_message(path, first),
+        "reason": "Forbidden",
+    }
+    return [variable], [validation]

@@ -11,7 +11,12 @@ from core.intent import versions as v
 from core.intent.annotations import short_value
 from core.intent.findings import Ctx, change_code
 from core.intent.limits import clip, clip_repr
-from core.intent.release_rules import chain_words, hami_release_message, late_token_words
+from core.intent.release_rules import (
+    chain_words,
+    hami_release_message,
+    late_token_words,
+    scoring_weights_message,
+)
 from core.intent.rules import (
     HAMI_GPU,
     HAMI_NODE,
@@ -167,9 +172,6 @@ def _gpu_policy_release(
     return ()
 
 
-_WEIGHTS_FORM = "slot=N,core=N,memory=N: each once, integers >= 0, at least one above 0"
-
-
 def parse_scoring_weights(value: str) -> tuple[int, int, int] | str:
     """(slot, core, memory) as HAMi's ParseDeviceScoringWeights reads them, or why it
     refuses the value (pkg/util/device_scoring_weights.go, v2.10.0)."""
@@ -224,12 +226,5 @@ def _scoring_weights(
     parsed = parse_scoring_weights(raw)
     if not isinstance(parsed, str):
         return parsed
-    ctx.add(
-        path,
-        "error",
-        "invalid-value",
-        f"{d.HAMI_SCORING_WEIGHTS} {clip_repr(raw)}: {parsed} (allowed: {_WEIGHTS_FORM}); "
-        "hami-scheduler's Filter fails for this pod on every attempt (calcScore), so it "
-        "stays Pending",
-    )
+    ctx.add(path, "error", "invalid-value", scoring_weights_message(clip_repr(raw), parsed))
     return None

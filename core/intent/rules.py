@@ -13,8 +13,10 @@ rewrite is accepted and only a value it cannot read is refused. Values longer th
 
 ``QUANTITY_RULES`` (HAMi percentages over 100, a Volcano Job task's integer CPUs) read
 container quantities: their CEL (webhook/policy_quantities.py) needs Kubernetes' quantity
-library. Rules that stay in the webhook, and why, are in the README ("Which rule lives
-where").
+library. ``PRESENCE_RULES`` refuse an annotation key (HAMi's scheduler-owned allocation;
+webhook/policy_presence.py); the rules that depend on the configured scheduler release are
+core.intent.release_rules. Rules that stay in the webhook, and why, are in the README
+("Which rule lives where").
 """
 
 from __future__ import annotations
@@ -89,7 +91,7 @@ def _lower_sources() -> dict[str, tuple[str, ...]]:
 
 
 @cache
-def _spaces() -> tuple[str, ...]:
+def spaces() -> tuple[str, ...]:
     """What ``str.strip()`` and the regular expression ``\\s`` of the webhook remove."""
     return tuple(chr(c) for c in range(sys.maxunicode + 1) if chr(c).isspace())
 
@@ -135,7 +137,7 @@ def folded_forms(allowed: Sequence[str], aliases: dict[str, str] | None = None) 
 
 def value_pattern(allowed: Sequence[str], aliases: dict[str, str] | None = None) -> str:
     """RE2 (unanchored body) of one value match_value recognises."""
-    sep = char_class((*_spaces(), "_", "-", "."))
+    sep = char_class((*spaces(), "_", "-", "."))
     words = "|".join(_folded(w, sep) for w in folded_forms(allowed, aliases))
     return f"{sep}*(?:{words}){sep}*"
 
@@ -152,7 +154,7 @@ def chain_pattern(allowed: Sequence[str]) -> str:
 
 def parse_bool_pattern() -> str:
     """RE2 of what match_numa_bind accepts: a Go ParseBool value, surrounding space."""
-    space = char_class(_spaces())
+    space = char_class(spaces())
     return anchored(f"{space}*(?:{'|'.join(d.PARSE_BOOL_VALUES)}){space}*")
 
 

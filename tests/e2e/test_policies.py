@@ -280,13 +280,15 @@ def test_an_older_release_s_policies_deny_where_the_webhook_does(
     apiserver denies the GPU policies that release cannot read (unsupported-value) with the
     webhook's message, word for word."""
     cp = with_policies
-    late = next(c for c in RELEASE_CASES if c.name == "release-late-token")
+    # each policy has its own informer entry: wait for a denial of each
+    probes = [c for c in RELEASE_CASES if c.name in ("release-late-token", "release-vcjob")]
     try:
         cp.kubectl("apply", "-f", "-", input=_generated(extra=RELEASE_CONFIG))
         deadline = time.monotonic() + 60
-        while "(rule unsupported-value)" not in _send(cp, late).stderr:
-            assert time.monotonic() < deadline, "the release's policies never took effect"
-            time.sleep(0.5)
+        for probe in probes:
+            while "(rule unsupported-value)" not in _send(cp, probe).stderr:
+                assert time.monotonic() < deadline, "the release's policies never took effect"
+                time.sleep(0.5)
         result = _send(cp, case)
         if not case.expect:
             assert result.returncode == 0, result.stderr

@@ -125,6 +125,7 @@ TASK = "spec.tasks[*].template."
 FORGED = "forged-allocation"
 BIND_PHASE, VGPU_NODE = "hami.io/bind-phase", "hami.io/vgpu-node"
 BIND_TIME = "hami.io/bind-time"
+WEIGHTS, INVALID = "hami.io/device-scoring-weights", "invalid-value"
 DEVICES = "hami.io/nvidia-devices-allocated"
 
 
@@ -292,6 +293,38 @@ CASES: tuple[Case, ...] = (
         deployment("forged-deployment-unchanged", {BIND_PHASE: "success"}, replicas=2),
         operation="UPDATE",
         old=deployment("forged-deployment-unchanged", {BIND_PHASE: "success"}),
+    ),
+    # hami.io/device-scoring-weights (HAMi v2.10.0+): ParseDeviceScoringWeights' grammar
+    Case("weights-ok", pod("weights-ok", {WEIGHTS: "slot=1,core=0,memory=2"})),
+    Case("weights-spaced", pod("weights-spaced", {WEIGHTS: " memory = +3 ,core=-0,slot=0"})),
+    Case(
+        "weights-all-zero",
+        pod("weights-all-zero", {WEIGHTS: "slot=0,core=0,memory=0"}),
+        ((_ann(WEIGHTS), INVALID),),
+    ),
+    Case(
+        "weights-duplicate",
+        pod("weights-duplicate", {WEIGHTS: "slot=1,slot=1,memory=1"}),
+        ((_ann(WEIGHTS), INVALID),),
+    ),
+    Case(
+        "weights-negative",
+        deployment("weights-negative", {WEIGHTS: "slot=1,core=-1,memory=1"}),
+        ((_ann(WEIGHTS, "spec.template."), INVALID),),
+    ),
+    Case(
+        "weights-int64",
+        volcano_job("weights-int64", None, {WEIGHTS: "slot=9223372036854775808,core=1,memory=1"}),
+        ((_ann(WEIGHTS, TASK), INVALID),),
+    ),
+    Case(
+        "weights-two-entries",
+        cronjob("weights-two-entries", {WEIGHTS: "slot=1,core=1"}),
+        ((_ann(WEIGHTS, "spec.jobTemplate.spec.template."), INVALID),),
+    ),
+    Case(
+        "weights-max",
+        volcano_job("weights-max", None, {WEIGHTS: "core=9223372036854775807,slot=0,memory=0"}),
     ),
     # quantity rules (Kubernetes' CEL quantity library: the apiserver's CEL only)
     Case("hami-cores-100", with_resources(pod("hami-cores-100", {}), {"limits": {CORES: "100"}})),
