@@ -21,7 +21,7 @@ from tests.policies.compare import (
     policy_failures,
     webhook_failures,
 )
-from tests.policies.table import RELEASE_CASES, RELEASE_CONFIG, Case
+from tests.policies.table import HAMI_GPU, RELEASE_CASES, RELEASE_CONFIG, Case, pod
 from webhook.config import parse_config
 from webhook.policies import policies
 
@@ -93,3 +93,17 @@ def test_the_weights_pattern_is_hamis_grammar() -> None:
         assert ours == theirs, value
         accepted += ours
     assert 1_000 < accepted < len(values) - 1_000  # both answers well represented
+
+
+def test_a_respelled_chain_is_quoted_as_written() -> None:
+    """The one difference CEL keeps for unsupported-value (webhook.policy_releases._shown):
+    the webhook quotes a chain as it rewrote it to HAMi's spelling, the policy as written;
+    the rest of the message is the same."""
+    case = Case(
+        "release-chain-respelled", pod("release-chain-respelled", {HAMI_GPU: "Spread, BINPACK"})
+    )
+    (webhook,) = webhook_failures(case, RELEASE_CONFIG, CODES)
+    (policy,) = policy_failures(case, RELEASE_CONFIG)
+    assert webhook[:2] == policy[:2] == (f"metadata.annotations[{HAMI_GPU}]", "unsupported-value")
+    assert "'spread,binpack'" in webhook[2] and "'Spread, BINPACK'" in policy[2]
+    assert webhook[2].replace("'spread,binpack'", "'Spread, BINPACK'") == policy[2]
