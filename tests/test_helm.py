@@ -273,6 +273,11 @@ def test_disabled_objects_are_left_out() -> None:
             helm.HelmRenderError,
             "config.limits.valueChars 2048",
         ),
+        (
+            {"policies": {"enabled": True}, "config": {"schedulerVersions": {"hami": "v2.6.0"}}},
+            helm.HelmRenderError,
+            "config.schedulerVersions.hami v2.6.0",
+        ),
     ],
 )
 def test_bad_values_fail_naming_the_value(values: dict, error: type, fragment: str) -> None:

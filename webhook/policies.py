@@ -16,15 +16,18 @@ an expression that cannot be evaluated (the cost budget) admits, as the mutating
 fails open; the rules themselves stop at ``limits.VALUE_CHARS`` characters. The rules on
 container quantities (``QUANTITY_RULES``) are in webhook.policy_quantities; they need
 Kubernetes' CEL quantity library, so ``quantities=False`` leaves them out for a CEL
-library without it (the unit tests' cel-python).
+library without it (the unit tests' cel-python). The annotations a template must not
+carry (``PRESENCE_RULES``) are in webhook.policy_presence.
 """
 
 from __future__ import annotations
 
 from typing import Any, Final
 
-from core.intent.rules import QUANTITY_RULES, RULES, WARNING_RULES, Rule
+from core.intent.rules import PRESENCE_RULES, QUANTITY_RULES, RULES, WARNING_RULES, Rule
+from webhook import policy_releases as releases
 from webhook.config import Config, Mode
+from webhook.policy_presence import task_validations, template_validations
 from webhook.policy_quantities import (
     bad_tasks,
     cel_raw,
@@ -225,6 +228,9 @@ def _template_variables(template: str) -> list[dict[str, str]]:
 def templates_policy(config: Config, limit: int, quantities: bool = True) -> dict[str, Any]:
     variables = _template_variables(_TEMPLATE.format(o="object"))
     validations = [_template_validation(r, limit) for r in RULES if r.where == "annotation"]
+    validations += [v for r in PRESENCE_RULES for v in template_validations(r)]
+    validations += releases.template_validations(config.core_versions, limit)
+    validations += releases.weights_template_validations(config.core_versions, limit)
     if quantities:
         validations += [
             quantity_template_validation(r) for r in QUANTITY_RULES if r.where == "template"
@@ -247,6 +253,11 @@ def volcano_jobs_policy(config: Config, limit: int, quantities: bool = True) -> 
     variables = [{"name": "tasks", "expression": _TASKS}]
     variables += [_task_variable(r, limit) for r in RULES]
     validations = [_task_validation(r, limit) for r in RULES]
+    validations += [v for r in PRESENCE_RULES for v in task_validations(r)]
+    for release_rule in (releases.task_rule, releases.weights_task_rule):
+        release_variables, release_validations = release_rule(config.core_versions, limit)
+        variables += release_variables
+        validations += release_validations
     if quantities:
         for variable, validation in map(quantity_task_rule, QUANTITY_RULES):
             variables.append(variable)

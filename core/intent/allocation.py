@@ -12,7 +12,8 @@ pod of another scheduler through untouched, so a pod created with them gets the 
 names, outside HAMi's accounting and quota (Project-HAMi/HAMi #3041). numagate refuses them
 on the pod templates it checks: a Pod on CREATE (validation never re-checks a Pod's
 UPDATE, where HAMi writes them) and a workload's template, whose pods would be created
-with them. Finding ``forged-allocation`` (error), one per key.
+with them. Finding ``forged-allocation`` (error), one per key; the keys and the message are the
+rule table's (core.intent.rules.PRESENCE_RULES), which the policies share.
 """
 
 from __future__ import annotations
@@ -22,16 +23,9 @@ from collections.abc import Iterable
 from typing import Final
 
 from core.intent.findings import Ctx
+from core.intent.rules import HAMI_DEVICES_KEY, HAMI_SCHEDULER_OWNED, forged_allocation_message
 
-HAMI_SCHEDULER_OWNED: Final = (
-    "hami.io/vgpu-node",
-    "hami.io/vgpu-time",
-    "hami.io/bind-time",
-    "hami.io/bind-phase",
-    "hami.io/kunlun-allocated",
-)
-# hami.io/<device>-devices-to-allocate and hami.io/<device>-devices-allocated.
-_HAMI_DEVICES: Final = re.compile(r"hami\.io/[a-z0-9][a-z0-9.-]*-devices-(?:to-allocate|allocated)")
+_HAMI_DEVICES: Final = re.compile(HAMI_DEVICES_KEY)
 
 
 def is_scheduler_owned(key: str) -> bool:
@@ -46,7 +40,5 @@ def forged_allocation(keys: Iterable[str], ctx: Ctx) -> None:
             ctx.ann(key),
             "error",
             "forged-allocation",
-            f"{key} is written only by hami-scheduler when it places a pod; HAMi's device "
-            "plugin takes a pod created with it as already allocated, outside HAMi's "
-            "scheduling and quota (HAMi #3041). Remove it",
+            forged_allocation_message(key),
         )

@@ -11,6 +11,12 @@ from core.intent import versions as v
 from core.intent.annotations import short_value
 from core.intent.findings import Ctx, change_code
 from core.intent.limits import clip, clip_repr
+from core.intent.release_rules import (
+    chain_words,
+    hami_release_message,
+    late_token_words,
+    scoring_weights_message,
+)
 from core.intent.rules import (
     HAMI_GPU,
     HAMI_NODE,
@@ -157,23 +163,13 @@ def _gpu_policy_release(
     if not late and not chain:
         return tokens
     what = (
-        f"token {clip_repr(late[0])} needs HAMi {v.show(v.HAMI_GPU_POLICY_SINCE[late[0]])}"
+        late_token_words(clip_repr(late[0]), v.HAMI_GPU_POLICY_SINCE[late[0]])
         if late
-        else f"a comma chain needs HAMi {v.show(v.HAMI_CHAIN_SINCE)}"
+        else chain_words()
     )
-    allowed = d.allowed_list(known)
-    ctx.add(
-        ctx.ann(d.HAMI_GPU_POLICY),
-        "error",
-        "unsupported-value",
-        f"HAMi GPU policy {clip_repr(raw)}: {what} or later; the configured HAMi "
-        f"{v.show(versions.hami)} (schedulerVersions.hami) silently treats it as spread "
-        f"(allowed there: one of {allowed})",
-    )
+    message = hami_release_message(clip_repr(raw), what, versions)
+    ctx.add(ctx.ann(d.HAMI_GPU_POLICY), "error", "unsupported-value", message)
     return ()
-
-
-_WEIGHTS_FORM = "slot=N,core=N,memory=N: each once, integers >= 0, at least one above 0"
 
 
 def parse_scoring_weights(value: str) -> tuple[int, int, int] | str:
@@ -230,12 +226,5 @@ def _scoring_weights(
     parsed = parse_scoring_weights(raw)
     if not isinstance(parsed, str):
         return parsed
-    ctx.add(
-        path,
-        "error",
-        "invalid-value",
-        f"{d.HAMI_SCORING_WEIGHTS} {clip_repr(raw)}: {parsed} (allowed: {_WEIGHTS_FORM}); "
-        "hami-scheduler's Filter fails for this pod on every attempt (calcScore), so it "
-        "stays Pending",
-    )
+    ctx.add(path, "error", "invalid-value", scoring_weights_message(clip_repr(raw), parsed))
     return None

@@ -13,8 +13,10 @@ rewrite is accepted and only a value it cannot read is refused. Values longer th
 
 ``QUANTITY_RULES`` (HAMi percentages over 100, a Volcano Job task's integer CPUs) read
 container quantities: their CEL (webhook/policy_quantities.py) needs Kubernetes' quantity
-library. Rules that stay in the webhook, and why, are in the README ("Which rule lives
-where").
+library. ``PRESENCE_RULES`` refuse an annotation key (HAMi's scheduler-owned allocation;
+webhook/policy_presence.py); the rules that depend on the configured scheduler release are
+core.intent.release_rules. Rules that stay in the webhook, and why, are in the README
+("Which rule lives where").
 """
 
 from __future__ import annotations
@@ -89,7 +91,7 @@ def _lower_sources() -> dict[str, tuple[str, ...]]:
 
 
 @cache
-def _spaces() -> tuple[str, ...]:
+def spaces() -> tuple[str, ...]:
     """What ``str.strip()`` and the regular expression ``\\s`` of the webhook remove."""
     return tuple(chr(c) for c in range(sys.maxunicode + 1) if chr(c).isspace())
 
@@ -135,7 +137,7 @@ def folded_forms(allowed: Sequence[str], aliases: dict[str, str] | None = None) 
 
 def value_pattern(allowed: Sequence[str], aliases: dict[str, str] | None = None) -> str:
     """RE2 (unanchored body) of one value match_value recognises."""
-    sep = char_class((*_spaces(), "_", "-", "."))
+    sep = char_class((*spaces(), "_", "-", "."))
     words = "|".join(_folded(w, sep) for w in folded_forms(allowed, aliases))
     return f"{sep}*(?:{words}){sep}*"
 
@@ -152,7 +154,7 @@ def chain_pattern(allowed: Sequence[str]) -> str:
 
 def parse_bool_pattern() -> str:
     """RE2 of what match_numa_bind accepts: a Go ParseBool value, surrounding space."""
-    space = char_class(_spaces())
+    space = char_class(spaces())
     return anchored(f"{space}*(?:{'|'.join(d.PARSE_BOOL_VALUES)}){space}*")
 
 
@@ -325,11 +327,54 @@ def whole_cpu_message(container: str, cpu: str, policy: str) -> str:
     )
 
 
+# ---- a key's presence: annotations only a scheduler writes (core.intent.allocation) -------
+
+
+@dataclass(frozen=True, slots=True)
+class PresenceRule:
+    """An annotation a pod template must not carry: one of ``keys`` or a key matching
+    ``key_pattern`` (RE2, anchored; Python's ``re`` reads it the same way). Checked where
+    the table's annotation rules are, but only on what creates pods: a Pod on CREATE (a
+    scheduler writes these on the Pod's UPDATE) and workload templates."""
+
+    name: str
+    code: str
+    keys: tuple[str, ...]
+    key_pattern: str
+
+
+FORGED_ALLOCATION: Final = "forged-allocation"
+# HAMi v2.10.0 pkg/util/types.go (node, times, bind phase) and Kunlun's device list
+HAMI_SCHEDULER_OWNED: Final = (
+    "hami.io/vgpu-node",
+    "hami.io/vgpu-time",
+    "hami.io/bind-time",
+    "hami.io/bind-phase",
+    "hami.io/kunlun-allocated",
+)
+# each device backend's hami.io/<device>-devices-to-allocate and -devices-allocated
+HAMI_DEVICES_KEY: Final = r"^hami\.io/[a-z0-9][a-z0-9.-]*-devices-(?:to-allocate|allocated)$"
+PRESENCE_RULES: Final[tuple[PresenceRule, ...]] = (
+    PresenceRule(FORGED_ALLOCATION, "forged-allocation", HAMI_SCHEDULER_OWNED, HAMI_DEVICES_KEY),
+)
+
+
+def forged_allocation_message(key: str) -> str:
+    """``forged-allocation``: ``key`` as written (an annotation key, never quoted)."""
+    return (
+        f"{key} is written only by hami-scheduler when it places a pod; HAMi's device "
+        "plugin takes a pod created with it as already allocated, outside HAMi's "
+        "scheduling and quota (HAMi #3041). Remove it"
+    )
+
+
 __all__ = [
+    "PRESENCE_RULES",
     "QUANTITY_RULES",
     "RULES",
     "VALUE_CHARS",
     "WARNING_RULES",
+    "PresenceRule",
     "QuantityRule",
     "Rule",
     "WarningRule",

@@ -25,13 +25,14 @@ import yaml
 
 from tests.policies.compare import (
     CEL_CODES,
+    RELEASE_CODES,
     WARNING_CODES,
     as_cel_words,
     policy_failures,
     webhook_failures,
     webhook_warnings,
 )
-from tests.policies.table import ALL_CASES, CASES, Case, pod
+from tests.policies.table import ALL_CASES, CASES, RELEASE_CASES, RELEASE_CONFIG, Case, pod
 from webhook.cli.policies import dump_yaml
 from webhook.config import parse_config
 from webhook.policies import policies
@@ -79,8 +80,9 @@ def _yaml(*objs: dict[str, Any]) -> str:
     return yaml.safe_dump_all(list(objs), sort_keys=False)
 
 
-def _generated(mode: str = "enforce") -> str:
-    return dump_yaml(policies(parse_config({"modes": {"annotations": mode}}, env={}), 1024))
+def _generated(mode: str = "enforce", extra: dict[str, Any] | None = None) -> str:
+    config = {"modes": {"annotations": mode}, **(extra or {})}
+    return dump_yaml(policies(parse_config(config, env={}), 1024))
 
 
 def _wait_until_denied(cp: ControlPlane, timeout: float = 60.0) -> None:
@@ -265,6 +267,39 @@ def test_dryrun_mode_audits_only(with_policies: ControlPlane) -> None:
                 break
             time.sleep(0.5)
         assert "Warning:" not in probe.stderr, probe.stderr
+    finally:
+        cp.kubectl("apply", "-f", "-", input=_generated())
+        _wait_until_denied(cp)
+
+
+@pytest.mark.parametrize("case", RELEASE_CASES, ids=[c.name for c in RELEASE_CASES])
+def test_an_older_release_s_policies_deny_where_the_webhook_does(
+    with_policies: ControlPlane, case: Case
+) -> None:
+    """``numagate policies --config`` with ``schedulerVersions.hami: v2.6.0``: the
+    apiserver denies the GPU policies that release cannot read (unsupported-value) with the
+    webhook's message, word for word."""
+    cp = with_policies
+    # each policy has its own informer entry: wait for a denial of each
+    probes = [c for c in RELEASE_CASES if c.name in ("release-late-token", "release-vcjob")]
+    try:
+        cp.kubectl("apply", "-f", "-", input=_generated(extra=RELEASE_CONFIG))
+        deadline = time.monotonic() + 60
+        for probe in probes:
+            while "(rule unsupported-value)" not in _send(cp, probe).stderr:
+                assert time.monotonic() < deadline, "the release's policies never took effect"
+                time.sleep(0.5)
+        result = _send(cp, case)
+        if not case.expect:
+            assert result.returncode == 0, result.stderr
+            return
+        assert result.returncode != 0 and "is forbidden" in result.stderr, result.stderr
+        assert _reported(result.stderr) <= set(case.expect), result.stderr
+        said = result.stderr.split("denied request: ", 1)[1].strip()
+        codes = CEL_CODES | RELEASE_CODES
+        webhook = webhook_failures(case, RELEASE_CONFIG, codes)
+        assert said in {f"{p}: {as_cel_words(t)} (rule {c})" for p, c, t in webhook}, said
+        assert said in {f"{p}: {t} (rule {c})" for p, c, t in policy_failures(case, RELEASE_CONFIG)}
     finally:
         cp.kubectl("apply", "-f", "-", input=_generated())
         _wait_until_denied(cp)

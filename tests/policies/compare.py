@@ -11,8 +11,10 @@ from typing import Any
 
 import orjson
 
+from core.intent.dialects import HAMI_SCORING_WEIGHTS
 from core.intent.read import read_intent
-from core.intent.rules import QUANTITY_RULES, RULES, WARNING_RULES
+from core.intent.release_rules import WEIGHTS_CEL_REASON
+from core.intent.rules import PRESENCE_RULES, QUANTITY_RULES, RULES, WARNING_RULES
 from core.intent.workloads import pod_templates
 from tests.builders.objects import build_review
 from tests.policies.cel_eval import failures, matches
@@ -25,9 +27,14 @@ from webhook.review.pipeline import decide_review
 from webhook.review.wire import parse_review
 
 # the codes of the rules cel-python evaluates, and of those only the apiserver's CEL can
-CEL_CODES = frozenset({r.code for r in RULES} | {"too-large"})
+PRESENCE_CODES = frozenset(r.code for r in PRESENCE_RULES)
+# hami.io/device-scoring-weights (webhook.policy_releases: HAMi v2.10.0+, the default)
+WEIGHTS = f"metadata.annotations[{HAMI_SCORING_WEIGHTS}]"
+CEL_CODES = frozenset({r.code for r in RULES} | {"too-large", "invalid-value"} | PRESENCE_CODES)
 QUANTITY_CODES = frozenset(r.code for r in QUANTITY_RULES)
-CODES = CEL_CODES | QUANTITY_CODES
+# the rules of the configured release (none for the newest: tests/policies/test_releases.py)
+RELEASE_CODES = frozenset({"unsupported-value"})
+CODES = CEL_CODES | QUANTITY_CODES | RELEASE_CODES
 ANNOTATED = [f"metadata.annotations[{r.key}]" for r in RULES if r.where == "annotation"]
 RESOURCES = [
     f"resources.{section}[{name}]"
@@ -35,7 +42,8 @@ RESOURCES = [
     for name in r.resources
     for section in ("limits", "requests")
 ]
-FIELDS = (*ANNOTATED, "topologyPolicy", *RESOURCES)
+FIELDS = (*ANNOTATED, WEIGHTS, "topologyPolicy", *RESOURCES)
+_ANNOTATION = re.compile(r"(?:^|\.)metadata\.annotations\[[^\]]+\]$")
 _RULE = re.compile(r"^(?P<path>[^:]+): (?P<text>.*) \(rule (?P<code>[a-z-]+)\)$", re.S)
 
 
@@ -44,7 +52,9 @@ def ours(message: str) -> tuple[str, str, str] | None:
     m = _RULE.match(message)
     assert m is not None, message
     path, code = m["path"], m["code"]
-    if code not in CODES or not path.endswith(FIELDS):
+    # a presence rule's field is any annotation key it names (a device list per backend)
+    field = code in PRESENCE_CODES and _ANNOTATION.search(path) is not None
+    if code not in CODES or not (field or path.endswith(FIELDS)):
         return None
     return (
         re.sub(r"(spec\.(?:tasks|initContainers|containers))\[\d+\]", r"\1[*]", path),
@@ -55,9 +65,16 @@ def ours(message: str) -> tuple[str, str, str] | None:
 
 def as_cel_words(text: str) -> str:
     """The webhook's text without what CEL cannot say: the "did you mean" suggestion
-    (difflib), a chain's bad token, the thousands separator of a size."""
+    (difflib), a chain's bad token, the thousands separator of a size, the reason HAMi
+    refuses device-scoring-weights."""
     text = re.sub(r"; did you mean [^?]+\?", "", text)
     text = re.sub(r"token '[^']*' is not", "a token is not", text)
+    # the weights' reason names an entry or a key: the policy says what is wrong only
+    text = re.sub(
+        f"^({re.escape(HAMI_SCORING_WEIGHTS)} '[^']*'): .*? \\(allowed: slot=",
+        f"\\1: {WEIGHTS_CEL_REASON} (allowed: slot=",
+        text,
+    )
     return re.sub(r"(\d),(\d{3}) characters,", r"\1\2 characters,", text)
 
 

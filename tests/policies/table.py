@@ -122,6 +122,11 @@ def _res(section: str, name: str, prefix: str = "", lst: str = "containers") -> 
 
 CORES, MEM_PCT = "nvidia.com/gpucores", "nvidia.com/gpumem-percentage"
 TASK = "spec.tasks[*].template."
+FORGED = "forged-allocation"
+BIND_PHASE, VGPU_NODE = "hami.io/bind-phase", "hami.io/vgpu-node"
+BIND_TIME = "hami.io/bind-time"
+WEIGHTS, INVALID = "hami.io/device-scoring-weights", "invalid-value"
+DEVICES = "hami.io/nvidia-devices-allocated"
 
 
 LONG = "single-numa-node" + " " * 1024
@@ -234,6 +239,92 @@ CASES: tuple[Case, ...] = (
         "vcjob-template-annotation",
         volcano_job("vcjob-template-annotation", None, {NUMA_BIND: "on"}),
         ((_ann(NUMA_BIND, "spec.tasks[*].template."), "unknown-value"),),
+    ),
+    # HAMi's scheduler-owned allocation annotations (forged-allocation): on a Pod's CREATE,
+    # in workload and Volcano Job task templates; not in an unchanged template
+    Case(
+        "forged-bind-phase",
+        pod("forged-bind-phase", {BIND_PHASE: "allocating"}),
+        ((_ann(BIND_PHASE), FORGED),),
+    ),
+    Case(
+        "forged-three-keys",
+        pod(
+            "forged-three-keys",
+            {VGPU_NODE: "node-1", BIND_TIME: "1700000000", DEVICES: "GPU-0,NVIDIA,1000,0:;"},
+        ),
+        ((_ann(VGPU_NODE), FORGED), (_ann(BIND_TIME), FORGED), (_ann(DEVICES), FORGED)),
+    ),
+    Case(
+        "forged-deployment",
+        deployment("forged-deployment", {"hami.io/mlu-devices-to-allocate": "x"}),
+        ((_ann("hami.io/mlu-devices-to-allocate", "spec.template."), FORGED),),
+    ),
+    Case(
+        "forged-cronjob",
+        cronjob("forged-cronjob", {"hami.io/kunlun-allocated": "0"}),
+        ((_ann("hami.io/kunlun-allocated", "spec.jobTemplate.spec.template."), FORGED),),
+    ),
+    Case(
+        "forged-vcjob",
+        volcano_job("forged-vcjob", None, {"hami.io/vgpu-time": "1700000000"}),
+        ((_ann("hami.io/vgpu-time", TASK), FORGED),),
+    ),
+    Case(
+        "forged-vcjob-devices",
+        volcano_job("forged-vcjob-devices", None, {DEVICES: "GPU-0"}),
+        ((_ann(DEVICES, TASK), FORGED),),
+    ),
+    # HAMi's own keys that a user writes, and look-alikes: accepted
+    Case(
+        "hami-user-keys",
+        pod(
+            "hami-user-keys",
+            {
+                "hami.io/use-gpuuuid": "GPU-0",
+                "hami.io/nvidia-devices-allocatedx": "1",
+                "hami.io/nvidia-devices": "1",
+                "example.com/vgpu-node": "1",
+            },
+        ),
+    ),
+    Case(
+        "forged-deployment-unchanged",
+        deployment("forged-deployment-unchanged", {BIND_PHASE: "success"}, replicas=2),
+        operation="UPDATE",
+        old=deployment("forged-deployment-unchanged", {BIND_PHASE: "success"}),
+    ),
+    # hami.io/device-scoring-weights (HAMi v2.10.0+): ParseDeviceScoringWeights' grammar
+    Case("weights-ok", pod("weights-ok", {WEIGHTS: "slot=1,core=0,memory=2"})),
+    Case("weights-spaced", pod("weights-spaced", {WEIGHTS: " memory = +3 ,core=-0,slot=0"})),
+    Case(
+        "weights-all-zero",
+        pod("weights-all-zero", {WEIGHTS: "slot=0,core=0,memory=0"}),
+        ((_ann(WEIGHTS), INVALID),),
+    ),
+    Case(
+        "weights-duplicate",
+        pod("weights-duplicate", {WEIGHTS: "slot=1,slot=1,memory=1"}),
+        ((_ann(WEIGHTS), INVALID),),
+    ),
+    Case(
+        "weights-negative",
+        deployment("weights-negative", {WEIGHTS: "slot=1,core=-1,memory=1"}),
+        ((_ann(WEIGHTS, "spec.template."), INVALID),),
+    ),
+    Case(
+        "weights-int64",
+        volcano_job("weights-int64", None, {WEIGHTS: "slot=9223372036854775808,core=1,memory=1"}),
+        ((_ann(WEIGHTS, TASK), INVALID),),
+    ),
+    Case(
+        "weights-two-entries",
+        cronjob("weights-two-entries", {WEIGHTS: "slot=1,core=1"}),
+        ((_ann(WEIGHTS, "spec.jobTemplate.spec.template."), INVALID),),
+    ),
+    Case(
+        "weights-max",
+        volcano_job("weights-max", None, {WEIGHTS: "core=9223372036854775807,slot=0,memory=0"}),
     ),
     # quantity rules (Kubernetes' CEL quantity library: the apiserver's CEL only)
     Case("hami-cores-100", with_resources(pod("hami-cores-100", {}), {"limits": {CORES: "100"}})),
@@ -568,3 +659,46 @@ _ALSO_WARNED: dict[str, tuple[tuple[str, str], ...]] = {
 }
 CASES = tuple(replace(c, warns=_ALSO_WARNED.get(c.name, c.warns)) for c in CASES)
 ALL_CASES: tuple[Case, ...] = CASES + WARN_CASES
+
+
+# ---- the rules of the configured release (core.intent.release_rules) ----------------------
+
+# HAMi v2.6.0: binpack and spread only, no chains (topology-aware from v2.7.0, mutex and
+# numa and chains from v2.10.0). A respelled chain is quoted as written by the policy, as
+# rewritten by the webhook (webhook.policy_releases._shown): the chains here are HAMi's spelling.
+RELEASE_CONFIG: dict[str, Any] = {"schedulerVersions": {"hami": "v2.6.0"}}
+UNSUPPORTED = "unsupported-value"
+RELEASE_CASES: tuple[Case, ...] = (
+    Case("release-known", pod("release-known", {HAMI_GPU: " Bin_Pack "})),
+    Case(
+        "release-late-token",
+        pod("release-late-token", {HAMI_GPU: "Topology-Aware"}),
+        ((_ann(HAMI_GPU), UNSUPPORTED),),
+    ),
+    Case(
+        "release-chain-known",
+        pod("release-chain-known", {HAMI_GPU: "binpack,spread"}),
+        ((_ann(HAMI_GPU), UNSUPPORTED),),
+    ),
+    Case(
+        "release-chain-late-second",
+        pod("release-chain-late-second", {HAMI_GPU: "spread,numa,mutex"}),
+        ((_ann(HAMI_GPU), UNSUPPORTED),),
+    ),
+    Case(
+        "release-unknown-is-unknown",
+        pod("release-unknown-is-unknown", {HAMI_GPU: "numaa"}),
+        ((_ann(HAMI_GPU), "unknown-value"),),
+    ),
+    Case(
+        "release-deployment",
+        deployment("release-deployment", {HAMI_GPU: "mutex"}),
+        ((_ann(HAMI_GPU, "spec.template."), UNSUPPORTED),),
+    ),
+    Case(
+        "release-vcjob",
+        volcano_job("release-vcjob", None, {HAMI_GPU: "binpack,topology-aware"}),
+        ((_ann(HAMI_GPU, TASK), UNSUPPORTED),),
+    ),
+    Case("release-vcjob-ok", volcano_job("release-vcjob-ok", None, {HAMI_GPU: "spread"})),
+)

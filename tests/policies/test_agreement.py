@@ -17,11 +17,18 @@ rule falls between the two.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
 
-from core.intent.rules import QUANTITY_RULES, RULES, VOLCANO_CPU_POLICIES, QuantityRule
+from core.intent.rules import (
+    PRESENCE_RULES,
+    QUANTITY_RULES,
+    RULES,
+    VOLCANO_CPU_POLICIES,
+    QuantityRule,
+)
 from tests.policies.compare import (
     CEL_CODES,
     QUANTITY_CODES,
@@ -63,6 +70,14 @@ def test_the_table_covers_every_rule_both_ways() -> None:
         assert any(c == qrule.code and p.endswith(fields) for p, c in failed), qrule.name
         passed = [c for c in CASES if not c.expect and _applies(qrule, c)]
         assert passed, f"{qrule.name}: no accepted value in the table"
+    for prule in PRESENCE_RULES:
+        keys = {p.rsplit("[", 1)[1].rstrip("]") for p, c in failed if c == prule.code}
+        # every named key, and one of the pattern's, refused somewhere in the table
+        assert set(prule.keys) <= keys, prule.name
+        assert any(re.fullmatch(prule.key_pattern, k) for k in keys), prule.name
+        # ... and kept where it must be: an unchanged template on UPDATE
+        kept = [c for c in CASES if not c.expect and any(k in str(c.obj) for k in prule.keys)]
+        assert {c.operation for c in kept} == {"UPDATE"}, prule.name
 
 
 def _applies(rule: QuantityRule, case: Case) -> bool:
