@@ -6,7 +6,6 @@ before. Rules: core/dra (k8s.io/dynamic-resource-allocation/structured v0.36.3).
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -14,10 +13,9 @@ from typing import Any
 import pytest
 
 from certs.authority import CertPaths
-from tests.launch import running_server
 from tests.webhook.dra.objects import NAMESPACE, claim, inventory, pod, request
+from tests.webhook.dra.serving import served, write_inventory
 from tests.webhook.harness import ApiServer
-from webhook.server import ServeOptions
 
 NUMA1 = 'device.attributes["gpu.example.com"].numaNode == 1'
 # holds the NUMA-1 GPUs of both nodes: a request for those has no room now
@@ -43,25 +41,13 @@ CLAIMS = [
 
 @pytest.fixture(scope="module")
 def inventory_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("dra") / "inventory.json"
-    path.write_text(json.dumps({"kind": "List", "items": inventory(CLAIMS)}))
-    return path
+    return write_inventory(tmp_path_factory.mktemp("dra"), inventory(CLAIMS))
 
 
 @pytest.fixture
 async def api(certs: CertPaths, inventory_file: Path, tmp_path: Path) -> AsyncIterator[ApiServer]:
-    config = tmp_path / "config.yaml"
-    config.write_text("shutdown: {delaySeconds: 0}\n")
-    opts = ServeOptions(
-        host="127.0.0.1",
-        port=0,
-        cert=str(certs.cert),
-        key=str(certs.key),
-        inventory=str(inventory_file),
-        config=str(config),
-    )
-    async with running_server(opts) as port, ApiServer(f"https://127.0.0.1:{port}", certs.ca) as c:
-        yield c
+    async with served(certs, inventory_file, tmp_path) as client:
+        yield client
 
 
 def _dra(warnings: list[str]) -> list[str]:

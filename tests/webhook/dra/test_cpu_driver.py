@@ -5,7 +5,6 @@ one another pod reserves and requests that do not mirror the claim are warnings.
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -13,10 +12,9 @@ from typing import Any
 import pytest
 
 from certs.authority import CertPaths
-from tests.launch import running_server
 from tests.webhook.dra.objects import NAMESPACE, inventory
+from tests.webhook.dra.serving import served, write_inventory
 from tests.webhook.harness import ApiServer
-from webhook.server import ServeOptions
 
 CPU_CLASS = {
     "apiVersion": "resource.k8s.io/v1",
@@ -65,25 +63,13 @@ def _claim(name: str, cpus: int, reserved_for: str | None = None) -> dict[str, A
 @pytest.fixture(scope="module")
 def inventory_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     extra = [CPU_CLASS, _cpu_slice("gpu-a"), _claim("cpus", 2), _claim("taken", 1, "first")]
-    path = tmp_path_factory.mktemp("dra-cpu") / "inventory.json"
-    path.write_text(json.dumps({"kind": "List", "items": inventory(extra)}))
-    return path
+    return write_inventory(tmp_path_factory.mktemp("dra-cpu"), inventory(extra))
 
 
 @pytest.fixture
 async def api(certs: CertPaths, inventory_file: Path, tmp_path: Path) -> AsyncIterator[ApiServer]:
-    config = tmp_path / "config.yaml"
-    config.write_text("shutdown: {delaySeconds: 0}\n")
-    opts = ServeOptions(
-        host="127.0.0.1",
-        port=0,
-        cert=str(certs.cert),
-        key=str(certs.key),
-        inventory=str(inventory_file),
-        config=str(config),
-    )
-    async with running_server(opts) as port, ApiServer(f"https://127.0.0.1:{port}", certs.ca) as c:
-        yield c
+    async with served(certs, inventory_file, tmp_path) as client:
+        yield client
 
 
 def _ctr(name: str, cpu: str | None) -> dict[str, Any]:
