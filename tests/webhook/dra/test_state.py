@@ -29,7 +29,14 @@ from tests.webhook.fake_apiserver import DEFAULT_RESOURCES, running_apiserver
 from webhook import server as server_module
 from webhook.config import ConfigHolder
 from webhook.dra.admission import check_claims
-from webhook.dra.state import DraFileSource, DraState, build_dra_view
+from webhook.dra.state import (
+    REST_FACTOR,
+    REST_MAX_SECONDS,
+    DraFileSource,
+    DraState,
+    build_dra_view,
+    rebuilder,
+)
 from webhook.inventory.file_build import ISOLATE_ABOVE_BYTES
 from webhook.inventory.loader import LoadError
 from webhook.inventory.state import InventoryState, build_view
@@ -51,6 +58,19 @@ def test_only_dra_kinds_are_read_and_bad_ones_are_named() -> None:
     assert len(inv.slices) == 2 and set(inv.classes) == {"gpu"}
     assert list(inv.claims) == [("ml", "five")]
     assert len(inv.errors) == 1 and "spec.devices" in inv.errors[0] and "'many'" in inv.errors[0]
+
+
+def test_a_live_rebuild_rests_in_proportion_to_its_cost() -> None:
+    """Whole rebuilds cost seconds at 10,000 nodes: after each, the notifier rests
+    REST_FACTOR times its CPU time (capped), so they take at most a quarter of a core."""
+    state, rests, readings = DraState(), [], iter([10.0, 12.0, 20.0, 80.0])
+    on_change = rebuilder(state, cpu=lambda: next(readings), rest=rests.append)
+    on_change(inventory([FIVE]))
+    assert state.view is not None and state.view.objects == 4
+    assert state.view.source == "live"
+    on_change(inventory([]))
+    assert state.view.objects == 3
+    assert rests == [REST_FACTOR * 2.0, REST_MAX_SECONDS]
 
 
 def test_the_file_source_reloads_on_change_and_keeps_the_last_good(tmp_path: Path) -> None:
