@@ -27,6 +27,14 @@ def needed(versions: v.SchedulerVersions) -> bool:
     return bool(rr.late_tokens(versions)) or versions.hami < v.HAMI_CHAIN_SINCE
 
 
+def _task_annotation(t: str, key: str) -> tuple[str, str]:
+    """(whether task ``t``'s template has annotation ``key``, its value), as CEL."""
+    meta = f"{t}.template.metadata"
+    present = f"has({t}.template) && has({meta}) && has({meta}.annotations) && "
+    present += f"{cel_string(key)} in {meta}.annotations"
+    return present, f"{meta}.annotations[{cel_string(key)}]"
+
+
 def _readable(value: str, limit: int) -> str:
     """CEL: the table's rule accepts ``value`` (so the webhook reads its tokens)."""
     return f"size({value}) <= {limit} && {value}.matches({cel_raw(rule(HAMI_GPU).pattern)})"
@@ -95,20 +103,14 @@ def task_rule(
     if not needed(versions):
         return [], []
 
-    def parts(t: str) -> tuple[str, str]:
-        meta = f"{t}.template.metadata"
-        present = f"has({t}.template) && has({meta}) && has({meta}.annotations) && "
-        present += f"{cel_string(_KEY)} in {meta}.annotations"
-        return present, f"{meta}.annotations[{cel_string(_KEY)}]"
-
-    present, value = parts("t")
+    present, value = _task_annotation("t", _KEY)
     bad = "bad_hami_gpu_release"
     variable = {
         "name": bad,
         "expression": f"variables.tasks.filter(t, {present} && {_readable(value, limit)} && "
         f"!{_supported(value, versions)})",
     }
-    _, first = parts(f"variables.{bad}[0]")
+    _, first = _task_annotation(f"variables.{bad}[0]", _KEY)
     path = cel_string(f"spec.tasks[*].template.metadata.annotations[{_KEY}]: ")
     validation = {
         "expression": f"size(variables.{bad}) == 0",
@@ -170,19 +172,13 @@ def weights_task_rule(
     if not weights_needed(versions):
         return [], []
 
-    def parts(t: str) -> tuple[str, str]:
-        meta = f"{t}.template.metadata"
-        present = f"has({t}.template) && has({meta}) && has({meta}.annotations) && "
-        present += f"{cel_string(_WEIGHTS)} in {meta}.annotations"
-        return present, f"{meta}.annotations[{cel_string(_WEIGHTS)}]"
-
-    present, value = parts("t")
+    present, value = _task_annotation("t", _WEIGHTS)
     bad = "bad_hami_weights"
     variable = {
         "name": bad,
         "expression": f"variables.tasks.filter(t, {present} && !{_weights_ok(value, limit)})",
     }
-    _, first = parts(f"variables.{bad}[0]")
+    _, first = _task_annotation(f"variables.{bad}[0]", _WEIGHTS)
     path = cel_string(f"spec.tasks[*].template.metadata.annotations[{_WEIGHTS}]: ")
     validation = {
         "expression": f"size(variables.{bad}) == 0",
