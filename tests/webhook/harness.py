@@ -20,7 +20,8 @@ from __future__ import annotations
 import base64
 import copy
 import ssl
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,11 +31,13 @@ import jsonpatch
 import kubernetes_validate
 import orjson
 
+from certs.authority import CertPaths
 from tests.builders.objects import SMALL, build_review, gvk
-from tests.launch import SERVER_NAME
+from tests.launch import SERVER_NAME, running_server
 from webhook.config import Config, parse_config
 from webhook.inventory.state import InventoryState, StaticFileSource
 from webhook.review.pipeline import Runtime, answer
+from webhook.server import ServeOptions
 
 K8S_VERSION = "1.37.0"
 
@@ -246,3 +249,18 @@ class ApiServer:
         return Admission(
             current, mutated, validated, reinvoked, mutated.warnings + validated.warnings
         )
+
+
+@asynccontextmanager
+async def served(certs: CertPaths, *, inventory: Path, config: Path) -> AsyncIterator[ApiServer]:
+    """The real server over TLS on a free port (``inventory``, ``config``), and a client."""
+    opts = ServeOptions(
+        host="127.0.0.1",
+        port=0,
+        cert=str(certs.cert),
+        key=str(certs.key),
+        inventory=str(inventory),
+        config=str(config),
+    )
+    async with running_server(opts) as port, ApiServer(f"https://127.0.0.1:{port}", certs.ca) as c:
+        yield c

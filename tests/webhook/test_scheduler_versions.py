@@ -13,11 +13,9 @@ import yaml
 from certs.authority import CertPaths
 from core.intent.versions import SchedulerVersions
 from tests.builders.objects import SMALL, build_review
-from tests.launch import running_server
-from tests.webhook.harness import ApiServer
+from tests.webhook.harness import ApiServer, served
 from webhook.cli.main import main
 from webhook.config import ConfigError, parse_config
-from webhook.server import ServeOptions
 
 HGPU = "hami.io/gpu-scheduler-policy"
 
@@ -71,17 +69,8 @@ def old_hami(tmp_path: Path) -> Path:
 
 @pytest.fixture
 async def api(certs: CertPaths, old_hami: Path) -> AsyncIterator[ApiServer]:
-    options = ServeOptions(
-        host="127.0.0.1",
-        port=0,
-        cert=str(certs.cert),
-        key=str(certs.key),
-        inventory=str(SMALL),
-        config=str(old_hami),
-    )
-    async with running_server(options) as port:  # noqa: SIM117
-        async with ApiServer(f"https://127.0.0.1:{port}", certs.ca) as client:
-            yield client
+    async with served(certs, inventory=SMALL, config=old_hami) as client:
+        yield client
 
 
 async def test_server_checks_the_configured_release(api: ApiServer) -> None:

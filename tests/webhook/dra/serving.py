@@ -9,9 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from certs.authority import CertPaths
-from tests.launch import running_server
+from tests.webhook import harness
 from tests.webhook.harness import ApiServer
-from webhook.server import ServeOptions
 
 
 def write_inventory(directory: Path, items: Sequence[dict[str, Any]]) -> Path:
@@ -24,16 +23,8 @@ def write_inventory(directory: Path, items: Sequence[dict[str, Any]]) -> Path:
 async def served(
     certs: CertPaths, inventory_file: Path, tmp_path: Path
 ) -> AsyncIterator[ApiServer]:
-    """The server on a free port reading ``inventory_file``, and a client posting to it."""
+    """The server reading ``inventory_file``, with a configuration that stops at once."""
     config = tmp_path / "config.yaml"
     config.write_text("shutdown: {delaySeconds: 0}\n")
-    opts = ServeOptions(
-        host="127.0.0.1",
-        port=0,
-        cert=str(certs.cert),
-        key=str(certs.key),
-        inventory=str(inventory_file),
-        config=str(config),
-    )
-    async with running_server(opts) as port, ApiServer(f"https://127.0.0.1:{port}", certs.ca) as c:
-        yield c
+    async with harness.served(certs, inventory=inventory_file, config=config) as client:
+        yield client
