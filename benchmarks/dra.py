@@ -20,7 +20,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from core.dra.evaluate import evaluate_node, pod_claims, read_inventory  # noqa: E402
+from core.dra.evaluate import evaluate_node, pod_claims  # noqa: E402
+from core.dra.inventory import read_inventory  # noqa: E402
 from core.dra.pools import NodeRef  # noqa: E402
 from core.dra.selectors import compiled  # noqa: E402
 

@@ -11,8 +11,8 @@ allocation the allocator's search (``allocate``)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Final
 
 from core.dra.allocate import (
@@ -21,6 +21,7 @@ from core.dra.allocate import (
     ClaimProblem,
     Key,
 )
+from core.dra.inventory import DraInventory
 from core.dra.objects import (
     ALL,
     BLOCKING_EFFECTS,
@@ -29,94 +30,15 @@ from core.dra.objects import (
     DraError,
     Request,
     ResourceClaim,
-    ResourceClaimTemplate,
-    ResourceSlice,
     Taint,
     Toleration,
 )
 from core.dra.pools import NodeRef, Pool, PoolDevice, gather_pools, selector_matches
-from core.dra.read import read_claim, read_class, read_slice, read_template
 from core.dra.selectors import selectors_match
 from core.dra.verdict import FITS, NEVER_FITS, UNCHECKED, judge
 
 # resourceapi.AllocationResultsMaxSize: devices one claim may get
 MAX_DEVICES_PER_CLAIM: Final = 32
-
-
-@dataclass(frozen=True, slots=True)
-class DraInventory:
-    slices: tuple[ResourceSlice, ...] = ()
-    classes: Mapping[str, DeviceClass] = field(default_factory=dict)
-    claims: Mapping[tuple[str, str], ResourceClaim] = field(default_factory=dict)
-    templates: Mapping[tuple[str, str], ResourceClaimTemplate] = field(default_factory=dict)
-    errors: tuple[str, ...] = ()  # objects that could not be read
-    # slices by spec.nodeName, and those reaching nodes otherwise (selector, all nodes,
-    # per device, counters): a node's pools are gathered from its own and the latter
-    by_node: Mapping[str, tuple[ResourceSlice, ...]] = field(default_factory=dict)
-    unbound: tuple[ResourceSlice, ...] = ()
-
-    def reaching(self, node: str) -> tuple[ResourceSlice, ...]:
-        return (*self.by_node.get(node, ()), *self.unbound)
-
-    # devices allocated to any claim (admin access does not take a device), and devices
-    # several claims may share (allowMultipleAllocations): computed once per inventory
-    in_use: frozenset[Key] = frozenset()
-    shared: frozenset[Key] = frozenset()
-
-
-_READERS: Final = {
-    "ResourceSlice": read_slice,
-    "DeviceClass": read_class,
-    "ResourceClaim": read_claim,
-    "ResourceClaimTemplate": read_template,
-}
-
-
-def read_inventory(objects: Iterable[Any]) -> DraInventory:
-    """The DRA objects among ``objects`` (other kinds are ignored); an unreadable one is
-    left out and its error kept: while a slice or class is unreadable no node is judged
-    ``never-fits`` (see evaluate_node)."""
-    slices, classes, claims, templates, errors = [], {}, {}, {}, []
-    for obj in objects:
-        kind = obj.get("kind") if isinstance(obj, Mapping) else None
-        reader = _READERS.get(kind) if isinstance(kind, str) else None
-        if reader is None:
-            continue
-        try:
-            item = reader(obj)
-        except DraError as e:
-            errors.append(str(e))
-            continue
-        if isinstance(item, ResourceSlice):
-            slices.append(item)
-        elif isinstance(item, DeviceClass):
-            classes[item.name] = item
-        elif isinstance(item, ResourceClaim):
-            claims[(item.namespace, item.name)] = item
-        else:
-            templates[(item.namespace, item.name)] = item
-    by_node: dict[str, list[ResourceSlice]] = {}
-    for s in slices:
-        if s.node_name and not s.shared_counters:
-            by_node.setdefault(s.node_name, []).append(s)
-    return DraInventory(
-        tuple(slices),
-        classes,
-        claims,
-        templates,
-        tuple(errors),
-        {k: tuple(v) for k, v in by_node.items()},
-        tuple(s for s in slices if not s.node_name or s.shared_counters),
-        frozenset(
-            (d.driver, d.pool, d.device)
-            for c in claims.values()
-            for d in c.allocation or ()
-            if not d.admin_access
-        ),
-        frozenset(
-            (s.driver, s.pool, d.name) for s in slices for d in s.devices if d.multiple_allocations
-        ),
-    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -257,7 +179,7 @@ def build_problem(
 ) -> list[ClaimProblem]:
     """The claims still to allocate, as search problems on ``node``; raises _Unknown or
     returns the never-fits message through NeverFits."""
-    pools = gather_pools(inv.slices, node, inv.reaching(node.name) if inv.by_node else None)
+    pools = gather_pools(inv.reaching(node.name), node, inv.pools)
     problems = []
     for pc in claims:
         if pc.missing:

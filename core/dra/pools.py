@@ -99,18 +99,18 @@ def _reaches(s: ResourceSlice, node: NodeRef) -> bool:
 
 
 def gather_pools(
-    slices: Sequence[ResourceSlice],
+    candidates: Iterable[ResourceSlice],
     node: NodeRef,
-    candidates: Iterable[ResourceSlice] | None = None,
+    pools: Mapping[tuple[str, str], Sequence[ResourceSlice]],
 ) -> list[Pool]:
-    """The pools reaching ``node``, with the devices it may use. Per pool the newest
-    generation among the slices reaching the node counts; if those are not all of its
-    slices, a newer generation elsewhere makes the pool obsolete (skipped), else the pool is
-    complete when the generation's slices published everywhere add up (as upstream).
-    ``candidates``: the slices that may reach the node (default: all of ``slices``)."""
-    every = slices
+    """The pools reaching ``node``, with the devices it may use. ``candidates``: the slices
+    that may reach the node; ``pools``: every slice of each pool, wherever published. Per
+    pool the newest generation among the slices reaching the node counts; if those are not
+    all of its slices, a newer generation elsewhere makes the pool obsolete (skipped), else
+    the pool is complete when the generation's slices published everywhere add up (as
+    upstream)."""
     reaching: dict[tuple[str, str], list[ResourceSlice]] = {}
-    for s in every if candidates is None else candidates:
+    for s in candidates:
         if not _reaches(s, node):
             continue
         found = reaching.setdefault((s.driver, s.pool), [])
@@ -119,20 +119,20 @@ def gather_pools(
         if found and s.generation > found[0].generation:
             found.clear()
         found.append(s)
-    pools = []
+    out = []
     for (driver, name), found in sorted(reaching.items()):
         generation = found[0].generation
         if len(found) != found[0].slice_count:
-            same = [s for s in every if (s.driver, s.pool) == (driver, name)]
+            same = pools.get((driver, name), ())
             if any(s.generation > generation for s in same):
                 continue  # obsolete: a newer generation is being published
             if sum(1 for s in same if s.generation == generation) != found[0].slice_count:
-                pools.append(Pool(driver, name, (), incomplete=True))
+                out.append(Pool(driver, name, (), incomplete=True))
                 continue
         names = [d.name for s in found if not s.shared_counters for d in s.devices]
         if len(names) != len(set(names)):
             dup = next(n for n in names if names.count(n) > 1)
-            pools.append(Pool(driver, name, (), invalid=f"duplicate device name {dup}"))
+            out.append(Pool(driver, name, (), invalid=f"duplicate device name {dup}"))
             continue
         devices = tuple(
             PoolDevice(driver, name, d, s)
@@ -141,5 +141,5 @@ def gather_pools(
             if not s.per_device_node_selection
             or node_matches(node, d.node_name, d.all_nodes, d.node_selector)
         )
-        pools.append(Pool(driver, name, devices))
-    return pools
+        out.append(Pool(driver, name, devices))
+    return out

@@ -48,7 +48,7 @@ def explain_pods(
     pods: Sequence[Mapping[str, Any]], inventory: Sequence[Mapping[str, Any]]
 ) -> list[dict[str, Any]]:
     """One entry per pod numagate can explain (docs/contracts.md: Verdicts verdicts, core.feasibility)."""
-    from core.dra.evaluate import read_inventory as read_dra
+    from core.dra.inventory import read_inventory as read_dra
     from core.feasibility.decision import decide
     from core.feasibility.snapshot import Snapshot
     from core.feasibility.verdicts import evaluate

@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from core.dra.evaluate import DraInventory, read_inventory
+from core.dra.inventory import DraInventory, read_inventory
 from webhook.inventory.file_build import ISOLATE_ABOVE_BYTES, FileBuildProcess
 from webhook.inventory.loader import LoadError, parse_objects, read_text
 from webhook.inventory.objects import WatchedResource

@@ -10,7 +10,7 @@ from typing import Any
 import yaml
 
 from core.dra.cluster import evaluate_cluster
-from core.dra.evaluate import read_inventory
+from core.dra.inventory import read_inventory
 from core.dra.pools import NodeRef
 from tests.paths import ROOT
 

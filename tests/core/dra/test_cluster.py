@@ -5,7 +5,7 @@ only when every node never fits, naming the commonest reason."""
 from __future__ import annotations
 
 from core.dra.cluster import IMPOSSIBLE, evaluate_cluster
-from core.dra.evaluate import read_inventory
+from core.dra.inventory import read_inventory
 from core.dra.pools import NodeRef
 from core.dra.verdict import FITS, NO_ROOM_NOW, UNCHECKED
 from tests.core.dra.objects import (

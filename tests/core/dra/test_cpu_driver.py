@@ -15,7 +15,8 @@ from core.dra.cpu_driver import (
     cpu_requests,
     is_cpu_class,
 )
-from core.dra.evaluate import pod_claims, read_inventory
+from core.dra.evaluate import pod_claims
+from core.dra.inventory import read_inventory
 from core.dra.objects import DraError
 from core.dra.pod import cpu_driver_findings, judge_pod
 from core.dra.read import read_claim

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from core.dra.evaluate import NodeVerdict, evaluate_node, pod_claims, read_inventory
+from core.dra.evaluate import NodeVerdict, evaluate_node, pod_claims
+from core.dra.inventory import read_inventory
 from core.dra.pools import NodeRef
 from core.dra.verdict import FITS, NEVER_FITS, NO_ROOM_NOW, UNCHECKED
 from tests.core.dra.objects import (

@@ -10,13 +10,14 @@ from typing import Any
 
 import pytest
 
-from core.dra.evaluate import evaluate_node, read_inventory
+from core.dra.evaluate import evaluate_node
 from core.dra.extended import (
     class_for_resource,
     extended_requests,
     is_dra_extended_name,
     node_claims,
 )
+from core.dra.inventory import read_inventory
 from core.dra.objects import DeviceClass
 from core.dra.pools import NodeRef
 from core.dra.verdict import FITS, NEVER_FITS

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from core.dra.evaluate import read_inventory
+from core.dra.inventory import read_inventory
 from core.dra.pod import alignment, candidate_nodes, judge_pod, uses_dra
 from core.intent.read import read_intent
 from core.intent.workloads import pod_templates

@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from core.dra.evaluate import evaluate_node, pod_claims, read_inventory
+from core.dra.evaluate import evaluate_node, pod_claims
+from core.dra.inventory import read_inventory
 from core.dra.objects import DraError
 from core.dra.pools import NodeRef
 from core.dra.read import read_claim, read_class, read_slice

@@ -6,7 +6,8 @@ resource.kubernetes.io/pcieRoot, k8s.io/dynamic-resource-allocation/deviceattrib
 
 from __future__ import annotations
 
-from core.dra.evaluate import pod_claims, read_inventory
+from core.dra.evaluate import pod_claims
+from core.dra.inventory import read_inventory
 from core.dra.pools import NodeRef
 from core.dra.topology import alignment_finding, is_topology_attribute, placements
 from tests.core.dra.objects import DRIVER_A, device, device_class, request, resource_slice, template
