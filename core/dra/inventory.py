@@ -160,7 +160,10 @@ class IncrementalDra:
         return len(self._items) + len(self._errors)
 
     def apply(self, key: ObjectKey, item: DraItem | str | None) -> None:
-        """``key``'s object is now ``item``: parsed, unreadable (the error), or deleted."""
+        """``key``'s object is now ``item``: parsed, unreadable (the error), or deleted.
+        A kind that is not DRA's is ignored."""
+        if key[0] not in _READERS:
+            return
         old = self._items.pop(key, None)
         if old is not None:
             self._change(key, old, -1)

@@ -9,9 +9,8 @@ view. The sources:
   same loader (webhook/inventory/loader.py), re-read when its (mtime, size, inode) or
   content changes (:class:`DraFileSource`);
 - the cluster: one reflector per resource.k8s.io/v1 type (webhook/inventory/reflector.py
-  through ``LiveSource``), rebuilt whole on every change (debounced): the DRA objects of a
-  cluster are one or a few slices per node plus the claims, far fewer than the NRT
-  inventory's objects, so no incremental update is needed (docs/dra.md);
+  through ``LiveSource``), every event applied to the objects it touches
+  (webhook/dra/live.py; docs/dra.md);
 - none (demo inventory): an empty DRA inventory, every claim unchecked.
 
 Staleness follows the NRT inventory's rule: a live DRA inventory not synchronized for
@@ -21,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import gc
 import hashlib
 import os
 import pickle
@@ -94,8 +92,9 @@ class DraState:
         )
 
     def install(self, view: DraView) -> None:
+        before = frozenset(self.view.inventory.errors) if self.view else frozenset()
         self.view = view  # one assignment: a review reads the old or the new view
-        for error in view.inventory.errors[:20]:
+        for error in [e for e in view.inventory.errors if e not in before][:20]:
             log.warning("DRA object skipped", extra={"error": error, "source": view.source})
 
     def load_objects(self, objects: Iterable[Mapping[str, Any]], *, source: str) -> DraView:
@@ -193,54 +192,44 @@ class DraFileSource:
 
 
 def pickled_dra_build(path: str) -> bytes:
-    """What the helper process runs: the file's DRA view, pickled (the collector off: the
-    process is short-lived and every parsed object lives until the pickle is written)."""
+    """What the helper process runs: the file's DRA view, pickled."""
     # a forked helper starts with the server's signal handling (as pickled_file_build)
     signal.set_wakeup_fd(-1)
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    gc.disable()
     objects = [o.obj for o in parse_objects(read_text(path), path)]
     view = build_dra_view(objects, source=f"file:{path}", now=0.0)
     return pickle.dumps(view, protocol=pickle.HIGHEST_PROTOCOL)
 
 
-# A whole rebuild costs 0.36 s of CPU at 1,000 nodes and 4.1 s at 10,000 (benchmarks/dra.py's
-# objects, one slice of 8 GPUs per node): under steady claim churn the notifier thread would
-# rebuild back to back and hold the worker's GIL. After each rebuild it rests this many times
-# the rebuild's CPU time (changes meanwhile are coalesced into the next rebuild), so
-# rebuilds take at most a quarter of a core; the view is then up to 4x a rebuild behind.
-REST_FACTOR = 3.0
-REST_MAX_SECONDS = 30.0
-
-
-def rebuilder(
-    state: DraState,
-    *,
-    cpu: Callable[[], float] = time.thread_time,
-    rest: Callable[[float], None] = time.sleep,
-) -> Callable[[list[dict[str, Any]]], None]:
-    """The LiveSource callback: rebuild the whole DRA view, then rest (REST_FACTOR)."""
-
-    def on_change(objects: list[dict[str, Any]]) -> None:
-        started = cpu()
-        state.load_objects(objects, source="live")
-        rest(min(REST_MAX_SECONDS, REST_FACTOR * (cpu() - started)))
-
-    return on_change
-
-
 def start_live(api_client: Any, state: DraState, **timings: Any) -> Any:
-    """Watch the four DRA types (a LiveSource of their own: its notifier thread hands the
-    whole current list to ``state`` once every type has listed or is known absent). Returns
-    the started LiveSource (``stop()`` at shutdown)."""
+    """Watch the four DRA types (a LiveSource of their own, every change applied by
+    webhook/dra/live.py's DraUpdates). Returns an object whose ``stop()`` ends both."""
+    from webhook.dra.live import DraUpdates
     from webhook.inventory.live import LiveSource
 
-    live = LiveSource(api_client, rebuilder(state), resources=DRA_RESOURCES, **timings)
+    def install(inventory: DraInventory, objects: int) -> None:
+        state.install(DraView(inventory, "live", state.clock(), objects))
+
+    updates = DraUpdates(install)
+    live = LiveSource(api_client, updates=updates, resources=DRA_RESOURCES, **timings)
+    updates.synced = lambda: live.synced
     state.live = True
     state.last_sync = lambda: live.last_sync if state.view is not None else None
+    updates.start()
     live.start()
-    return live
+    return _Running(live, updates)
+
+
+class _Running:
+    """The live DRA source: the watch and the flush thread, stopped together."""
+
+    def __init__(self, live: Any, updates: Any) -> None:
+        self.live, self.updates = live, updates
+
+    def stop(self) -> None:
+        self.live.stop()
+        self.updates.stop()
 
 
 def start_sources(

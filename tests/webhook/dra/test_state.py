@@ -11,9 +11,11 @@ import os
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from core.dra.inventory import read_inventory
 from core.intent.read import read_intent
 from core.intent.workloads import pod_templates
 from tests.webhook.dra.objects import (
@@ -29,14 +31,8 @@ from tests.webhook.fake_apiserver import DEFAULT_RESOURCES, running_apiserver
 from webhook import server as server_module
 from webhook.config import ConfigHolder
 from webhook.dra.admission import check_claims
-from webhook.dra.state import (
-    REST_FACTOR,
-    REST_MAX_SECONDS,
-    DraFileSource,
-    DraState,
-    build_dra_view,
-    rebuilder,
-)
+from webhook.dra.live import DraUpdates
+from webhook.dra.state import DraFileSource, DraState, build_dra_view
 from webhook.inventory.file_build import ISOLATE_ABOVE_BYTES
 from webhook.inventory.loader import LoadError
 from webhook.inventory.state import InventoryState, build_view
@@ -60,17 +56,56 @@ def test_only_dra_kinds_are_read_and_bad_ones_are_named() -> None:
     assert len(inv.errors) == 1 and "spec.devices" in inv.errors[0] and "'many'" in inv.errors[0]
 
 
-def test_a_live_rebuild_rests_in_proportion_to_its_cost() -> None:
-    """Whole rebuilds cost seconds at 10,000 nodes: after each, the notifier rests
-    REST_FACTOR times its CPU time (capped), so they take at most a quarter of a core."""
-    state, rests, readings = DraState(), [], iter([10.0, 12.0, 20.0, 80.0])
-    on_change = rebuilder(state, cpu=lambda: next(readings), rest=rests.append)
-    on_change(inventory([FIVE]))
-    assert state.view is not None and state.view.objects == 4
-    assert state.view.source == "live"
-    on_change(inventory([]))
-    assert state.view.objects == 3
-    assert rests == [REST_FACTOR * 2.0, REST_MAX_SECONDS]
+class _Reflector:
+    """What DraUpdates reads of the reflector calling it: the resource's kind."""
+
+    def __init__(self, kind: str) -> None:
+        self.resource = type("R", (), {"kind": kind})()
+
+
+def _key(obj: dict[str, Any]) -> tuple[str, str]:
+    return (obj["metadata"].get("namespace", ""), obj["metadata"]["name"])
+
+
+def test_events_and_relists_update_only_what_changed() -> None:
+    """The listener as the reflectors call it (webhook/inventory/reflector.py, objects not
+    kept): a list page, watch events, a relist that changed one object and lost another;
+    after each flush the view is the whole build of what the cluster holds."""
+    installed: list[tuple[Any, int]] = []
+    updates = DraUpdates(lambda inv, n: installed.append((inv, n)))
+    objects = {
+        (o["kind"], *_key(o)): o for o in inventory([FIVE]) if "resource.k8s" in o["apiVersion"]
+    }
+    by_kind: dict[str, dict[tuple[str, str], Any]] = {}
+    for (kind, ns, name), o in objects.items():
+        by_kind.setdefault(kind, {})[(ns, name)] = o
+    for kind, page in by_kind.items():
+        updates.on_replaced(_Reflector(kind), {}, page, True)
+    first = updates.flush()
+    assert first == read_inventory(objects.values()) and installed[-1][1] == 4
+    assert updates.flush() is None  # nothing new: no new view
+    slices = {k: o for k, o in by_kind["ResourceSlice"].items()}
+    gone, kept = sorted(slices)
+    updates.on_event(_Reflector("ResourceClaim"), "DELETED", _key(FIVE), FIVE)
+    changed = {**slices[kept], "metadata": {**slices[kept]["metadata"], "resourceVersion": "9"}}
+    changed["spec"] = {**changed["spec"], "devices": changed["spec"]["devices"][:1]}
+    held = {kept: None}  # the fingerprint held before: differs from "9"
+    updates.on_replaced(_Reflector("ResourceSlice"), held, {kept: changed}, True)
+    updates.on_replaced(_Reflector("ResourceSlice"), {gone: "1"}, {}, True)  # relist's end
+    second = updates.flush()
+    now = [by_kind["DeviceClass"][("", "gpu")], changed]
+    assert second == read_inventory(now) and installed[-1][1] == 2
+    assert first == read_inventory(objects.values())  # the earlier view is untouched
+
+
+def test_no_view_before_every_type_has_listed() -> None:
+    installed: list[Any] = []
+    updates = DraUpdates(lambda inv, n: installed.append(inv))
+    updates.synced = lambda: False
+    updates.on_event(_Reflector("DeviceClass"), "ADDED", ("", "gpu"), gpu_class())
+    assert updates.flush() is None and installed == []
+    updates.synced = lambda: True
+    assert updates.flush() is not None and set(installed[0].classes) == {"gpu"}
 
 
 def test_the_file_source_reloads_on_change_and_keeps_the_last_good(tmp_path: Path) -> None:
@@ -176,6 +211,13 @@ async def test_the_cluster_is_listed_and_watched(tmp_path: Path) -> None:
             await until(lambda: ("ml", "five") in dra.view.inventory.claims, "a watched claim")
             fake.delete(DRA_FAKES[1], gpu_class()["metadata"]["name"])
             await until(lambda: not dra.view.inventory.classes, "a deleted class")
+            # a relist (the watch's history compacted away) brings what was missed
+            fake.compact()
+            fake.expire_watches(DRA_FAKES[0])
+            fake.delete(DRA_FAKES[0], gpu_slice("gpu-a")["metadata"]["name"])
+            await until(lambda: set(dra.view.inventory.by_node) == {"gpu-b"}, "a relist")
+            expected = read_inventory([gpu_slice("gpu-b"), claim("five", [request("gpus", 5)])])
+            assert dra.view.inventory == expected
         finally:
             sources.stop()
             for task in sources.tasks:
