@@ -231,7 +231,7 @@ def evaluate_node(claims: Sequence[PodClaim], node: NodeRef, inv: DraInventory) 
     except NeverFits as e:
         verdict, message, allocation = NEVER_FITS, str(e), ()
     else:
-        verdict, message, allocation = judge(problems, inv.in_use, inv.shared)
+        verdict, message, allocation = judge(problems, *inv.usage_on(node.name))
     if verdict == NEVER_FITS and inv.errors:
         return NodeVerdict(
             node.name, UNCHECKED, f"{message} (but {len(inv.errors)} DRA objects are unreadable)"

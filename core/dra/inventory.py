@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from core.dra.allocate import Key
+from core.dra.chunked import ChunkedMap
 from core.dra.objects import (
     DeviceClass,
     DraError,
@@ -33,25 +34,38 @@ DraItem = ResourceSlice | DeviceClass | ResourceClaim | ResourceClaimTemplate
 @dataclass(frozen=True, slots=True)
 class DraInventory:
     classes: Mapping[str, DeviceClass] = field(default_factory=dict)
-    claims: Mapping[tuple[str, str], ResourceClaim] = field(default_factory=dict)
-    templates: Mapping[tuple[str, str], ResourceClaimTemplate] = field(default_factory=dict)
+    claims: Mapping[tuple[str, str], ResourceClaim] = field(default_factory=ChunkedMap)
+    templates: Mapping[tuple[str, str], ResourceClaimTemplate] = field(default_factory=ChunkedMap)
     errors: tuple[str, ...] = ()  # objects that could not be read (sorted)
     # every tuple of slices below is ordered by slice name, whatever the order of arrival
-    by_node: Mapping[str, tuple[ResourceSlice, ...]] = field(default_factory=dict)
+    by_node: Mapping[str, tuple[ResourceSlice, ...]] = field(default_factory=ChunkedMap)
     unbound: tuple[ResourceSlice, ...] = ()
-    pools: Mapping[PoolKey, tuple[ResourceSlice, ...]] = field(default_factory=dict)
-    in_use: frozenset[Key] = frozenset()
-    shared: frozenset[Key] = frozenset()
+    pools: Mapping[PoolKey, tuple[ResourceSlice, ...]] = field(default_factory=ChunkedMap)
+    # per pool: its devices allocated to a claim, and those several claims may share
+    in_use: Mapping[PoolKey, frozenset[Key]] = field(default_factory=ChunkedMap)
+    shared: Mapping[PoolKey, frozenset[Key]] = field(default_factory=ChunkedMap)
 
     def reaching(self, node: str) -> tuple[ResourceSlice, ...]:
         """The slices that may reach ``node``: its own and the unbound ones."""
         return (*self.by_node.get(node, ()), *self.unbound)
+
+    def usage_on(self, node: str) -> tuple[frozenset[Key], frozenset[Key]]:
+        """The devices in use and the shareable ones among the pools reaching ``node``."""
+        pools = {(s.driver, s.pool) for s in self.reaching(node)}
+        return (
+            frozenset().union(*(self.in_use.get(p, _NONE) for p in pools)),
+            frozenset().union(*(self.shared.get(p, _NONE) for p in pools)),
+        )
+
+    def is_used(self, key: Key) -> bool:
+        return key in self.in_use.get(key[:2], _NONE)
 
     @property
     def slices(self) -> tuple[ResourceSlice, ...]:
         return tuple(s for k in sorted(self.pools) for s in self.pools[k])
 
 
+_NONE: Final[frozenset[Key]] = frozenset()
 _READERS: Final = {
     "ResourceSlice": read_slice,
     "DeviceClass": read_class,
@@ -125,22 +139,29 @@ def read_inventory(objects: Iterable[Any]) -> DraInventory:
     unbound = by_node.pop("", [])
     return DraInventory(
         classes,
-        claims,
-        templates,
+        ChunkedMap.of(claims),
+        ChunkedMap.of(templates),
         tuple(sorted(errors)),
-        {k: ordered(v) for k, v in by_node.items()},
+        ChunkedMap.of((k, ordered(v)) for k, v in by_node.items()),
         ordered(unbound),
-        {k: ordered(v) for k, v in pools.items()},
-        frozenset(k for c in claims.values() for k in allocated(c)),
-        frozenset(k for s in slices for k in multi(s)),
+        ChunkedMap.of((k, ordered(v)) for k, v in pools.items()),
+        _per_pool(k for c in claims.values() for k in allocated(c)),
+        _per_pool(k for s in slices for k in multi(s)),
     )
+
+
+def _per_pool(keys: Iterable[Key]) -> ChunkedMap[PoolKey, frozenset[Key]]:
+    found: dict[PoolKey, set[Key]] = {}
+    for k in keys:
+        found.setdefault(k[:2], set()).add(k)  # type: ignore[arg-type]
+    return ChunkedMap.of((p, frozenset(v)) for p, v in found.items())
 
 
 class IncrementalDra:
     """The live DRA inventory: ``apply`` one object's new state (parsed, unreadable or
     deleted), ``flush`` a new view that recomputes only what the applied objects touched
-    (their nodes' and pools' slices, their classes, claims, templates; the usage sets when
-    an allocation or a shared device changed) and shares the rest with the previous view."""
+    (their nodes' and pools' slices and usage, their classes, claims, templates) and
+    shares the rest with the previous view (ChunkedMap: only the touched chunks copied)."""
 
     def __init__(self) -> None:
         self.view = DraInventory()
@@ -148,12 +169,14 @@ class IncrementalDra:
         self._errors: dict[ObjectKey, str] = {}
         self._node_slices: dict[str, dict[str, ResourceSlice]] = {}  # "" = unbound
         self._pool_slices: dict[PoolKey, dict[str, ResourceSlice]] = {}
-        self._used: Counter[Key] = Counter()
-        self._multi: Counter[Key] = Counter()
+        self._used: dict[PoolKey, Counter[Key]] = {}
+        self._multi: dict[PoolKey, Counter[Key]] = {}
         self._touched: set[ObjectKey] = set()  # classes, claims, templates
         self._nodes: set[str] = set()
         self._pools: set[PoolKey] = set()
-        self._usage = self._sharing = self._errored = False
+        self._used_pools: set[PoolKey] = set()
+        self._multi_pools: set[PoolKey] = set()
+        self._errored = False
 
     def __len__(self) -> int:
         """Objects held, unreadable ones included."""
@@ -191,52 +214,60 @@ class IncrementalDra:
                     del group[key[2]]
             self._nodes.add(node)
             self._pools.add(pool)
-            self._sharing |= _count(self._multi, multi(item), sign)
+            self._multi_pools |= _count(self._multi, multi(item), sign)
         elif isinstance(item, ResourceClaim):
-            self._usage |= _count(self._used, allocated(item), sign)
+            self._used_pools |= _count(self._used, allocated(item), sign)
 
     def flush(self) -> DraInventory:
         """The view with every applied change; the previous view is left as it was."""
         v = self.view
-        before: dict[str, Mapping[Any, Any]] = {
-            "DeviceClass": v.classes,
-            "ResourceClaim": v.claims,
-            "ResourceClaimTemplate": v.templates,
+        changes: dict[str, dict[Any, Any]] = {
+            "DeviceClass": {},
+            "ResourceClaim": {},
+            "ResourceClaimTemplate": {},
         }
-        by_kind: dict[str, dict[Any, Any]] = {}
         for kind, ns, name in self._touched:
-            item = self._items.get((kind, ns, name))
-            if kind not in by_kind:
-                by_kind[kind] = dict(before[kind])  # copy-on-write: the old view stays whole
             at = name if kind == "DeviceClass" else (ns, name)
-            if item is None:
-                by_kind[kind].pop(at, None)
-            else:
-                by_kind[kind][at] = item
-        by_node = _patched(v.by_node, self._node_slices, self._nodes - {""})
-        pools = _patched(v.pools, self._pool_slices, self._pools)
+            changes[kind][at] = self._items.get((kind, ns, name))
+        classes: Mapping[str, DeviceClass] = v.classes
+        if changes["DeviceClass"]:
+            copied = dict(v.classes)  # copy-on-write: the old view stays whole (classes are few)
+            for name, item in changes["DeviceClass"].items():
+                if item is None:
+                    copied.pop(name, None)
+                else:
+                    copied[name] = item
+            classes = copied
         self.view = DraInventory(
-            by_kind.get("DeviceClass", v.classes),
-            by_kind.get("ResourceClaim", v.claims),
-            by_kind.get("ResourceClaimTemplate", v.templates),
+            classes,
+            _edit(v.claims, changes["ResourceClaim"]),
+            _edit(v.templates, changes["ResourceClaimTemplate"]),
             tuple(sorted(self._errors.values())) if self._errored else v.errors,
-            by_node,
+            _edit(v.by_node, _slices_of(self._node_slices, self._nodes - {""})),
             ordered(self._node_slices.get("", {}).values()) if "" in self._nodes else v.unbound,
-            pools,
-            frozenset(self._used) if self._usage else v.in_use,
-            frozenset(self._multi) if self._sharing else v.shared,
+            _edit(v.pools, _slices_of(self._pool_slices, self._pools)),
+            _edit(v.in_use, _keys_of(self._used, self._used_pools)),
+            _edit(v.shared, _keys_of(self._multi, self._multi_pools)),
         )
         self._touched, self._nodes, self._pools = set(), set(), set()
-        self._usage = self._sharing = self._errored = False
+        self._used_pools, self._multi_pools = set(), set()
+        self._errored = False
         return self.view
 
 
-def _count(counter: Counter[Key], keys: Iterable[Key], sign: int) -> bool:
-    """Add (or remove) ``keys``; True when the set of keys changed."""
-    changed = False
+def _edit(old: Mapping[Any, Any], changes: Mapping[Any, Any]) -> Mapping[Any, Any]:
+    return old.edit(changes) if isinstance(old, ChunkedMap) else ChunkedMap.of(old).edit(changes)
+
+
+def _count(counters: dict[PoolKey, Counter[Key]], keys: Iterable[Key], sign: int) -> set[PoolKey]:
+    """Add (or remove) ``keys``; the pools whose set of keys changed."""
+    changed: set[PoolKey] = set()
     for k in keys:
+        pool: PoolKey = k[:2]  # type: ignore[assignment]
+        counter = counters.setdefault(pool, Counter())
         n = counter[k] + sign
-        changed |= n == 0 or n == sign
+        if n == 0 or n == sign:
+            changed.add(pool)
         if n:
             counter[k] = n
         else:
@@ -244,20 +275,27 @@ def _count(counter: Counter[Key], keys: Iterable[Key], sign: int) -> bool:
     return changed
 
 
-def _patched(
-    old: Mapping[Any, tuple[ResourceSlice, ...]],
-    groups: dict[Any, dict[str, ResourceSlice]],
-    touched: set[Any],
-) -> Mapping[Any, tuple[ResourceSlice, ...]]:
-    """``old`` with the touched groups' slices again (a group left empty is dropped)."""
-    if not touched:
-        return old
-    out = dict(old)
+def _keys_of(
+    counters: dict[PoolKey, Counter[Key]], touched: set[PoolKey]
+) -> dict[PoolKey, frozenset[Key] | None]:
+    """The touched pools' keys again (None: none left, the pool dropped)."""
+    out: dict[PoolKey, frozenset[Key] | None] = {}
+    for pool in touched:
+        found = counters.get(pool)
+        out[pool] = frozenset(found) if found else None
+        if not found:
+            counters.pop(pool, None)
+    return out
+
+
+def _slices_of(
+    groups: dict[Any, dict[str, ResourceSlice]], touched: set[Any]
+) -> dict[Any, tuple[ResourceSlice, ...] | None]:
+    """The touched groups' slices again (None: a group left empty, dropped)."""
+    out: dict[Any, tuple[ResourceSlice, ...] | None] = {}
     for at in touched:
         group = groups.get(at)
-        if group:
-            out[at] = ordered(group.values())
-        else:
-            out.pop(at, None)
+        out[at] = ordered(group.values()) if group else None
+        if not group:
             groups.pop(at, None)
     return out

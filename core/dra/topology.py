@@ -81,7 +81,7 @@ def placements(
                                     if is_topology_attribute(k)
                                 },
                                 c.sure,
-                                c.device.key not in inv.in_use,
+                                not inv.is_used(c.device.key),
                             )
                             for c in alt.candidates
                         ),

@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, Phase, find, given, settings
 from hypothesis import strategies as st
 
 import core.dra.inventory as inventory_module
+from core.dra.chunked import ChunkedMap
 from core.dra.evaluate import evaluate_node, pod_claims
 from core.dra.inventory import DraInventory, IncrementalDra, ObjectKey, parse_dra, read_inventory
 from core.dra.pools import NodeRef
@@ -166,7 +167,7 @@ def test_a_view_lists_what_the_evaluation_reads() -> None:
         assert parsed is not None
         live.apply(*parsed)
     first = live.flush()
-    assert set(first.by_node) == {"n0"} and first.in_use == {(DRIVER, "p0", "d0")}
+    assert set(first.by_node) == {"n0"} and first.is_used((DRIVER, "p0", "d0"))
     moved = resource_slice("s0", "n1", "p0", DRIVER, device("d0", numa=0))
     for obj in (moved, claim("k0", request("g", "gpu"))):
         parsed = parse_dra(obj)
@@ -174,51 +175,49 @@ def test_a_view_lists_what_the_evaluation_reads() -> None:
         live.apply(*parsed)
     live.apply(("DeviceClass", "", "gpu"), "DeviceClass 'gpu': spec.selectors is 1")
     second = live.flush()
-    assert set(second.by_node) == {"n1"} and second.in_use == frozenset()
+    assert set(second.by_node) == {"n1"} and not second.in_use
     assert second.classes == {} and second.errors == ("DeviceClass 'gpu': spec.selectors is 1",)
-    assert set(first.by_node) == {"n0"} and first.in_use == {(DRIVER, "p0", "d0")}  # untouched
+    assert set(first.by_node) == {"n0"} and first.is_used((DRIVER, "p0", "d0"))  # untouched
     assert second.claims is not first.claims and second.templates is first.templates
 
 
-def _no_usage_refresh(original: Callable[..., bool]) -> Callable[..., bool]:
-    def fault(counter: Any, keys: Any, sign: int) -> bool:
-        original(counter, keys, sign)
-        return False
+def _no_usage_refresh(original: Callable[..., Any]) -> Callable[..., Any]:
+    def fault(counters: Any, keys: Any, sign: int) -> set[Any]:
+        original(counters, keys, sign)
+        return set()
 
     return fault
 
 
 def _old_groups_kept(original: Callable[..., Any]) -> Callable[..., Any]:
-    def fault(old: Any, groups: Any, touched: set[Any]) -> Any:
-        return original(old, groups, {t for t in touched if groups.get(t)})
+    def fault(groups: Any, touched: set[Any]) -> Any:
+        return {k: v for k, v in original(groups, touched).items() if v is not None}
 
     return fault
 
 
 def _written_in_place(original: Callable[..., Any]) -> Callable[..., Any]:
-    def fault(old: Any, groups: Any, touched: set[Any]) -> Any:
-        new = original(old, groups, touched)
-        if isinstance(old, dict) and new is not old:
-            old.clear()
-            old.update(new)
-            return old
-        return new
+    def fault(self: ChunkedMap[Any, Any], changes: Any) -> Any:
+        new = original(self, changes)
+        object.__setattr__(self, "_chunks", new._chunks)
+        object.__setattr__(self, "_len", new._len)
+        return self
 
     return fault
 
 
 @pytest.mark.parametrize(
-    ("name", "fault"),
+    ("where", "name", "fault"),
     [
-        ("_count", _no_usage_refresh),
-        ("_patched", _old_groups_kept),
-        ("_patched", _written_in_place),
+        (inventory_module, "_count", _no_usage_refresh),
+        (inventory_module, "_slices_of", _old_groups_kept),
+        (ChunkedMap, "edit", _written_in_place),
     ],
 )
 def test_the_check_finds_planted_faults(
-    monkeypatch: pytest.MonkeyPatch, name: str, fault: Callable[..., Any]
+    monkeypatch: pytest.MonkeyPatch, where: Any, name: str, fault: Callable[..., Any]
 ) -> None:
-    monkeypatch.setattr(inventory_module, name, fault(getattr(inventory_module, name)))
+    monkeypatch.setattr(where, name, fault(getattr(where, name)))
     found = find(
         st.tuples(events(), st.integers(1, 4)),
         lambda case: not holds(*case),
