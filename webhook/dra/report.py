@@ -10,7 +10,14 @@ from typing import Any
 from core.dra.evaluate import DraInventory
 from core.dra.extended import node_claims
 from core.dra.objects import DraError
-from core.dra.pod import alignment, candidate_nodes, judge_pod, node_ref, uses_dra
+from core.dra.pod import (
+    alignment,
+    candidate_nodes,
+    cpu_driver_findings,
+    judge_pod,
+    node_ref,
+    uses_dra,
+)
 from core.dra.topology import placements
 from core.model import NodeTopology, PodIntent
 
@@ -57,14 +64,26 @@ def claims_report(
         return None
     try:
         verdict = judge_pod(pod, intent, nodes, inv)
+        # the DRA CPU driver's rules, as /validate gives them (webhook/dra/admission.py)
+        cpu = [
+            {"code": f.code, "severity": f.severity, "message": f.message}
+            for f in cpu_driver_findings(pod, intent, verdict, nodes, inv)
+        ]
     except DraError as exc:
-        return {"verdict": "unchecked", "message": str(exc), "nodes": [], "alignment": None}
+        return {
+            "verdict": "unchecked",
+            "message": str(exc),
+            "nodes": [],
+            "alignment": None,
+            "cpuDriver": [],
+        }
     if verdict is None:
         return {
             "verdict": "unchecked",
             "message": "no node the pod may go to",
             "nodes": [],
             "alignment": None,
+            "cpuDriver": cpu,
         }
     allowed = {n.name: n for n in candidate_nodes(intent, nodes)}
     rows = sorted(verdict.nodes.values(), key=lambda v: (ORDER.index(v.verdict), v.node))
@@ -82,6 +101,7 @@ def claims_report(
             for v in rows
         ],
         "alignment": None if found is None else found.message,
+        "cpuDriver": cpu,
     }
 
 
@@ -122,4 +142,8 @@ def render_claims(section: Mapping[str, Any] | None, *, limit: int | None = None
         lines.append(f"... {len(nodes) - len(shown)} more nodes with DRA devices")
     if section["alignment"]:
         lines.append(f"DRA and the Topology Manager: {section['alignment']}")
+    lines += [
+        f"DRA CPU driver ({f['severity']}, {f['code']}): {f['message']}"
+        for f in section.get("cpuDriver") or ()
+    ]
     return lines

@@ -157,3 +157,67 @@ def pod(
         "metadata": {"name": name, "namespace": NAMESPACE},
         "spec": spec,
     }
+
+
+# The DRA CPU driver (kubernetes-sigs/dra-driver-cpu v0.2.0): its class, a node's CPUs, claims
+CPU_CLASS = {
+    "apiVersion": "resource.k8s.io/v1",
+    "kind": "DeviceClass",
+    "metadata": {"name": "dra.cpu"},
+    "spec": {"selectors": [{"cel": {"expression": 'device.driver == "dra.cpu"'}}]},
+}
+
+
+def cpu_slice(node: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": f"{node}-dra.cpu"},
+        "spec": {
+            "driver": "dra.cpu",
+            "nodeName": node,
+            "pool": {"name": f"{node}-cpu", "generation": 1, "resourceSliceCount": 1},
+            "devices": [{"name": f"cpu{i:03d}"} for i in range(8)],
+        },
+    }
+
+
+def cpu_claim(name: str, cpus: int, reserved_for: str | None = None) -> dict[str, Any]:
+    obj: dict[str, Any] = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": name, "namespace": NAMESPACE},
+        "spec": {
+            "devices": {
+                "requests": [
+                    {"name": "cpus", "exactly": {"deviceClassName": "dra.cpu", "count": cpus}}
+                ]
+            }
+        },
+    }
+    if reserved_for:
+        result = {"request": "cpus", "driver": "dra.cpu", "pool": "gpu-a-cpu", "device": "cpu000"}
+        obj["status"] = {
+            "allocation": {"devices": {"results": [result]}},
+            "reservedFor": [{"resource": "pods", "name": reserved_for, "uid": "u"}],
+        }
+    return obj
+
+
+def cpu_container(name: str, cpu: str | None) -> dict[str, Any]:
+    res: dict[str, Any] = {"claims": [{"name": "c"}]}
+    if cpu:
+        res["requests"] = res["limits"] = {"cpu": cpu, "memory": "1Gi"}
+    return {"name": name, "image": "registry.k8s.io/pause:3.10", "resources": res}
+
+
+def cpu_pod(claim: str, *containers: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p", "namespace": NAMESPACE},
+        "spec": {
+            "resourceClaims": [{"name": "c", "resourceClaimName": claim}],
+            "containers": list(containers),
+        },
+    }

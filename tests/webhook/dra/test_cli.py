@@ -13,7 +13,18 @@ from typing import Any
 
 import pytest
 
-from tests.webhook.dra.objects import DRA_FAKES, claim, inventory, pod, request
+from tests.webhook.dra.objects import (
+    CPU_CLASS,
+    DRA_FAKES,
+    claim,
+    cpu_claim,
+    cpu_container,
+    cpu_pod,
+    cpu_slice,
+    inventory,
+    pod,
+    request,
+)
 from tests.webhook.fake_apiserver import DEFAULT_RESOURCES, FakeApiServer, running_apiserver
 from webhook.cli.main import main
 
@@ -136,3 +147,43 @@ def test_pending_lists_pods_whose_claims_fit_no_node(
         ["ml", "never", "DRA", "claims", "impossible"],
         ["ml", "waiting", "DRA", "claims", "no-room-now"],
     ]
+
+
+def test_explain_shows_the_cpu_driver_findings(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The DRA CPU driver's rules (core.dra.cpu_driver, as /validate gives them) in
+    explain: a claim two containers share (error), requests that do not mirror the claim
+    and cpuManagerPolicy static on the node (warnings)."""
+    inv = tmp_path / "cpu.json"
+    extra = [CPU_CLASS, cpu_slice("gpu-a"), cpu_claim("cpus", 2)]
+    inv.write_text(json.dumps({"kind": "List", "items": inventory(extra)}))
+    manifest = _write(tmp_path, cpu_pod("cpus", cpu_container("a", "2"), cpu_container("b", None)))
+    code, out, _ = run(capsys, "explain", "--inventory", str(inv), "-o", "json", manifest)
+    assert code == 1  # denied: the shared claim fails /validate's feasibility check
+    found = {
+        (f["code"], f["severity"]): f["message"] for f in json.loads(out)["claims"]["cpuDriver"]
+    }
+    assert set(found) == {
+        ("draCpuSharedClaim", "error"),
+        ("draCpuNotMirrored", "warning"),
+        ("draCpuStaticPolicy", "warning"),
+    }
+    assert (
+        "CPU claim 'c' in resources.claims of containers a, b"
+        in found[("draCpuSharedClaim", "error")]
+    )
+    assert (
+        "container 'b': cpu requests unset / limits unset"
+        in found[("draCpuNotMirrored", "warning")]
+    )
+    code, out, _ = run(capsys, "explain", "--inventory", str(inv), manifest)
+    assert code == 1
+    lines = [line for line in out.splitlines() if line.startswith("DRA CPU driver")]
+    assert len(lines) == 3 and lines[0].startswith(
+        "DRA CPU driver (error, draCpuSharedClaim): CPU claim 'c' in resources.claims"
+    )
+    mirrored = _write(tmp_path, cpu_pod("cpus", cpu_container("a", "2")))
+    code, out, _ = run(capsys, "explain", "--inventory", str(inv), "-o", "json", mirrored)
+    assert code == 0
+    assert [f["code"] for f in json.loads(out)["claims"]["cpuDriver"]] == ["draCpuStaticPolicy"]

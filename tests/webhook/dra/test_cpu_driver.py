@@ -7,57 +7,17 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from certs.authority import CertPaths
-from tests.webhook.dra.objects import NAMESPACE, inventory
+from tests.webhook.dra.objects import CPU_CLASS, inventory
+from tests.webhook.dra.objects import cpu_claim as _claim
+from tests.webhook.dra.objects import cpu_container as _ctr
+from tests.webhook.dra.objects import cpu_pod as _pod
+from tests.webhook.dra.objects import cpu_slice as _cpu_slice
 from tests.webhook.dra.serving import served, write_inventory
 from tests.webhook.harness import ApiServer
-
-CPU_CLASS = {
-    "apiVersion": "resource.k8s.io/v1",
-    "kind": "DeviceClass",
-    "metadata": {"name": "dra.cpu"},
-    "spec": {"selectors": [{"cel": {"expression": 'device.driver == "dra.cpu"'}}]},
-}
-
-
-def _cpu_slice(node: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceSlice",
-        "metadata": {"name": f"{node}-dra.cpu"},
-        "spec": {
-            "driver": "dra.cpu",
-            "nodeName": node,
-            "pool": {"name": f"{node}-cpu", "generation": 1, "resourceSliceCount": 1},
-            "devices": [{"name": f"cpu{i:03d}"} for i in range(8)],
-        },
-    }
-
-
-def _claim(name: str, cpus: int, reserved_for: str | None = None) -> dict[str, Any]:
-    obj: dict[str, Any] = {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceClaim",
-        "metadata": {"name": name, "namespace": NAMESPACE},
-        "spec": {
-            "devices": {
-                "requests": [
-                    {"name": "cpus", "exactly": {"deviceClassName": "dra.cpu", "count": cpus}}
-                ]
-            }
-        },
-    }
-    if reserved_for:
-        result = {"request": "cpus", "driver": "dra.cpu", "pool": "gpu-a-cpu", "device": "cpu000"}
-        obj["status"] = {
-            "allocation": {"devices": {"results": [result]}},
-            "reservedFor": [{"resource": "pods", "name": reserved_for, "uid": "u"}],
-        }
-    return obj
 
 
 @pytest.fixture(scope="module")
@@ -70,25 +30,6 @@ def inventory_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 async def api(certs: CertPaths, inventory_file: Path, tmp_path: Path) -> AsyncIterator[ApiServer]:
     async with served(certs, inventory_file, tmp_path) as client:
         yield client
-
-
-def _ctr(name: str, cpu: str | None) -> dict[str, Any]:
-    res: dict[str, Any] = {"claims": [{"name": "c"}]}
-    if cpu:
-        res["requests"] = res["limits"] = {"cpu": cpu, "memory": "1Gi"}
-    return {"name": name, "image": "registry.k8s.io/pause:3.10", "resources": res}
-
-
-def _pod(claim: str, *containers: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": "p", "namespace": NAMESPACE},
-        "spec": {
-            "resourceClaims": [{"name": "c", "resourceClaimName": claim}],
-            "containers": list(containers),
-        },
-    }
 
 
 async def test_a_cpu_claim_shared_by_two_containers_is_denied(api: ApiServer) -> None:
