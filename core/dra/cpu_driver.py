@@ -12,7 +12,12 @@ manifests/base/deviceclass-dracpu.part.yaml); a request counts CPUs as devices
 - ``draCpuNotMirrored``: the kubelet computes QoS and cgroups and the scheduler counts CPUs
   from the pod's ``requests``/``limits`` only, not from claims (README "Workload
   Configuration Requirements": requests and limits MUST mirror the claim, per container or
-  as pod-level resources): ``warning``.
+  as pod-level resources): ``warning``. What a claim yields: in individual mode one CPU per
+  allocated device (pkg/driver/dra_hooks.go ``prepareResourceClaim``), so ``count``, or
+  for ``allocationMode: All`` every matching device of the node (core.dra.pod counts them
+  per candidate node); in grouped mode the consumed capacity ``dra.cpu/cpu``
+  (``prepareGroupedResourceClaim``); for ``firstAvailable`` the subrequest the scheduler's
+  allocator picks, the first that can be allocated: any of them, depending on the node.
 - ``draCpuStaticPolicy``: the driver and the kubelet's CPU manager are mutually
   incompatible; the node must run ``cpuManagerPolicy: none`` (README "Configuration"):
   ``warning`` per node it holds on."""
@@ -63,24 +68,45 @@ def is_cpu_class(name: str, classes: Mapping[str, DeviceClass]) -> bool:
     )
 
 
+# CPUs a request yields: known, one of several (firstAvailable, or All over nodes that
+# differ), or None when not known before allocation
+Cpus = Fraction | frozenset[Fraction] | None
+
+
 def _request_cpus(req: Request) -> Fraction | None:
-    """CPUs one request asks for; None when not known before allocation (allocationMode All)."""
+    """CPUs one request asks for; None when not known before allocation (allocationMode
+    All: the node's matching devices, see core.dra.pod.all_mode_cpus)."""
     for name, amount in req.capacity_requests:
         if name == CPU_CAPACITY:
             return amount
     return Fraction(req.count) if req.mode == EXACT_COUNT else None
 
 
-def cpu_requests(spec: ClaimSpec, inv: DraInventory) -> dict[str, Fraction | None]:
-    """The claim's requests served by the CPU driver -> their CPUs (None: unknown; a
-    firstAvailable request is CPU when any subrequest is, with its CPUs unknown)."""
-    out: dict[str, Fraction | None] = {}
+def one_of(counts: Iterable[Fraction | None]) -> Cpus:
+    """Several possible CPU counts as one ``Cpus``: None if any is unknown."""
+    found = set(counts)
+    if None in found or not found:
+        return None
+    return found.pop() if len(found) == 1 else frozenset(found)  # type: ignore[return-value]
+
+
+def cpu_requests(spec: ClaimSpec, inv: DraInventory) -> dict[str, Cpus]:
+    """The claim's requests served by the CPU driver -> their CPUs. A firstAvailable
+    request is CPU when any subrequest is; it yields the CPUs of whichever subrequest the
+    allocator picks (0 for a subrequest of another driver)."""
+    out: dict[str, Cpus] = {}
     for cr in spec.requests:
         alts = cr.alternatives
-        cpu = [a for a in alts if is_cpu_class(a.class_name, inv.classes)]
-        if not cpu:
+        cpu = [is_cpu_class(a.class_name, inv.classes) for a in alts]
+        if not any(cpu):
             continue
-        out[cr.name] = _request_cpus(cpu[0]) if cr.exactly is not None else None
+        if cr.exactly is not None:
+            out[cr.name] = _request_cpus(cr.exactly)
+        else:
+            out[cr.name] = one_of(
+                _request_cpus(a) if is_cpu else Fraction(0)
+                for a, is_cpu in zip(alts, cpu, strict=True)
+            )
     return out
 
 
@@ -111,10 +137,21 @@ def _cpus(value: object) -> Fraction | None:
         return None  # the API server refuses it; the intent check names it
 
 
-def _text(n: Fraction | None) -> str:
+def _text(n: Cpus) -> str:
     if n is None:
         return "unset"
+    if isinstance(n, frozenset):
+        return " or ".join(_text(v) for v in sorted(n))
     return str(n.numerator) if n.denominator == 1 else str(float(n))
+
+
+def _add(a: Cpus, b: Cpus) -> Cpus:
+    """The CPUs of two requests together (every combination when either varies)."""
+    if a is None or b is None:
+        return None
+    left = a if isinstance(a, frozenset) else (a,)
+    right = b if isinstance(b, frozenset) else (b,)
+    return one_of(x + y for x in left for y in right)
 
 
 def shared_in_pod(spec: Mapping[str, Any], cpu: Mapping[str, Any]) -> list[Finding]:
@@ -161,22 +198,28 @@ def reserved_elsewhere(
     return out
 
 
-def _container_cpus(
-    c: Mapping[str, Any], cpu: Mapping[str, Mapping[str, Fraction | None]]
-) -> Fraction | None:
-    total = Fraction(0)
+def _container_cpus(c: Mapping[str, Any], cpu: Mapping[str, Mapping[str, Cpus]]) -> Cpus:
+    total: Cpus = Fraction(0)
     for entry, request in _uses(c):
         for name, n in (cpu.get(entry) or {}).items():
-            if request is not None and request != name:
-                continue
-            if n is None:
-                return None
-            total += n
+            if request is None or request == name:
+                total = _add(total, n)
     return total
 
 
+def _mirrors(req: Fraction | None, lim: Fraction | None, n: Cpus) -> bool:
+    """requests = limits = the CPUs, whichever the claims yield."""
+    return req == lim and (n == req if not isinstance(n, frozenset) else False)
+
+
+_VARIES: Final = (
+    " (firstAvailable or allocationMode All: the count depends on the node; an ExactCount "
+    "request gives one)"
+)
+
+
 def not_mirrored(
-    spec: Mapping[str, Any], qos: str, cpu: Mapping[str, Mapping[str, Fraction | None]]
+    spec: Mapping[str, Any], qos: str, cpu: Mapping[str, Mapping[str, Cpus]]
 ) -> list[Finding]:
     """Requests and limits that do not mirror the claims' CPUs (container level, or pod
     level when spec.resources sets cpu)."""
@@ -191,8 +234,11 @@ def not_mirrored(
         "requests/limits only, never from claims"
     )
     if pod_req is not None or pod_lim is not None:
-        total = sum((n for _, n in users), Fraction(0))
-        if pod_req is not None and pod_req == pod_lim and pod_req >= total:
+        total: Cpus = Fraction(0)
+        for _, n in users:
+            total = _add(total, n)
+        most = max(total) if isinstance(total, frozenset) else total
+        if most is None or (pod_req is not None and pod_req == pod_lim and pod_req >= most):
             return []
         return [
             Finding(
@@ -201,7 +247,7 @@ def not_mirrored(
                 f"spec.resources cpu requests {_text(pod_req)} / limits {_text(pod_lim)}, "
                 f"{_text(total)} CPUs from {DRIVER} claims (QoS {qos})",
                 why,
-                f"set spec.resources requests.cpu = limits.cpu >= {_text(total)} (the claims' "
+                f"set spec.resources requests.cpu = limits.cpu >= {_text(most)} (the claims' "
                 f"CPUs plus the other containers')",
             )
         ]
@@ -211,17 +257,19 @@ def not_mirrored(
         lim = _cpus((res.get("limits") or {}).get("cpu"))
         req = _cpus((res.get("requests") or {}).get("cpu"))
         req = lim if req is None else req  # the API defaults requests to limits
-        if req == n and lim == n:
+        if _mirrors(req, lim, n):
             continue
+        varies = isinstance(n, frozenset)
         out.append(
             Finding(
                 "draCpuNotMirrored",
                 WARNING,
                 f"container {c.get('name')!r}: cpu requests {_text(req)} / limits {_text(lim)}, "
                 f"{_text(n)} CPUs from {DRIVER} claims (QoS {qos})",
-                why,
-                f"set container {c.get('name')!r} requests.cpu and limits.cpu to {_text(n)} "
-                f"(or use pod-level spec.resources)",
+                why + (_VARIES if varies else ""),
+                f"set container {c.get('name')!r} requests.cpu and limits.cpu to "
+                + (f"the claims' CPUs, one count ({_text(n)} now)" if varies else _text(n))
+                + " (or use pod-level spec.resources)",
             )
         )
     return out
@@ -245,14 +293,22 @@ def static_nodes(nodes: Iterable[tuple[str, str]]) -> Finding | None:
 
 
 def pod_findings(
-    pod: Mapping[str, Any], claims: Sequence[PodClaim], qos: str, inv: DraInventory
-) -> tuple[dict[str, dict[str, Fraction | None]], list[Finding]]:
+    pod: Mapping[str, Any],
+    claims: Sequence[PodClaim],
+    qos: str,
+    inv: DraInventory,
+    all_mode: Mapping[tuple[str, str], Cpus] | None = None,
+) -> tuple[dict[str, dict[str, Cpus]], list[Finding]]:
     """The pod's CPU claims (claim entry -> request -> CPUs) and the findings that need no
-    node: shared claims and requests that do not mirror them."""
-    cpu: dict[str, dict[str, Fraction | None]] = {}
+    node: shared claims and requests that do not mirror them. ``all_mode``: the CPUs of
+    the allocationMode All requests (claim entry, request) over the candidate nodes."""
+    cpu: dict[str, dict[str, Cpus]] = {}
     for pc in claims:
         spec = pc.claim.spec if pc.claim is not None else pc.spec
         if spec is not None and (found := cpu_requests(spec, inv)):
+            for request in found:
+                if (pc.name, request) in (all_mode or {}):
+                    found[request] = (all_mode or {})[(pc.name, request)]
             cpu[pc.name] = found
     if not cpu:
         return cpu, []

@@ -9,14 +9,23 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 
 from core.dra.cluster import IMPOSSIBLE, ClusterVerdict, evaluate_cluster
-from core.dra.cpu_driver import DRIVER, Finding, pod_findings, static_nodes
-from core.dra.evaluate import DraInventory, pod_claims
+from core.dra.cpu_driver import (
+    CPU_CAPACITY,
+    DRIVER,
+    Cpus,
+    Finding,
+    one_of,
+    pod_findings,
+    static_nodes,
+)
+from core.dra.evaluate import DraInventory, pod_claims, readable_problem
 from core.dra.extended import is_dra_extended_name, requested_names, served_names
 from core.dra.extended import node_claims as _node_claims
-from core.dra.objects import NodeSelectorTerm, Requirement
+from core.dra.objects import ALL, NodeSelectorTerm, Requirement
 from core.dra.pools import NodeRef, selector_matches
 from core.dra.topology import ALIGNING_POLICIES, alignment_finding
 from core.dra.verdict import FITS, NO_ROOM_NOW
@@ -140,15 +149,41 @@ def cpu_driver_findings(
     """The DRA CPU driver's rules (core.dra.cpu_driver): shared claims and requests that do
     not mirror the claims for the pod, and cpuManagerPolicy static on the candidate nodes
     that publish the driver's slices and where the claims fit now or later."""
-    cpu, found = pod_findings(pod, pod_claims(pod, inv), intent.qos, inv)
+    hosts = [
+        n
+        for n in nodes
+        if verdict is not None
+        and (v := verdict.nodes.get(n.name)) is not None
+        and v.verdict in (FITS, NO_ROOM_NOW)
+    ]
+    cpu, found = pod_findings(
+        pod, pod_claims(pod, inv), intent.qos, inv, all_mode_cpus(pod, hosts, inv)
+    )
     if not cpu or verdict is None:
         return found
-    hosts = [
-        (n.name, n.cpu_manager_policy)
-        for n in nodes
-        if (v := verdict.nodes.get(n.name)) is not None
-        and v.verdict in (FITS, NO_ROOM_NOW)
-        and any(s.driver == DRIVER for s in inv.by_node.get(n.name, ()))
-    ]
-    static = static_nodes(hosts)
+    hosts = [n for n in hosts if any(s.driver == DRIVER for s in inv.by_node.get(n.name, ()))]
+    static = static_nodes((n.name, n.cpu_manager_policy) for n in hosts)
     return found if static is None else [*found, static]
+
+
+def all_mode_cpus(
+    pod: Mapping[str, Any], hosts: Sequence[NodeTopology], inv: DraInventory
+) -> dict[tuple[str, str], Cpus]:
+    """The CPUs each allocationMode All request (claim entry, request) yields, if CPUs, on the
+    nodes where the claims fit now or later: every matching device, one CPU each in the
+    driver's individual mode (dra_hooks.go prepareResourceClaim); unknown (None) when a
+    device is a group of CPUs (capacity dra.cpu/cpu: grouped mode) or a node cannot be
+    judged exactly."""
+    counts: dict[tuple[str, str], list[Fraction | None]] = {}
+    for n in hosts:
+        ref = node_ref(n)
+        for problem in readable_problem(_node_claims(pod, inv, ref), ref, inv):
+            for alts in problem.requests:
+                for alt in alts:
+                    if alt.mode != ALL or alt.sub:
+                        continue
+                    grouped = any(CPU_CAPACITY in c.device.device.capacity for c in alt.candidates)
+                    counts.setdefault((problem.name, alt.request), []).append(
+                        None if grouped else Fraction(alt.count)
+                    )
+    return {k: one_of(v) for k, v in counts.items()}

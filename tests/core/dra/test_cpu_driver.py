@@ -235,3 +235,117 @@ def test_claims_of_other_drivers_are_not_judged() -> None:
     )
     assert cpu_requests(gpu.spec, INV) == {}
     assert pod_claims(_pod({"c": "four"}), INV)[0].claim is not None
+
+
+# ---- what allocationMode All and firstAvailable yield (issue 28)
+
+
+def _request(name: str, **exactly: Any) -> dict[str, Any]:
+    return {"name": name, "exactly": {"deviceClassName": "dra.cpu", **exactly}}
+
+
+def _claim_of(name: str, *requests: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": name, "namespace": NS},
+        "spec": {"devices": {"requests": list(requests)}},
+    }
+
+
+NUMA0 = 'device.attributes["dra.cpu"].numaNodeID == 0'
+ALL_CLAIMS = (
+    _claim_of("all", _request("cpus", allocationMode="All")),
+    _claim_of(
+        "all-numa0",
+        _request("cpus", allocationMode="All", selectors=[{"cel": {"expression": NUMA0}}]),
+    ),
+    _claim_of(
+        "first",
+        {"name": "cpus", "firstAvailable": [
+            {"name": "big", "deviceClassName": "dra.cpu", "count": 4},
+            {"name": "small", "deviceClassName": "dra.cpu", "count": 2},
+        ]},
+    ),
+    _claim_of(
+        "first-same",
+        {"name": "cpus", "firstAvailable": [
+            {"name": "numa0", "deviceClassName": "dra.cpu", "count": 2,
+             "selectors": [{"cel": {"expression": NUMA0}}]},
+            {"name": "any", "deviceClassName": "dra.cpu", "count": 2},
+        ]},
+    ),
+)  # fmt: skip
+
+
+def _with(objects: list[dict[str, Any]]) -> tuple[Any, Any]:
+    return read_inventory(objects), build_inventory(objects).nodes
+
+
+def _mirror_on(p: dict[str, Any], objects: list[dict[str, Any]]) -> list[str]:
+    inv, nodes = _with(objects)
+    intent = read_intent(pod_templates(p)[0]).intent
+    verdict = judge_pod(p, intent, nodes, inv)
+    return [
+        f.message
+        for f in cpu_driver_findings(p, intent, verdict, nodes, inv)
+        if f.code == "draCpuNotMirrored"
+    ]
+
+
+def test_allocation_mode_all_yields_every_matching_cpu_of_the_node() -> None:
+    """Individual mode: one CPU per allocated device (pkg/driver/dra_hooks.go
+    prepareResourceClaim, deviceNameToCPUID per result); All takes every device of the
+    node's pools that the selectors match (k8s.io/dynamic-resource-allocation v0.36.3,
+    structured/internal/stable/allocator_stable.go validateDeviceRequest: allDevices).
+    The test nodes publish 8 CPUs, 4 per NUMA node."""
+    objects = _objects(*ALL_CLAIMS)
+    assert not _mirror_on(_pod({"c": "all"}, _ctr("a", ["c"], "8")), objects)
+    (found,) = _mirror_on(_pod({"c": "all"}, _ctr("a", ["c"], "4")), objects)
+    assert "container 'a': cpu requests 4 / limits 4, 8 CPUs from dra.cpu claims" in found
+    assert "limits.cpu to 8" in found
+    assert not _mirror_on(_pod({"c": "all-numa0"}, _ctr("a", ["c"], "4")), objects)
+
+
+def test_allocation_mode_all_over_nodes_of_different_sizes_varies() -> None:
+    """The same All claim yields 8 CPUs on one node and 4 on another: no request mirrors
+    both, so the finding names both counts (allocator_stable.go validateDeviceRequest per
+    node)."""
+    objects = _objects(*ALL_CLAIMS)
+    small = next(o for o in objects if o["metadata"]["name"] == "cpu-b-dra.cpu")
+    small["spec"]["devices"] = small["spec"]["devices"][:4]
+    (found,) = _mirror_on(_pod({"c": "all"}, _ctr("a", ["c"], "8")), objects)
+    assert "cpu requests 8 / limits 8, 4 or 8 CPUs from dra.cpu claims" in found
+    assert "the count depends on the node" in found
+    only_b = _pod({"c": "all"}, _ctr("a", ["c"], "4"), nodeName="cpu-b")
+    assert not _mirror_on(only_b, objects)
+
+
+def test_allocation_mode_all_in_grouped_mode_is_not_judged() -> None:
+    """Grouped mode: a device is a group of CPUs and the claim gets its consumed capacity
+    dra.cpu/cpu (dra_hooks.go prepareGroupedResourceClaim), not known before allocation."""
+    objects = _objects(*ALL_CLAIMS)
+    for o in objects:
+        if o.get("kind") == "ResourceSlice":
+            o["spec"]["devices"] = [
+                {"name": "cpudevnuma000", "capacity": {CPU_CAPACITY: {"value": "4"}},
+                 "allowMultipleAllocations": True},
+            ]  # fmt: skip
+    assert not _mirror_on(_pod({"c": "all"}, _ctr("a", ["c"], "1")), objects)
+
+
+def test_first_available_yields_the_cpus_of_the_subrequest_the_allocator_picks() -> None:
+    """The allocator takes the first subrequest that can be allocated (allocator_stable.go
+    allocateOne, selectedSubRequestIndex), so the claim yields 4 or 2 CPUs depending on
+    the node's free CPUs: no single request mirrors it. Subrequests of one count do."""
+    assert cpu_requests(read_claim(ALL_CLAIMS[2]).spec, INV) == {"cpus": frozenset({2, 4})}
+    objects = _objects(*ALL_CLAIMS)
+    (found,) = _mirror_on(_pod({"c": "first"}, _ctr("a", ["c"], "4")), objects)
+    assert "cpu requests 4 / limits 4, 2 or 4 CPUs from dra.cpu claims" in found
+    assert "one count (2 or 4 now)" in found
+    assert not _mirror_on(_pod({"c": "first-same"}, _ctr("a", ["c"], "2")), objects)
+    (found,) = _mirror_on(_pod({"c": "first-same"}, _ctr("a", ["c"], "1")), objects)
+    assert "cpu requests 1 / limits 1, 2 CPUs" in found
+    # pod-level resources: a budget that covers the largest count is enough
+    ok = {"requests": {"cpu": "4", "memory": "1Gi"}, "limits": {"cpu": "4", "memory": "1Gi"}}
+    assert not _mirror_on(_pod({"c": "first"}, _ctr("a", ["c"]), resources=ok), objects)
