@@ -8,7 +8,8 @@ manifests/base/deviceclass-dracpu.part.yaml); a request counts CPUs as devices
   (pkg/store/claim_tracker.go ``SetOwner``, called from pkg/driver/nri_hooks.go
   ``CreateContainer``); a second running container fails with CreateContainerError while
   the first one holds it. Within one pod (two long-lived containers listing the claim) the
-  pod never starts: ``error``. A claim another pod already reserves: ``no-room-now``.
+  pod never starts: ``error``. A claim another pod already reserves, or a claim by name in
+  the template of several concurrent pods (replicas, parallelism): ``no-room-now``.
 - ``draCpuNotMirrored``: the kubelet computes QoS and cgroups and the scheduler counts CPUs
   from the pod's ``requests``/``limits`` only, not from claims (README "Workload
   Configuration Requirements": requests and limits MUST mirror the claim, per container or
@@ -198,6 +199,51 @@ def reserved_elsewhere(
     return out
 
 
+def concurrent_pods(workload: Mapping[str, Any] | None) -> int:
+    """How many pods of the workload's template may run at once, as its controller creates
+    them: a Deployment's, ReplicaSet's or StatefulSet's ``replicas``, a Job's (or a
+    CronJob's job template's) ``parallelism``; 1 otherwise (a Pod, a DaemonSet, which puts
+    its pods on different nodes, a Volcano Job)."""
+    if not isinstance(workload, Mapping):
+        return 1
+    kind, api = workload.get("kind"), str(workload.get("apiVersion") or "")
+    spec = workload.get("spec")
+    spec = spec if isinstance(spec, Mapping) else {}
+    if kind in ("Deployment", "ReplicaSet", "StatefulSet") and api.startswith("apps/"):
+        value = spec.get("replicas", 1)
+    elif kind == "Job" and api == "batch/v1":
+        value = spec.get("parallelism", 1)
+    elif kind == "CronJob" and api == "batch/v1":
+        job = (spec.get("jobTemplate") or {}).get("spec") or {}
+        value = job.get("parallelism", 1) if isinstance(job, Mapping) else 1
+    else:
+        return 1
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 1 else 1
+
+
+def shared_by_replicas(
+    claims: Sequence[PodClaim], cpu: Mapping[str, Any], replicas: int
+) -> list[Finding]:
+    """A CPU claim by name in a template of several concurrent pods: the controller creates
+    them together, none is in status.reservedFor yet, the scheduler reserves the claim for
+    each (up to 256) and the driver gives it to the first container only."""
+    if replicas < 2:
+        return []
+    return [
+        Finding(
+            "draCpuSharedClaim",
+            NO_ROOM_NOW,
+            f"CPU claim {pc.name!r} (ResourceClaim {pc.claim.namespace}/{pc.claim.name}) by "
+            f"name in the template of {replicas} concurrent pods",
+            f"the DRA CPU driver gives a claim to one pod: the other {replicas - 1} fail with "
+            "CreateContainerError while it runs",
+            f"use a ResourceClaimTemplate for {DRIVER} claims (one claim per pod)",
+        )
+        for pc in claims
+        if pc.name in cpu and pc.claim is not None
+    ]
+
+
 def _container_cpus(c: Mapping[str, Any], cpu: Mapping[str, Mapping[str, Cpus]]) -> Cpus:
     total: Cpus = Fraction(0)
     for entry, request in _uses(c):
@@ -298,6 +344,7 @@ def pod_findings(
     qos: str,
     inv: DraInventory,
     all_mode: Mapping[tuple[str, str], Cpus] | None = None,
+    replicas: int = 1,
 ) -> tuple[dict[str, dict[str, Cpus]], list[Finding]]:
     """The pod's CPU claims (claim entry -> request -> CPUs) and the findings that need no
     node: shared claims and requests that do not mirror them. ``all_mode``: the CPUs of
@@ -317,5 +364,6 @@ def pod_findings(
     return cpu, [
         *shared_in_pod(spec, cpu),
         *reserved_elsewhere(name, claims, cpu),
+        *shared_by_replicas(claims, cpu, replicas),
         *not_mirrored(spec, qos, cpu),
     ]

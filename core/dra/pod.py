@@ -145,10 +145,12 @@ def cpu_driver_findings(
     verdict: ClusterVerdict | None,
     nodes: Sequence[NodeTopology],
     inv: DraInventory,
+    replicas: int = 1,
 ) -> list[Finding]:
     """The DRA CPU driver's rules (core.dra.cpu_driver): shared claims and requests that do
     not mirror the claims for the pod, and cpuManagerPolicy static on the candidate nodes
-    that publish the driver's slices and where the claims fit now or later."""
+    that publish the driver's slices and where the claims fit now or later. ``replicas``:
+    the pods of this template that run at once (core.dra.cpu_driver.concurrent_pods)."""
     hosts = [
         n
         for n in nodes
@@ -157,7 +159,7 @@ def cpu_driver_findings(
         and v.verdict in (FITS, NO_ROOM_NOW)
     ]
     cpu, found = pod_findings(
-        pod, pod_claims(pod, inv), intent.qos, inv, all_mode_cpus(pod, hosts, inv)
+        pod, pod_claims(pod, inv), intent.qos, inv, all_mode_cpus(pod, hosts, inv), replicas
     )
     if not cpu or verdict is None:
         return found

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from core.dra.cluster import IMPOSSIBLE, ClusterVerdict
-from core.dra.cpu_driver import ERROR, Finding
+from core.dra.cpu_driver import ERROR, Finding, concurrent_pods
 from core.dra.cpu_driver import NO_ROOM_NOW as CPU_NO_ROOM
 from core.dra.evaluate import DraInventory
 from core.dra.objects import DraError
@@ -48,12 +48,14 @@ def _judge_all(
     work: Sequence[tuple[dict[str, Any], PodIntent]],
     nodes: Sequence[NodeTopology],
     inv: DraInventory,
+    replicas: int,
 ) -> list[tuple[ClusterVerdict | None, Alignment | None, list[Finding]] | str]:
     out: list[tuple[ClusterVerdict | None, Alignment | None, list[Finding]] | str] = []
     for pod, intent in work:
         try:
             verdict = judge_pod(pod, intent, nodes, inv)
-            cpu = cpu_driver_findings(pod, intent, verdict, nodes, inv)  # reads claims too
+            # reads claims too
+            cpu = cpu_driver_findings(pod, intent, verdict, nodes, inv, replicas)
         except DraError as exc:  # a malformed spec.resourceClaims entry
             out.append(str(exc))
             continue
@@ -112,8 +114,10 @@ async def check_claims(
     dra: DraState | None,
     stale_after: float,
     remaining: float,
+    workload: Mapping[str, Any] | None = None,
 ) -> DraChecks:
-    """The DRA checks of one review (``remaining``: seconds left before the deadline)."""
+    """The DRA checks of one review (``remaining``: seconds left before the deadline;
+    ``workload``: the reviewed object, for how many pods of its template run at once)."""
     checks = DraChecks()
     view = dra.view if dra is not None else None
     inv = view.inventory if view is not None else DraInventory()
@@ -131,7 +135,10 @@ async def check_claims(
         return checks
     try:
         results = await asyncio.wait_for(
-            asyncio.to_thread(_judge_all, [(p, i) for _, p, i in work], nodes, inv), remaining
+            asyncio.to_thread(
+                _judge_all, [(p, i) for _, p, i in work], nodes, inv, concurrent_pods(workload)
+            ),
+            remaining,
         )
     except TimeoutError:
         checks.warnings.append(f"{PREFIX} not checked: the deadline passed first")

@@ -335,6 +335,7 @@ async def _dra_claims(
         dra=runtime.dra,
         stale_after=config.inventory.stale_after_seconds,
         remaining=deadline - runtime.clock(),
+        workload=request.object,
     )
     if found.judged:
         checks.failures += found.failures

@@ -12,6 +12,7 @@ from core.dra.cpu_driver import (
     ERROR,
     NO_ROOM_NOW,
     WARNING,
+    concurrent_pods,
     cpu_requests,
     is_cpu_class,
 )
@@ -349,3 +350,71 @@ def test_first_available_yields_the_cpus_of_the_subrequest_the_allocator_picks()
     # pod-level resources: a budget that covers the largest count is enough
     ok = {"requests": {"cpu": "4", "memory": "1Gi"}, "limits": {"cpu": "4", "memory": "1Gi"}}
     assert not _mirror_on(_pod({"c": "first"}, _ctr("a", ["c"]), resources=ok), objects)
+
+
+# ---- pods created together: a CPU claim by name in a template of several replicas
+
+
+def _deployment(replicas: Any, claim_ref: dict[str, str]) -> dict[str, Any]:
+    spec = _pod({}, _ctr("a", ["c"], "4"))["spec"]
+    spec["resourceClaims"] = [{"name": "c", **claim_ref}]
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "d", "namespace": NS},
+        "spec": {"replicas": replicas, "template": {"spec": spec}},
+    }
+
+
+def test_how_many_pods_of_a_template_run_at_once() -> None:
+    assert concurrent_pods(_deployment(3, {})) == 3
+    assert concurrent_pods(_deployment(None, {})) == 1 and concurrent_pods(_deployment(1, {})) == 1
+    assert (
+        concurrent_pods({"apiVersion": "batch/v1", "kind": "Job", "spec": {"parallelism": 4}}) == 4
+    )
+    cron = {"apiVersion": "batch/v1", "kind": "CronJob",
+            "spec": {"jobTemplate": {"spec": {"parallelism": 2}}}}  # fmt: skip
+    assert concurrent_pods(cron) == 2
+    volcano = {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "spec": {"parallelism": 4}}
+    assert concurrent_pods(volcano) == 1 and concurrent_pods({"kind": "Pod"}) == 1
+    assert concurrent_pods({"apiVersion": "apps/v1", "kind": "DaemonSet"}) == 1
+    assert (
+        concurrent_pods({"apiVersion": "apps/v1", "kind": "Deployment", "spec": {"replicas": True}})
+        == 1
+    )
+
+
+def test_a_cpu_claim_by_name_in_a_template_of_several_pods_has_no_room_now() -> None:
+    """Pods a controller creates together are in no claim's status.reservedFor yet: the
+    scheduler reserves a claim for up to 256 pods (kubernetes v1.36.3,
+    pkg/scheduler/framework/plugins/dynamicresources/dynamicresources.go PreFilter
+    "resourceclaim in use" only when resourceclaim.CanBeReserved fails; PreBind bindClaim
+    appends each pod), and the driver binds the claim to the first container only
+    (claim_tracker.go SetOwner): every other replica fails with CreateContainerError."""
+    obj = _deployment(3, {"resourceClaimName": "four"})
+    template = pod_templates(obj)[0]
+    p = {"metadata": {"namespace": NS}, "spec": template.spec}
+    intent = read_intent(template).intent
+    verdict = judge_pod(p, intent, NODES, INV)
+    found = [
+        (f.code, f.severity, f.message)
+        for f in cpu_driver_findings(p, intent, verdict, NODES, INV, concurrent_pods(obj))
+        if f.code == "draCpuSharedClaim"
+    ]
+    assert [(c, s) for c, s, _ in found] == [("draCpuSharedClaim", NO_ROOM_NOW)]
+    assert (
+        "(ResourceClaim default/four) by name in the template of 3 concurrent pods" in found[0][2]
+    )
+    assert "the other 2 fail with CreateContainerError" in found[0][2]
+    assert not [
+        f for f in cpu_driver_findings(p, intent, verdict, NODES, INV, 1)
+        if f.code == "draCpuSharedClaim"
+    ]  # fmt: skip
+    # a template claim: one claim per pod, nothing shared
+    obj = _deployment(3, {"resourceClaimTemplateName": "four"})
+    template = pod_templates(obj)[0]
+    p = {"metadata": {"namespace": NS}, "spec": template.spec}
+    assert not [
+        f for f in cpu_driver_findings(p, intent, judge_pod(p, intent, NODES, INV), NODES, INV, 3)
+        if f.code == "draCpuSharedClaim"
+    ]  # fmt: skip

@@ -67,3 +67,28 @@ async def test_a_cpu_claim_another_pod_reserves_is_no_room_now(api: ApiServer) -
     result = await api.admit(_pod("taken", _ctr("a", "1")))
     assert result.allowed  # modes.noRoomNow defaults to warn
     assert any("is reserved for pod first" in w for w in result.warnings), result.warnings
+
+
+async def test_a_deployment_sharing_a_cpu_claim_by_name_is_no_room_now(api: ApiServer) -> None:
+    """Replicas created together: none holds the claim yet, all but one will fail (core
+    rule and sources: tests/core/dra/test_cpu_driver.py)."""
+    pod = _pod("cpus", _ctr("a", "2"))
+    deployment = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "d", "namespace": pod["metadata"]["namespace"]},
+        "spec": {
+            "replicas": 2,
+            "selector": {"matchLabels": {"app": "d"}},
+            "template": {"metadata": {"labels": {"app": "d"}}, "spec": pod["spec"]},
+        },
+    }
+    result = await api.admit(deployment)
+    assert result.allowed  # modes.noRoomNow defaults to warn
+    assert any(
+        "CPU claim 'c' (ResourceClaim ml/cpus) by name in the template of 2 concurrent pods" in w
+        for w in result.warnings
+    ), result.warnings
+    deployment["spec"]["replicas"] = 1
+    result = await api.admit(deployment)
+    assert not any("concurrent pods" in w for w in result.warnings), result.warnings
