@@ -233,10 +233,11 @@ def shared_by_replicas(
         Finding(
             "draCpuSharedClaim",
             NO_ROOM_NOW,
-            f"CPU claim {pc.name!r} (ResourceClaim {pc.claim.namespace}/{pc.claim.name}) by "
-            f"name in the template of {replicas} concurrent pods",
-            f"the DRA CPU driver gives a claim to one pod: the other {replicas - 1} fail with "
-            "CreateContainerError while it runs",
+            f"CPU claim {pc.name!r} (ResourceClaim {pc.claim.namespace}/{pc.claim.name}) "
+            f"shared by {replicas} concurrent pods",
+            f"the template of {replicas} concurrent pods names it; the DRA CPU driver gives a "
+            f"claim to one pod: the other {replicas - 1} fail with CreateContainerError while "
+            "it runs",
             f"use a ResourceClaimTemplate for {DRIVER} claims (one claim per pod)",
         )
         for pc in claims

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from tests.core.dra.ground_truth import Case, load_cases, numagate_verdict
+from tests.core.dra.ground_truth import Case, _node, load_cases, numagate_verdict
 from tests.e2e.cluster import Install
 from tests.e2e.controlplane import wait_until
 from tests.launch import http
@@ -164,3 +164,174 @@ def test_numagate_agrees_with_kube_scheduler(serving: Install, case: Case) -> No
     assert (ours, served, theirs) == (case.expect,) * 3, (
         f"{case.name}: numagate core {ours}, numagate served {served}, scheduler {theirs}"
     )
+
+
+# ---- the DRA CPU driver's claims as the real scheduler allocates them (issue 28)
+
+CPU_NS = "dra-cpu"
+CPU_NODE = f"{CPU_NS}-n1"
+NUMA0 = 'device.attributes["dra.cpu"].numaNodeID == 0'
+
+
+def _cpu_objects() -> list[dict[str, Any]]:
+    """One kwok node whose driver dra.cpu publishes 8 CPUs (individual mode, 4 per NUMA
+    node), its class, and the claims: All over NUMA node 0, firstAvailable 6 or 2, one
+    claim two pods share, one a Deployment's replicas share."""
+    cls = f"{CPU_NS}-cpu"
+
+    def claim(name: str, request: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaim",
+            "metadata": {"name": name, "namespace": CPU_NS},
+            "spec": {"devices": {"requests": [{"name": "cpus", **request}]}},
+        }
+
+    return [
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "DeviceClass",
+            "metadata": {"name": cls},
+            "spec": {"selectors": [{"cel": {"expression": 'device.driver == "dra.cpu"'}}]},
+        },
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceSlice",
+            "metadata": {"name": f"{CPU_NODE}-dra.cpu"},
+            "spec": {
+                "driver": "dra.cpu",
+                "nodeName": CPU_NODE,
+                "pool": {"name": CPU_NODE, "generation": 1, "resourceSliceCount": 1},
+                "devices": [
+                    {"name": f"cpudev{i:03d}", "attributes": {"numaNodeID": {"int": i // 4}}}
+                    for i in range(8)
+                ],
+            },
+        },
+        claim(
+            "all-numa0",
+            {"exactly": {"deviceClassName": cls, "allocationMode": "All",
+                         "selectors": [{"cel": {"expression": NUMA0}}]}},
+        ),
+        claim(
+            "first",
+            {"firstAvailable": [{"name": "big", "deviceClassName": cls, "count": 6},
+                                {"name": "small", "deviceClassName": cls, "count": 2}]},
+        ),
+        claim("shared", {"exactly": {"deviceClassName": cls, "count": 1}}),
+        claim("replicated", {"exactly": {"deviceClassName": cls, "count": 1}}),
+    ]  # fmt: skip
+
+
+def _cpu_pod(name: str, claim: str, cpu: str, *, ignored: bool = True) -> dict[str, Any]:
+    res = {"cpu": cpu, "memory": "1Gi"}
+    pod: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": CPU_NS},
+        "spec": {
+            "resourceClaims": [{"name": "c", "resourceClaimName": claim}],
+            "nodeSelector": {"kubernetes.io/hostname": CPU_NODE},
+            "tolerations": [
+                {"key": "kwok.x-k8s.io/node", "operator": "Exists", "effect": "NoSchedule"}
+            ],
+            "containers": [
+                {
+                    "name": "c",
+                    "image": "registry.k8s.io/pause:3.10",
+                    "resources": {"requests": res, "limits": res, "claims": [{"name": "c"}]},
+                }
+            ],
+        },
+    }
+    if ignored:
+        pod["metadata"]["labels"] = dict(IGNORE)
+    return pod
+
+
+def _warned(install: Install, obj: dict[str, Any], expected: str | None) -> str:
+    """numagate's warnings for ``obj`` (a server dry run) once its live inventory has the
+    objects: ``expected`` among them (or, None, the claims checked at all)."""
+    text = ""
+    for _ in range(30):
+        out = install.plane.kubectl(
+            "create", "--dry-run=server", "-f", "-", input=json.dumps(obj), check=False
+        )
+        text = out.stderr
+        checked = "DRA claims not checked" not in text and out.returncode == 0
+        if checked and (expected is None or expected in text):
+            return text
+        time.sleep(SETTLE)
+    return f"never: {text}"
+
+
+def _bound_claim(plane: Any, pod: str, claim: str) -> dict[str, Any]:
+    wait_until(
+        lambda: bool(
+            json.loads(plane.kubectl("get", "pod", pod, "-n", CPU_NS, "-o", "json").stdout)[
+                "spec"
+            ].get("nodeName")
+        ),
+        BIND_TIMEOUT,
+        f"kube-scheduler binds {pod}",
+    )
+    out = plane.kubectl("get", "resourceclaim", claim, "-n", CPU_NS, "-o", "json")
+    return json.loads(out.stdout)
+
+
+@pytest.mark.slow
+def test_cpu_driver_claims_as_kube_scheduler_allocates_them(serving: Install) -> None:
+    """allocationMode All yields every matching device of the node (4 CPUs on NUMA node
+    0: numagate's mirroring count is the scheduler's allocation), firstAvailable the
+    subrequest the allocator can satisfy (with 4 CPUs free: 'small', 2), and a claim two
+    pods created together share is reserved for both by the scheduler (the driver, not
+    running here, would fail the second): numagate warns for a third pod and for a
+    Deployment whose replicas share a claim by name."""
+    plane = serving.plane
+    objects = _cpu_objects()
+    node = _node(CPU_NS, "n1")
+    try:
+        plane.create_namespace(CPU_NS)
+        _apply(plane, objects)
+        _apply(plane, [node])
+        text = _warned(serving, _cpu_pod("p-all", "all-numa0", "4", ignored=False), None)
+        assert "CPUs from dra.cpu claims" not in text, text  # 4 mirrors the 4 All yields
+        text = _warned(serving, _cpu_pod("p-first", "first", "6", ignored=False), "2 or 6 CPUs")
+        assert "cpu requests 6 / limits 6, 2 or 6 CPUs from dra.cpu claims" in text, text
+
+        _apply(plane, [_cpu_pod("p-all", "all-numa0", "4")])
+        results = _bound_claim(plane, "p-all", "all-numa0")["status"]["allocation"]
+        assert len(results["devices"]["results"]) == 4
+        _apply(plane, [_cpu_pod("p-first", "first", "2")])
+        results = _bound_claim(plane, "p-first", "first")["status"]["allocation"]
+        assert [r["request"] for r in results["devices"]["results"]] == ["cpus/small"] * 2
+
+        _apply(plane, [_cpu_pod("s1", "shared", "1"), _cpu_pod("s2", "shared", "1")])
+        _bound_claim(plane, "s1", "shared")
+        users = _bound_claim(plane, "s2", "shared")["status"]["reservedFor"]
+        assert sorted(u["name"] for u in users) == ["s1", "s2"]  # the scheduler let both in
+        text = _warned(serving, _cpu_pod("s3", "shared", "1", ignored=False), "reserved for pod")
+        assert "(ResourceClaim dra-cpu/shared) is reserved for pod s" in text, text
+
+        template = _cpu_pod("r", "replicated", "1", ignored=False)
+        deployment = {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": "r", "namespace": CPU_NS},
+            "spec": {
+                "replicas": 2,
+                "selector": {"matchLabels": {"app": "r"}},
+                "template": {"metadata": {"labels": {"app": "r"}}, "spec": template["spec"]},
+            },
+        }
+        text = _warned(serving, deployment, "concurrent pods")
+        assert "(ResourceClaim dra-cpu/replicated) shared by 2 concurrent pods" in text, text
+    finally:
+        for name in ("p-all", "p-first", "s1", "s2"):
+            plane.kubectl(
+                "delete", "pod", name, "-n", CPU_NS, "--grace-period=0", "--force", check=False
+            )
+        body = json.dumps({"apiVersion": "v1", "kind": "List", "items": [*objects, node]})
+        plane.kubectl(
+            "delete", "--ignore-not-found", "--wait=false", "-f", "-", input=body, check=False
+        )

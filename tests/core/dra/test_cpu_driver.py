@@ -402,9 +402,7 @@ def test_a_cpu_claim_by_name_in_a_template_of_several_pods_has_no_room_now() -> 
         if f.code == "draCpuSharedClaim"
     ]
     assert [(c, s) for c, s, _ in found] == [("draCpuSharedClaim", NO_ROOM_NOW)]
-    assert (
-        "(ResourceClaim default/four) by name in the template of 3 concurrent pods" in found[0][2]
-    )
+    assert "(ResourceClaim default/four) shared by 3 concurrent pods" in found[0][2]
     assert "the other 2 fail with CreateContainerError" in found[0][2]
     assert not [
         f for f in cpu_driver_findings(p, intent, verdict, NODES, INV, 1)

@@ -86,7 +86,7 @@ async def test_a_deployment_sharing_a_cpu_claim_by_name_is_no_room_now(api: ApiS
     result = await api.admit(deployment)
     assert result.allowed  # modes.noRoomNow defaults to warn
     assert any(
-        "CPU claim 'c' (ResourceClaim ml/cpus) by name in the template of 2 concurrent pods" in w
+        "CPU claim 'c' (ResourceClaim ml/cpus) shared by 2 concurrent pods" in w
         for w in result.warnings
     ), result.warnings
     deployment["spec"]["replicas"] = 1
