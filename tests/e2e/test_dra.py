@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 
 from tests.core.dra.ground_truth import Case, _node, load_cases, numagate_verdict
+from tests.core.dra.objects import cpu_slice
 from tests.e2e.cluster import Install
 from tests.e2e.controlplane import wait_until
 from tests.launch import http
@@ -194,20 +195,7 @@ def _cpu_objects() -> list[dict[str, Any]]:
             "metadata": {"name": cls},
             "spec": {"selectors": [{"cel": {"expression": 'device.driver == "dra.cpu"'}}]},
         },
-        {
-            "apiVersion": "resource.k8s.io/v1",
-            "kind": "ResourceSlice",
-            "metadata": {"name": f"{CPU_NODE}-dra.cpu"},
-            "spec": {
-                "driver": "dra.cpu",
-                "nodeName": CPU_NODE,
-                "pool": {"name": CPU_NODE, "generation": 1, "resourceSliceCount": 1},
-                "devices": [
-                    {"name": f"cpudev{i:03d}", "attributes": {"numaNodeID": {"int": i // 4}}}
-                    for i in range(8)
-                ],
-            },
-        },
+        cpu_slice(CPU_NODE),
         claim(
             "all-numa0",
             {"exactly": {"deviceClassName": cls, "allocationMode": "All",

@@ -122,3 +122,13 @@ def pod(*claims: tuple[str, str, str], namespace: str = "default") -> dict[str, 
         "metadata": {"name": "p", "namespace": namespace},
         "spec": {"resourceClaims": entries, "containers": [{"name": "c", "image": "x"}]},
     }
+
+
+def cpu_slice(node: str) -> dict[str, Any]:
+    """The DRA CPU driver's slice in individual mode (kubernetes-sigs/dra-driver-cpu v0.2.0,
+    pkg/driver/dra_hooks.go): one device per CPU, 8 CPUs, 4 per NUMA node."""
+    devices = [
+        {"name": f"cpu{i:03d}", "attributes": {"dra.cpu/numaNodeID": {"int": i // 4}}}
+        for i in range(8)
+    ]
+    return resource_slice(f"{node}-dra.cpu", node, f"{node}-cpu", "dra.cpu", *devices)

@@ -25,28 +25,10 @@ from core.intent.read import read_intent
 from core.intent.workloads import pod_templates
 from core.inventory.build import build_inventory
 from tests.builders.objects import node, nrt, zone
+from tests.core.dra.objects import cpu_slice
 
 NS = "default"
 POLICY = {"cpu-a": "none", "cpu-b": "static"}
-
-
-def _cpu_slice(name: str) -> dict[str, Any]:
-    """Individual mode: one device per CPU (pkg/driver: dra.cpu/numaNodeID and friends)."""
-    devices = [
-        {"name": f"cpu{i:03d}", "attributes": {"dra.cpu/numaNodeID": {"int": i // 4}}}
-        for i in range(8)
-    ]
-    return {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceSlice",
-        "metadata": {"name": f"{name}-dra.cpu"},
-        "spec": {
-            "driver": "dra.cpu",
-            "nodeName": name,
-            "pool": {"name": name, "generation": 1, "resourceSliceCount": 1},
-            "devices": devices,
-        },
-    }
 
 
 # manifests/base/deviceclass-dracpu.part.yaml at v0.2.0
@@ -76,7 +58,7 @@ def _claim(name: str, cpus: int, *, grouped: bool = False, **status: Any) -> dic
 
 
 def _reserved(pod_name: str) -> dict[str, Any]:
-    result = {"request": "cpus", "driver": "dra.cpu", "pool": "cpu-a", "device": "cpu000"}
+    result = {"request": "cpus", "driver": "dra.cpu", "pool": "cpu-a-cpu", "device": "cpu000"}
     return {
         "allocation": {"devices": {"results": [result]}},
         "reservedFor": [{"resource": "pods", "name": pod_name, "uid": "u1"}],
@@ -89,7 +71,7 @@ def _objects(*claims: dict[str, Any]) -> list[dict[str, Any]]:
     for n, policy in POLICY.items():
         out.append(node(n, {"cpu": "8", "memory": "16Gi", "pods": "110"}))
         out.append(nrt(n, [zone(0, res), zone(1, res)], attributes={"cpuManagerPolicy": policy}))
-        out.append(_cpu_slice(n))
+        out.append(cpu_slice(n))
     return out
 
 

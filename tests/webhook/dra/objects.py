@@ -168,20 +168,6 @@ CPU_CLASS = {
 }
 
 
-def cpu_slice(node: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceSlice",
-        "metadata": {"name": f"{node}-dra.cpu"},
-        "spec": {
-            "driver": "dra.cpu",
-            "nodeName": node,
-            "pool": {"name": f"{node}-cpu", "generation": 1, "resourceSliceCount": 1},
-            "devices": [{"name": f"cpu{i:03d}"} for i in range(8)],
-        },
-    }
-
-
 def cpu_claim(name: str, cpus: int, reserved_for: str | None = None) -> dict[str, Any]:
     obj: dict[str, Any] = {
         "apiVersion": "resource.k8s.io/v1",

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from tests.core.dra.objects import cpu_slice
 from tests.webhook.dra.objects import (
     CPU_CLASS,
     DRA_FAKES,
@@ -20,7 +21,6 @@ from tests.webhook.dra.objects import (
     cpu_claim,
     cpu_container,
     cpu_pod,
-    cpu_slice,
     inventory,
     pod,
     request,

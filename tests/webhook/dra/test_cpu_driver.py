@@ -11,18 +11,18 @@ from pathlib import Path
 import pytest
 
 from certs.authority import CertPaths
+from tests.core.dra.objects import cpu_slice
 from tests.webhook.dra.objects import CPU_CLASS, inventory
 from tests.webhook.dra.objects import cpu_claim as _claim
 from tests.webhook.dra.objects import cpu_container as _ctr
 from tests.webhook.dra.objects import cpu_pod as _pod
-from tests.webhook.dra.objects import cpu_slice as _cpu_slice
 from tests.webhook.dra.serving import served, write_inventory
 from tests.webhook.harness import ApiServer
 
 
 @pytest.fixture(scope="module")
 def inventory_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    extra = [CPU_CLASS, _cpu_slice("gpu-a"), _claim("cpus", 2), _claim("taken", 1, "first")]
+    extra = [CPU_CLASS, cpu_slice("gpu-a"), _claim("cpus", 2), _claim("taken", 1, "first")]
     return write_inventory(tmp_path_factory.mktemp("dra-cpu"), inventory(extra))
 
 
