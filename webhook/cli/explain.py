@@ -12,6 +12,7 @@ import argparse
 import json
 import sys
 
+from core.dra.cpu_driver import concurrent_pods
 from core.errors import CoreError
 from core.intent.read import read_intent
 from core.intent.workloads import pod_templates
@@ -76,7 +77,9 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     assert dra.view is not None
     pod = {"metadata": {"namespace": template.namespace}, "spec": template.spec}
-    claims = claims_report(pod, result.intent, view.nodes, dra.view.inventory)
+    claims = claims_report(
+        pod, result.intent, view.nodes, dra.view.inventory, replicas=concurrent_pods(obj)
+    )
     if claims is not None:  # only for a pod with DRA claims: the others' report is unchanged
         report["claims"] = claims
     if args.output == "json":

@@ -58,8 +58,11 @@ def claims_report(
     intent: PodIntent,
     nodes: Sequence[NodeTopology],
     inv: DraInventory,
+    *,
+    replicas: int = 1,
 ) -> dict[str, Any] | None:
-    """explain's ``claims`` section (docs/dra.md), or None for a pod without DRA claims."""
+    """explain's ``claims`` section (docs/dra.md), or None for a pod without DRA claims;
+    ``replicas``: the pods of the template that run at once (a Deployment's replicas)."""
     if not uses_dra(pod, inv):
         return None
     try:
@@ -67,7 +70,7 @@ def claims_report(
         # the DRA CPU driver's rules, as /validate gives them (webhook/dra/admission.py)
         cpu = [
             {"code": f.code, "severity": f.severity, "message": f.message}
-            for f in cpu_driver_findings(pod, intent, verdict, nodes, inv)
+            for f in cpu_driver_findings(pod, intent, verdict, nodes, inv, replicas)
         ]
     except DraError as exc:
         return {

@@ -187,3 +187,24 @@ def test_explain_shows_the_cpu_driver_findings(
     code, out, _ = run(capsys, "explain", "--inventory", str(inv), "-o", "json", mirrored)
     assert code == 0
     assert [f["code"] for f in json.loads(out)["claims"]["cpuDriver"]] == ["draCpuStaticPolicy"]
+
+
+def test_explain_of_a_deployment_names_a_cpu_claim_its_replicas_share(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    inv = tmp_path / "cpu.json"
+    extra = [CPU_CLASS, cpu_slice("gpu-a"), cpu_claim("cpus", 2)]
+    inv.write_text(json.dumps({"kind": "List", "items": inventory(extra)}))
+    spec = cpu_pod("cpus", cpu_container("a", "2"))["spec"]
+    deployment = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "d", "namespace": "ml"},
+        "spec": {"replicas": 3, "template": {"spec": spec}},
+    }
+    manifest = _write(tmp_path, deployment)
+    code, out, _ = run(capsys, "explain", "--inventory", str(inv), "-o", "json", manifest)
+    assert code == 0  # noRoomNow warns by default
+    found = [f for f in json.loads(out)["claims"]["cpuDriver"] if f["code"] == "draCpuSharedClaim"]
+    assert [f["severity"] for f in found] == ["no-room-now"]
+    assert "(ResourceClaim ml/cpus) shared by 3 concurrent pods" in found[0]["message"]
