@@ -145,6 +145,18 @@ def latency(api: Api, calls: Sequence[tuple[str, str, bytes]]) -> float:
     return 1000 * sorted(times)[len(times) // 2]
 
 
+def passive_opens() -> int:
+    """TCP connections accepted on this machine so far (/proc/net/snmp): the count per
+    create shows whether the apiserver reuses its connections to numagate or makes a TLS
+    handshake per call."""
+    lines = [
+        ln.split()
+        for ln in Path("/proc/net/snmp").read_text().splitlines()
+        if ln.startswith("Tcp:")
+    ]
+    return int(lines[1][lines[0].index("PassiveOpens")])
+
+
 def rss_mib(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -300,9 +312,10 @@ def measure(
     )
     # Warm-up, then without numagate.
     parallel(api, args.clients, pods(f"warm-{n}", 200, 1))
-    c0 = meter.read()
+    c0, a0 = meter.read(), passive_opens()
     result["without_s"] = parallel(api, args.clients, pods(f"off-{n}", args.pods, 2))
     result["cpu_without"] = meter.per(c0, meter.read(), args.pods)
+    result["accepts_without"] = (passive_opens() - a0) / args.pods
     result["latency_without"] = latency(api, pods(f"lat-off-{n}", args.latency_pods, 6))
     # numagate, from the real API (the admin's kubeconfig: RBAC is the e2e suite's test).
     certs = work / f"certs-{n}"
@@ -327,12 +340,20 @@ def measure(
         time.sleep(2)
         parallel(api, args.clients, pods(f"warm-on-{n}", 200, 3))
         before = histogram(plane)
-        c0 = meter.read()
+        c0, a0 = meter.read(), passive_opens()
         result["with_s"] = parallel(api, args.clients, pods(f"on-{n}", args.pods, 4))
         result["cpu_with"] = meter.per(c0, meter.read(), args.pods)
+        result["accepts_with"] = (passive_opens() - a0) / args.pods
         mid = histogram(plane)
+        c0 = meter.read()
         result["latency_with"] = latency(api, pods(f"lat-on-{n}", args.latency_pods, 7))
+        result["cpu_one"] = meter.per(c0, meter.read(), args.latency_pods)
         one = histogram(plane)
+        # Idle: what numagate burns with nothing to review and no NRT change (timers,
+        # watches), in ms of CPU per second; part of every per-create figure above.
+        c0 = meter.read()
+        time.sleep(5)
+        result["idle_ms_per_s"] = meter.per(c0, meter.read(), 5)["numagate"]
         stop = threading.Event()
         churned = churn(api, n, stop)
         time.sleep(5)
@@ -378,10 +399,14 @@ def report(r: dict[str, Any], pods_n: int) -> None:
     print(
         f"one create at a time, median: {r['latency_without']:.1f} ms without, {r['latency_with']:.1f} ms with numagate"
     )
-    print("CPU ms per pod create, by process (without / with / under churn):")
+    print(
+        f"TCP connections accepted per create: {r['accepts_without']:.2f} without, {r['accepts_with']:.2f} with numagate"
+    )
+    print(f"numagate idle: {r['idle_ms_per_s']:.1f} ms of CPU per second")
+    print("CPU ms per pod create, by process (without / with / one at a time with / under churn):")
     for part in r["cpu_with"]:
         print(
-            f"  {part:15} {r['cpu_without'].get(part, 0.0):7.2f} {r['cpu_with'][part]:7.2f} {r['cpu_churn'][part]:7.2f}"
+            f"  {part:15} {r['cpu_without'].get(part, 0.0):7.2f} {r['cpu_with'][part]:7.2f} {r['cpu_one'][part]:7.2f} {r['cpu_churn'][part]:7.2f}"
         )
 
 
