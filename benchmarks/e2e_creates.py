@@ -8,7 +8,9 @@ Per size it prints: the control plane's node-creation time and memory (RSS of et
 kube-apiserver, kwok), numagate's time to ready from the real API, pod creates/s without
 and with numagate and their ratio, numagate's p99 as the apiserver measures it
 (``apiserver_admission_webhook_admission_duration_seconds``, interpolated in its buckets:
-5, 25, 100 ms, ...) without and with NRT churn (each node's NRT rewritten once a minute).
+5, 25, 100 ms, ...) without and with NRT churn (each node's NRT rewritten once a minute),
+and, at a fixed offered rate below saturation (``--offered``, half the maximum without
+numagate by default), the achieved rate and the create latency without and with numagate.
 The binaries come from ``make e2e-build``.
 """
 
@@ -72,6 +74,46 @@ def parallel(api: Api, clients: int, calls: Sequence[tuple[str, str, bytes]]) ->
     with ThreadPoolExecutor(clients) as pool:
         list(pool.map(lambda c: api.send(*c), calls))
     return time.perf_counter() - started
+
+
+def paced(
+    api: Api, clients: int, calls: Sequence[tuple[str, str, bytes]], rate: float
+) -> dict[str, float]:
+    """Send the calls at a fixed offered rate (call i is due at i / rate) with ``clients``
+    threads: the achieved rate and the latency percentiles, each latency counted from the
+    call's due time, so that a call held up by a slow one counts its wait (no coordinated
+    omission). Below saturation, the achieved rate is the offered one whatever each create
+    costs; what numagate adds shows in the latency."""
+    lock, order = threading.Lock(), iter(range(len(calls)))
+    lat: list[float] = []
+    start = time.perf_counter() + 0.05
+
+    def run() -> None:
+        while True:
+            with lock:
+                i = next(order, None)
+            if i is None:
+                return
+            due = start + i / rate
+            time.sleep(max(0.0, due - time.perf_counter()))
+            api.send(*calls[i])
+            done = time.perf_counter()
+            with lock:
+                lat.append(done - due)
+
+    threads = [threading.Thread(target=run) for _ in range(clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    took = time.perf_counter() - start
+    lat.sort()
+    return {
+        "offered": rate,
+        "achieved": len(calls) / took,
+        "p50_ms": 1000 * lat[len(lat) // 2],
+        "p99_ms": 1000 * lat[min(len(lat) - 1, int(len(lat) * 0.99))],
+    }
 
 
 def cpu_by_pid() -> dict[int, tuple[int, float]]:
@@ -143,6 +185,18 @@ def latency(api: Api, calls: Sequence[tuple[str, str, bytes]]) -> float:
         api.send(*call)
         times.append(time.perf_counter() - started)
     return 1000 * sorted(times)[len(times) // 2]
+
+
+def passive_opens() -> int:
+    """TCP connections accepted on this machine so far (/proc/net/snmp): the count per
+    create shows whether the apiserver reuses its connections to numagate or makes a TLS
+    handshake per call."""
+    lines = [
+        ln.split()
+        for ln in Path("/proc/net/snmp").read_text().splitlines()
+        if ln.startswith("Tcp:")
+    ]
+    return int(lines[1][lines[0].index("PassiveOpens")])
 
 
 def rss_mib(pid: int) -> float:
@@ -300,9 +354,12 @@ def measure(
     )
     # Warm-up, then without numagate.
     parallel(api, args.clients, pods(f"warm-{n}", 200, 1))
-    c0 = meter.read()
+    c0, a0 = meter.read(), passive_opens()
     result["without_s"] = parallel(api, args.clients, pods(f"off-{n}", args.pods, 2))
     result["cpu_without"] = meter.per(c0, meter.read(), args.pods)
+    result["accepts_without"] = (passive_opens() - a0) / args.pods
+    rate = args.offered * args.pods / result["without_s"]
+    result["paced_without"] = paced(api, args.clients, pods(f"pace-off-{n}", args.pods, 8), rate)
     result["latency_without"] = latency(api, pods(f"lat-off-{n}", args.latency_pods, 6))
     # numagate, from the real API (the admin's kubeconfig: RBAC is the e2e suite's test).
     certs = work / f"certs-{n}"
@@ -327,12 +384,22 @@ def measure(
         time.sleep(2)
         parallel(api, args.clients, pods(f"warm-on-{n}", 200, 3))
         before = histogram(plane)
-        c0 = meter.read()
+        c0, a0 = meter.read(), passive_opens()
         result["with_s"] = parallel(api, args.clients, pods(f"on-{n}", args.pods, 4))
         result["cpu_with"] = meter.per(c0, meter.read(), args.pods)
+        result["accepts_with"] = (passive_opens() - a0) / args.pods
         mid = histogram(plane)
+        c0 = meter.read()
         result["latency_with"] = latency(api, pods(f"lat-on-{n}", args.latency_pods, 7))
+        result["cpu_one"] = meter.per(c0, meter.read(), args.latency_pods)
         one = histogram(plane)
+        result["paced_with"] = paced(api, args.clients, pods(f"pace-on-{n}", args.pods, 9), rate)
+        paced_end = histogram(plane)
+        # Idle: what numagate burns with nothing to review and no NRT change (timers,
+        # watches), in ms of CPU per second; part of every per-create figure above.
+        c0 = meter.read()
+        time.sleep(5)
+        result["idle_ms_per_s"] = meter.per(c0, meter.read(), 5)["numagate"]
         stop = threading.Event()
         churned = churn(api, n, stop)
         time.sleep(5)
@@ -346,7 +413,8 @@ def measure(
         for hook in WEBHOOKS:
             result[f"p99_{hook}"] = p99(before[hook], mid[hook])
             result[f"p99_one_{hook}"] = p99(mid[hook], one[hook])
-            result[f"p99_churn_{hook}"] = p99(one[hook], after[hook])
+            result[f"p99_paced_{hook}"] = p99(one[hook], paced_end[hook])
+            result[f"p99_churn_{hook}"] = p99(paced_end[hook], after[hook])
         result["serve_rss_mib"] = round(rss_mib(serve.proc.pid))
         result["server_time"] = server_time(port, certs / "ca.crt")
     finally:
@@ -373,15 +441,24 @@ def report(r: dict[str, Any], pods_n: int) -> None:
         ms, fast, calls = r[f"p99_{hook}"]
         oms, ofast, _ = r[f"p99_one_{hook}"]
         cms, cfast, ccalls = r[f"p99_churn_{hook}"]
+        pms, pfast, _ = r[f"p99_paced_{hook}"]
         print(f"{hook}: p99 {ms:.1f} ms ({fast:.1%} under 5 ms, {calls} calls); one client at a time "
-              f"{oms:.1f} ms ({ofast:.1%} under 5 ms); under churn {cms:.1f} ms ({cfast:.1%} under 5 ms, {ccalls} calls)")  # fmt: skip
+              f"{oms:.1f} ms ({ofast:.1%} under 5 ms); paced {pms:.1f} ms ({pfast:.1%} under 5 ms); under churn {cms:.1f} ms ({cfast:.1%} under 5 ms, {ccalls} calls)")  # fmt: skip
     print(
         f"one create at a time, median: {r['latency_without']:.1f} ms without, {r['latency_with']:.1f} ms with numagate"
     )
-    print("CPU ms per pod create, by process (without / with / under churn):")
+    print(
+        f"TCP connections accepted per create: {r['accepts_without']:.2f} without, {r['accepts_with']:.2f} with numagate"
+    )
+    off, on = r["paced_without"], r["paced_with"]
+    print(f"offered {off['offered']:.0f} creates/s ({off['offered'] / without:.0%} of the maximum without): "
+          f"achieved {off['achieved']:.0f} without, {on['achieved']:.0f} with numagate (ratio {on['achieved'] / off['achieved']:.2f}); "
+          f"create latency p50/p99 {off['p50_ms']:.1f}/{off['p99_ms']:.1f} ms without, {on['p50_ms']:.1f}/{on['p99_ms']:.1f} ms with")  # fmt: skip
+    print(f"numagate idle: {r['idle_ms_per_s']:.1f} ms of CPU per second")
+    print("CPU ms per pod create, by process (without / with / one at a time with / under churn):")
     for part in r["cpu_with"]:
         print(
-            f"  {part:15} {r['cpu_without'].get(part, 0.0):7.2f} {r['cpu_with'][part]:7.2f} {r['cpu_churn'][part]:7.2f}"
+            f"  {part:15} {r['cpu_without'].get(part, 0.0):7.2f} {r['cpu_with'][part]:7.2f} {r['cpu_one'][part]:7.2f} {r['cpu_churn'][part]:7.2f}"
         )
 
 
@@ -392,6 +469,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--clients", type=int, default=16, help="concurrent API clients")
     p.add_argument("--workers", type=int, default=2, help="numagate serve --workers")
     p.add_argument("--latency-pods", type=int, default=100, help="pods created one at a time")
+    p.add_argument(
+        "--offered",
+        type=float,
+        default=0.5,
+        help="the paced phase's offered rate, as a fraction of the maximum measured without numagate",
+    )
     p.add_argument(
         "--pin",
         action="store_true",
