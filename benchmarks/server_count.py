@@ -7,7 +7,8 @@ callgrind, which do not depend on what else the machine runs (issue 27).
 Each ``--tree`` (default: this checkout) is a checkout with its own ``.venv``; its code
 answers the reviews, this checkout's benchmarks/gen.py builds them (the inputs of
 benchmarks/server.py: 10,000 nodes, the twelve realistic pods or the impossible one, each
-request its own uid, with ``unique`` each a different pod). The worker is set up as with
+request its own uid, with ``unique`` each a different pod; ``apiserver`` and
+``apiserver-replicas``: the bodies a real kube-apiserver sent, see server_ab.py). The worker is set up as with
 ``serve --workers 2`` (``PROMETHEUS_MULTIPROC_DIR`` set, logging at info to /dev/null),
 ``webhook.review.pipeline.answer`` is called once per body to warm up, then valgrind's
 instrumentation is switched on (``callgrind_control -i on``) and only what runs inside
@@ -41,6 +42,10 @@ ROOT_ENV = "NUMAGATE_COUNT_ROOT"
 TOGGLE = "functools_reduce"
 STREAMS = {"unique": ("realistic", True), "replicas": ("realistic", False)}
 STREAMS["impossible"] = ("impossible", True)
+# The recorded bodies of a real kube-apiserver, each request its own uid, name and
+# service-account volume (gen.apiserver_template): a named pod, a ReplicaSet's replica.
+STREAMS["apiserver"] = ("pod", False)
+STREAMS["apiserver-replicas"] = ("replica", False)
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -88,8 +93,15 @@ def inner(args: argparse.Namespace) -> None:
 
     runtime = bench.build_runtime(args.nodes, args.config)
     kind, unique = STREAMS[args.stream]
-    pods = gen.realistic_pods() if kind == "realistic" else [gen.impossible_pod()]
-    bodies = gen.review_bodies(pods, prefix="r" if kind == "realistic" else "i")
+    if kind in ("pod", "replica"):
+        bodies = gen.apiserver_templates(args.webhook, kind)
+
+        def vary(body: bytes, n: int, *, unique: bool) -> bytes:
+            return gen.vary_template(body, n)
+    else:
+        pods = gen.realistic_pods() if kind == "realistic" else [gen.impossible_pod()]
+        bodies = gen.review_bodies(pods, prefix="r" if kind == "realistic" else "i")
+        vary = gen.vary
     loop = asyncio.new_event_loop()
 
     def one(_: Any, body: bytes) -> None:
@@ -101,10 +113,8 @@ def inner(args: argparse.Namespace) -> None:
     # misses after which the decision cache rests (its steady state under wrk)
     start = 2 * len(bodies) + 2 * MISSES_TO_REST
     for k in range(start):
-        one(None, gen.vary(bodies[k % len(bodies)], k, unique=unique))
-    varied = [
-        gen.vary(bodies[k % len(bodies)], start + k, unique=unique) for k in range(args.calls)
-    ]
+        one(None, vary(bodies[k % len(bodies)], k, unique=unique))
+    varied = [vary(bodies[k % len(bodies)], start + k, unique=unique) for k in range(args.calls)]
     _instrument_on()
     functools.reduce(one, varied, None)
 
