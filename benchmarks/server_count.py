@@ -1,8 +1,9 @@
 """The request path counted, not timed: CPU instructions per review under valgrind's
 callgrind, which do not depend on what else the machine runs (issue 27).
 
-    .venv/bin/python benchmarks/server_count.py [--stream unique|replicas|impossible]
-        [--webhook mutate|validate] [--calls 200] [--tree DIR ...] [--top 0]
+    .venv/bin/python benchmarks/server_count.py [--stream unique|replicas|impossible|
+        apiserver|apiserver-replicas] [--webhook mutate|validate] [--calls 200]
+        [--tree DIR ...] [--top 0] [--stage answer|loads|parse|intent|decide]
 
 Each ``--tree`` (default: this checkout) is a checkout with its own ``.venv``; its code
 answers the reviews, this checkout's benchmarks/gen.py builds them (the inputs of
@@ -46,6 +47,11 @@ STREAMS["impossible"] = ("impossible", True)
 # service-account volume (gen.apiserver_template): a named pod, a ReplicaSet's replica.
 STREAMS["apiserver"] = ("pod", False)
 STREAMS["apiserver-replicas"] = ("replica", False)
+# What is counted per review: all of it (``answer``), or one part of it on the same bodies
+# after the same warm-up: orjson.loads alone, parse_review (loads and the envelope
+# check), the pod's templates and their intent (core.intent), the handler's decision
+# from a parsed request (for mutate: templates, intent, the affinity and the patch).
+STAGES = ("answer", "loads", "parse", "intent", "decide")
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -58,6 +64,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--top", type=int, default=0, help="also print the N costliest functions")
     p.add_argument("--config", type=Path, help="numagate configuration file (default: none)")
     p.add_argument("--keep", type=Path, help="keep the callgrind files in this directory")
+    p.add_argument("--stage", choices=STAGES, default="answer",
+                   help="count only this part of a review (default: all of it)")  # fmt: skip
     p.add_argument("--inner", action="store_true", help=argparse.SUPPRESS)
     return p.parse_args(argv)
 
@@ -115,8 +123,42 @@ def inner(args: argparse.Namespace) -> None:
     for k in range(start):
         one(None, vary(bodies[k % len(bodies)], k, unique=unique))
     varied = [vary(bodies[k % len(bodies)], start + k, unique=unique) for k in range(args.calls)]
+    step, items = _stage(args, runtime, varied, one)
     _instrument_on()
-    functools.reduce(one, varied, None)
+    functools.reduce(step, items, None)
+
+
+def _stage(args: argparse.Namespace, runtime: Any, varied: list[bytes], one: Any) -> Any:
+    """(the step functools.reduce calls, its items) for ``args.stage``."""
+    import orjson
+
+    from core.intent.read import read_intent
+    from core.intent.workloads import pod_templates
+    from webhook.review.handlers import HANDLERS, core_settings
+    from webhook.review.wire import parse_review
+
+    config = runtime.config()
+    inventory = runtime.read(config)
+    settings = core_settings(config)
+    handler = HANDLERS[args.webhook]
+    loop = asyncio.new_event_loop()
+
+    def intent(_: Any, request: Any) -> None:
+        for template in pod_templates(request.object, *settings):
+            read_intent(template)
+
+    def decide(_: Any, request: Any) -> None:
+        loop.run_until_complete(handler.decide(request, runtime, config, 1e18, inventory))
+
+    steps = {
+        "answer": (one, varied),
+        "loads": (lambda _, body: orjson.loads(body), varied),
+        "parse": (lambda _, body: parse_review(body), varied),
+        "intent": (intent, None),
+        "decide": (decide, None),
+    }
+    step, items = steps[args.stage]
+    return step, [parse_review(body) for body in varied] if items is None else items
 
 
 def count(tree: Path, args: argparse.Namespace, out: Path) -> int:
@@ -136,6 +178,7 @@ def count(tree: Path, args: argparse.Namespace, out: Path) -> int:
         f"--webhook={args.webhook}",
         f"--calls={args.calls}",
         f"--nodes={args.nodes}",
+        f"--stage={args.stage}",
     ]
     if args.config is not None:
         cmd.append(f"--config={args.config.resolve()}")
@@ -172,7 +215,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         inner(args)
         return 0
     trees = args.tree or [HERE.parent]
-    result: dict[str, Any] = {"stream": args.stream, "webhook": args.webhook, "calls": args.calls}
+    result: dict[str, Any] = {"stream": args.stream, "webhook": args.webhook,
+                              "stage": args.stage, "calls": args.calls}  # fmt: skip
     with tempfile.TemporaryDirectory() as tmp:
         for k, tree in enumerate(trees):
             out = (args.keep or Path(tmp)) / f"callgrind.{k}.out"
