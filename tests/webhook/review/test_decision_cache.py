@@ -592,6 +592,23 @@ def test_raw_layer_bounds(monkeypatch: pytest.MonkeyPatch) -> None:
     assert 0 < cache.raw_held[1] <= 100
 
 
+def test_raw_learning_rests_while_no_body_comes_twice() -> None:
+    """Bodies that never repeat but for the uid (the real apiserver's, each pod with its
+    own token volume name): after MISSES_TO_REST unverified entries in a row, one body in
+    SAMPLE_WHILE_RESTING is learned; a verification resumes learning every body."""
+    config = object()
+    cache = DecisionCache()
+    count = MISSES_TO_REST + 10 * SAMPLE_WHILE_RESTING
+    for n in range(count):
+        _learn(cache, b'{"uid":"u-%d","v":"%s"}' % (n, b"y" * n), 10_000, config)
+    assert cache.raw_held[0] == MISSES_TO_REST + 10
+    last = count - 1  # learned: its count is a multiple of SAMPLE_WHILE_RESTING
+    _learn(cache, b'{"uid":"x-%d","v":"%s"}' % (last, b"y" * last), 10_000, config)  # verified
+    for n in range(5):
+        _learn(cache, b'{"uid":"z-%d","w":"%s"}' % (n, b"q" * (n + 500)), 10_000, config)
+    assert cache.raw_held[0] == MISSES_TO_REST + 10 + 5
+
+
 async def test_a_new_view_empties_the_raw_layer_too() -> None:
     rt = runtime()
     review = build_review(koord_pod("2"))
