@@ -17,12 +17,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import ssl
 import sys
-import threading
 import time
 from collections.abc import Sequence
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import urllib3
@@ -30,16 +27,16 @@ import urllib3
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parent)]
 
-from certs.authority import ensure_serving_certs  # noqa: E402
 from tests.e2e.cluster import create, koord, pod  # noqa: E402
 from tests.e2e.controlplane import running  # noqa: E402
-from tests.e2e.hookserver import POD_RULES, webhook_entry  # noqa: E402
+from tests.e2e.hookserver import POD_RULES, hook_server, recorder_configs  # noqa: E402
 
 OUT = HERE.parent / "tests" / "fixtures" / "reviews" / "apiserver-raw"
 NS = "bench"
 
 
 def replica(name_prefix: str) -> dict[str, object]:
+    """A pod as a ReplicaSet's controller posts it (generateName, ownerReferences)."""
     doc = pod("", cpu="1500m", memory="2Gi", annotations=koord("SingleNUMANode"), namespace=NS,
               labels={"app": "web", "pod-template-hash": "5d8f9c7b6"})  # fmt: skip
     meta = doc["metadata"]
@@ -56,42 +53,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", type=Path, default=OUT)
     args = p.parse_args(argv)
-    bodies: list[tuple[str, bytes]] = []
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            body = self.rfile.read(int(self.headers["Content-Length"]))
-            bodies.append((self.path, body))
-            uid = json.loads(body)["request"]["uid"]
-            out = json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
-                              "response": {"uid": uid, "allowed": True}}).encode()  # fmt: skip
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(out)))
-            self.end_headers()
-            self.wfile.write(out)
-
-        def log_message(self, *a: object) -> None:
-            pass
-
-    with running() as plane:
+    with running() as plane, hook_server(plane.workdir / "hook") as rec:
         plane.create_namespace(NS, labels={"kubernetes.io/metadata.name": NS})
-        certs = ensure_serving_certs(plane.workdir / "hook", hosts=("127.0.0.1",))
-        server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        ctx.load_cert_chain(str(certs.cert), str(certs.key))
-        server.socket = ctx.wrap_socket(server.socket, server_side=True)
-        threading.Thread(target=server.serve_forever, daemon=True).start()
-        import base64
-
-        ca = base64.b64encode(certs.ca.read_bytes()).decode()
-        url = f"https://127.0.0.1:{server.server_address[1]}"
-        for kind, path, mutating in (("MutatingWebhookConfiguration", "/mutate", True),
-                                     ("ValidatingWebhookConfiguration", "/validate", False)):  # fmt: skip
-            cfg = {"apiVersion": "admissionregistration.k8s.io/v1", "kind": kind,
-                   "metadata": {"name": "recorder"},
-                   "webhooks": [webhook_entry(f"recorder{path.replace('/', '.')}.e2e.io", url + path,
-                                              ca, POD_RULES, NS, mutating=mutating)]}  # fmt: skip
+        for cfg in recorder_configs(rec, "recorder", POD_RULES, NS):
             create(plane, cfg, check=True)
         time.sleep(2)
         assert plane.pki is not None
@@ -105,18 +69,17 @@ def main(argv: Sequence[str] | None = None) -> int:
                        namespace=NS),
             "replica": replica("web-5d8f9c7b6-"),
         }  # fmt: skip
+        args.out.mkdir(parents=True, exist_ok=True)
         for name, doc in docs.items():
-            start = len(bodies)
+            start = len(rec.recorded)
             resp = api.request("POST", f"/api/v1/namespaces/{NS}/pods", body=json.dumps(doc).encode(),
                                headers={"Content-Type": "application/json"})  # fmt: skip
             if resp.status >= 300:
                 raise SystemExit(f"{name}: {resp.status} {resp.data[:300]!r}")
-            args.out.mkdir(parents=True, exist_ok=True)
-            for path, body in bodies[start:]:
-                webhook = path.split("?")[0].strip("/")
-                (args.out / f"{webhook}-{name}.json").write_bytes(body)
-                print(f"{webhook}-{name}: {len(body)} bytes, query {path}", file=sys.stderr)
-        server.shutdown()
+            for r in rec.recorded[start:]:
+                webhook = r.path.split("?")[0].strip("/")
+                (args.out / f"{webhook}-{name}.json").write_bytes(r.body)
+                print(f"{webhook}-{name}: {len(r.body)} bytes, query {r.path}", file=sys.stderr)
     return 0
 
 
