@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -72,6 +73,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--threads", type=int, default=2, help="wrk threads")
     p.add_argument("--workers", type=int, default=2, help="server worker processes")
     p.add_argument("--nodes", type=int, default=10_000)
+    p.add_argument("--delay-ms", type=int, default=0,
+                   help="each connection waits this long between requests (a paced rate, "
+                        "as the apiserver's creates arrive one by one); 0: as fast as possible")  # fmt: skip
     p.add_argument("--scenarios", default="mutate,mutate-unique,validate-impossible")
     p.add_argument("--log-level", default="info")
     p.add_argument("--keep", type=Path, help="generate inputs here and keep them")
@@ -136,6 +140,8 @@ def table(summary: dict[str, Any]) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     names = [s.strip() for s in args.scenarios.split(",") if s.strip()]
+    if args.delay_ms:
+        os.environ["NUMAGATE_WRK_DELAY_MS"] = str(args.delay_ms)  # benchmarks/wrk/review.lua
     servers: dict[str, bench.Server] = {}
     try:
         exes = trees(args.tree)
