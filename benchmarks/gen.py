@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import re
 import uuid
 import zlib
 from collections.abc import Iterator
@@ -478,6 +479,41 @@ def vary(body: bytes, n: int, *, unique: bool = False) -> bytes:
         end = out.index(b'"', start)
         out = out[:start] + f"t0-{n}".encode() + out[end:]
     return out
+
+
+# ---- bodies as the real kube-apiserver sends them ----------------------------------------
+# benchmarks/record_bodies.py recorded them byte for byte; a template marks with MARK what
+# changes on every request (benchmarks/wrk/review.lua and vary_template fill it in).
+APISERVER_BODIES = Path(__file__).resolve().parent.parent / "tests/fixtures/reviews/apiserver-raw"
+MARK = b"@@N@@"
+_ACCESS_VOLUME = re.compile(rb"kube-api-access-[a-z0-9]{5}")
+
+
+def apiserver_template(body: bytes) -> bytes:
+    """A recorded body with MARK where each create differs: the request uid, the pod's name
+    (request.name and metadata.name, when it has one: a ReplicaSet's replica has only
+    generateName at admission) and the suffix of the service-account token volume that the
+    apiserver's ServiceAccount admission plugin names at random for each pod."""
+    review = json.loads(body)
+    request = review["request"]
+    out = body.replace(f'"uid":"{request["uid"]}"'.encode(), b'"uid":"' + MARK + b'"', 1)
+    name = request.get("name")
+    if name:
+        out = out.replace(f'"name":"{name}"'.encode(), f'"name":"{name}-'.encode() + MARK + b'"')
+    out = _ACCESS_VOLUME.sub(b"kube-api-access-" + MARK, out)
+    if out.count(MARK) < 2:
+        raise ValueError("a recorded body without its uid or its token volume")
+    return out
+
+
+def vary_template(template: bytes, n: int) -> bytes:
+    """The ``n``-th request of a template: every MARK replaced by a per-request token."""
+    return template.replace(MARK, f"{n:x}".encode())
+
+
+def apiserver_templates(webhook: str, which: str) -> list[bytes]:
+    """Templates of the recorded ``{webhook}-{which}.json`` (which: pod, replica)."""
+    return [apiserver_template((APISERVER_BODIES / f"{webhook}-{which}.json").read_bytes())]
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,10 @@ comes from the same minutes of a shared machine (issue 27).
     .venv/bin/python benchmarks/server_ab.py [--tree NAME=DIR ...] [--pairs 2]
         [--duration 10] [--scenarios mutate,mutate-unique,validate-impossible]
 
+Scenarios: benchmarks/server.py's, and ``{mutate,validate}-apiserver[-replicas]``: the
+bodies a real kube-apiserver sent (tests/fixtures/reviews/apiserver-raw/), each request
+with its own uid, name and service-account volume name.
+
 Each ``--tree`` is a checkout with its own ``.venv`` (``make install`` there; the default
 is this checkout alone, as ``this``). Scenarios, inputs and wrk options are
 benchmarks/server.py's (2 workers, TLS, 10,000 nodes, each request its own uid). Per
@@ -20,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -34,6 +39,28 @@ import gen  # noqa: E402
 import server as bench  # noqa: E402
 
 SCENARIOS = {name: (path, kind, unique) for name, path, kind, unique in bench.SCENARIOS}
+# The bodies a real kube-apiserver sent (benchmarks/record_bodies.py), each request with
+# its own uid, name and service-account volume (gen.apiserver_template): a named pod, and
+# a ReplicaSet's replica (at mutate it has only generateName).
+for _webhook in ("mutate", "validate"):
+    for _which, _suffix in (("pod", ""), ("replica", "-replicas")):
+        SCENARIOS[f"{_webhook}-apiserver{_suffix}"] = (
+            f"/{_webhook}?timeout=10s",
+            f"{_webhook}-{_which}",
+            False,
+        )
+
+
+def apiserver_inputs(out: Path) -> dict[str, list[Path]]:
+    """The recorded bodies as wrk templates, one file per (webhook, pod or replica)."""
+    out.mkdir(parents=True, exist_ok=True)
+    files = {}
+    for webhook in ("mutate", "validate"):
+        for which in ("pod", "replica"):
+            path = out / f"apiserver-{webhook}-{which}.json"
+            path.write_bytes(gen.apiserver_templates(webhook, which)[0])
+            files[f"{webhook}-{which}"] = [path]
+    return files
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -46,6 +73,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--threads", type=int, default=2, help="wrk threads")
     p.add_argument("--workers", type=int, default=2, help="server worker processes")
     p.add_argument("--nodes", type=int, default=10_000)
+    p.add_argument("--delay-ms", type=int, default=0,
+                   help="each connection waits this long between requests (a paced rate, "
+                        "as the apiserver's creates arrive one by one); 0: as fast as possible")  # fmt: skip
     p.add_argument("--scenarios", default="mutate,mutate-unique,validate-impossible")
     p.add_argument("--log-level", default="info")
     p.add_argument("--keep", type=Path, help="generate inputs here and keep them")
@@ -110,6 +140,8 @@ def table(summary: dict[str, Any]) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     names = [s.strip() for s in args.scenarios.split(",") if s.strip()]
+    if args.delay_ms:
+        os.environ["NUMAGATE_WRK_DELAY_MS"] = str(args.delay_ms)  # benchmarks/wrk/review.lua
     servers: dict[str, bench.Server] = {}
     try:
         exes = trees(args.tree)
@@ -121,6 +153,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             work = Path(tmp)
             inputs = gen.write_inputs(args.keep or work / "inputs", nodes=args.nodes)
             bodies = {"realistic": inputs.realistic, "impossible": inputs.impossible}
+            bodies.update(apiserver_inputs(args.keep or work / "inputs"))
             ca = bench.ensure_certs(work / "certs")
             for name, exe in exes.items():
                 print(f"starting {name} ({exe})...", file=sys.stderr)

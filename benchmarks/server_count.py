@@ -1,13 +1,15 @@
 """The request path counted, not timed: CPU instructions per review under valgrind's
 callgrind, which do not depend on what else the machine runs (issue 27).
 
-    .venv/bin/python benchmarks/server_count.py [--stream unique|replicas|impossible]
-        [--webhook mutate|validate] [--calls 200] [--tree DIR ...] [--top 0]
+    .venv/bin/python benchmarks/server_count.py [--stream unique|replicas|impossible|
+        apiserver|apiserver-replicas] [--webhook mutate|validate] [--calls 200]
+        [--tree DIR ...] [--top 0] [--stage answer|loads|parse|intent|decide]
 
 Each ``--tree`` (default: this checkout) is a checkout with its own ``.venv``; its code
 answers the reviews, this checkout's benchmarks/gen.py builds them (the inputs of
 benchmarks/server.py: 10,000 nodes, the twelve realistic pods or the impossible one, each
-request its own uid, with ``unique`` each a different pod). The worker is set up as with
+request its own uid, with ``unique`` each a different pod; ``apiserver`` and
+``apiserver-replicas``: the bodies a real kube-apiserver sent, see server_ab.py). The worker is set up as with
 ``serve --workers 2`` (``PROMETHEUS_MULTIPROC_DIR`` set, logging at info to /dev/null),
 ``webhook.review.pipeline.answer`` is called once per body to warm up, then valgrind's
 instrumentation is switched on (``callgrind_control -i on``) and only what runs inside
@@ -41,6 +43,17 @@ ROOT_ENV = "NUMAGATE_COUNT_ROOT"
 TOGGLE = "functools_reduce"
 STREAMS = {"unique": ("realistic", True), "replicas": ("realistic", False)}
 STREAMS["impossible"] = ("impossible", True)
+# The recorded bodies of a real kube-apiserver, each request its own uid, name and
+# service-account volume (gen.apiserver_template): a named pod, a ReplicaSet's replica.
+STREAMS["apiserver"] = ("pod", False)
+STREAMS["apiserver-replicas"] = ("replica", False)
+# What is counted per review: all of it (``answer``), or one part of it on the same bodies
+# after the same warm-up: orjson.loads alone, parse_review (loads and the envelope
+# check), the pod's templates and their intent (core.intent), the handler's decision
+# from a parsed request (for mutate: templates, intent, the affinity and the patch).
+# ``loop``: the harness alone (an empty coroutine run to completion on the event loop, as
+# each counted review is), to subtract from ``answer``.
+STAGES = ("answer", "loads", "parse", "intent", "decide", "loop")
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -53,6 +66,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--top", type=int, default=0, help="also print the N costliest functions")
     p.add_argument("--config", type=Path, help="numagate configuration file (default: none)")
     p.add_argument("--keep", type=Path, help="keep the callgrind files in this directory")
+    p.add_argument("--stage", choices=STAGES, default="answer",
+                   help="count only this part of a review (default: all of it)")  # fmt: skip
     p.add_argument("--inner", action="store_true", help=argparse.SUPPRESS)
     return p.parse_args(argv)
 
@@ -88,8 +103,15 @@ def inner(args: argparse.Namespace) -> None:
 
     runtime = bench.build_runtime(args.nodes, args.config)
     kind, unique = STREAMS[args.stream]
-    pods = gen.realistic_pods() if kind == "realistic" else [gen.impossible_pod()]
-    bodies = gen.review_bodies(pods, prefix="r" if kind == "realistic" else "i")
+    if kind in ("pod", "replica"):
+        bodies = gen.apiserver_templates(args.webhook, kind)
+
+        def vary(body: bytes, n: int, *, unique: bool) -> bytes:
+            return gen.vary_template(body, n)
+    else:
+        pods = gen.realistic_pods() if kind == "realistic" else [gen.impossible_pod()]
+        bodies = gen.review_bodies(pods, prefix="r" if kind == "realistic" else "i")
+        vary = gen.vary
     loop = asyncio.new_event_loop()
 
     def one(_: Any, body: bytes) -> None:
@@ -101,12 +123,48 @@ def inner(args: argparse.Namespace) -> None:
     # misses after which the decision cache rests (its steady state under wrk)
     start = 2 * len(bodies) + 2 * MISSES_TO_REST
     for k in range(start):
-        one(None, gen.vary(bodies[k % len(bodies)], k, unique=unique))
-    varied = [
-        gen.vary(bodies[k % len(bodies)], start + k, unique=unique) for k in range(args.calls)
-    ]
+        one(None, vary(bodies[k % len(bodies)], k, unique=unique))
+    varied = [vary(bodies[k % len(bodies)], start + k, unique=unique) for k in range(args.calls)]
+    step, items = _stage(args, runtime, varied, one)
     _instrument_on()
-    functools.reduce(one, varied, None)
+    functools.reduce(step, items, None)
+
+
+def _stage(args: argparse.Namespace, runtime: Any, varied: list[bytes], one: Any) -> Any:
+    """(the step functools.reduce calls, its items) for ``args.stage``."""
+    import orjson
+
+    from core.intent.read import read_intent
+    from core.intent.workloads import pod_templates
+    from webhook.review.handlers import HANDLERS, core_settings
+    from webhook.review.wire import parse_review
+
+    config = runtime.config()
+    inventory = runtime.read(config)
+    settings = core_settings(config)
+    handler = HANDLERS[args.webhook]
+    loop = asyncio.new_event_loop()
+
+    def intent(_: Any, request: Any) -> None:
+        for template in pod_templates(request.object, *settings):
+            read_intent(template)
+
+    def decide(_: Any, request: Any) -> None:
+        loop.run_until_complete(handler.decide(request, runtime, config, 1e18, inventory))
+
+    async def nothing() -> None:
+        return None
+
+    steps = {
+        "answer": (one, varied),
+        "loop": (lambda _, body: loop.run_until_complete(nothing()), varied),
+        "loads": (lambda _, body: orjson.loads(body), varied),
+        "parse": (lambda _, body: parse_review(body), varied),
+        "intent": (intent, None),
+        "decide": (decide, None),
+    }
+    step, items = steps[args.stage]
+    return step, [parse_review(body) for body in varied] if items is None else items
 
 
 def count(tree: Path, args: argparse.Namespace, out: Path) -> int:
@@ -126,6 +184,7 @@ def count(tree: Path, args: argparse.Namespace, out: Path) -> int:
         f"--webhook={args.webhook}",
         f"--calls={args.calls}",
         f"--nodes={args.nodes}",
+        f"--stage={args.stage}",
     ]
     if args.config is not None:
         cmd.append(f"--config={args.config.resolve()}")
@@ -162,7 +221,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         inner(args)
         return 0
     trees = args.tree or [HERE.parent]
-    result: dict[str, Any] = {"stream": args.stream, "webhook": args.webhook, "calls": args.calls}
+    result: dict[str, Any] = {"stream": args.stream, "webhook": args.webhook,
+                              "stage": args.stage, "calls": args.calls}  # fmt: skip
     with tempfile.TemporaryDirectory() as tmp:
         for k, tree in enumerate(trees):
             out = (args.keep or Path(tmp)) / f"callgrind.{k}.out"

@@ -154,6 +154,32 @@ def test_vary_gives_each_review_its_own_uid_and_unique_a_different_pod() -> None
         assert unique == doc
 
 
+@pytest.mark.parametrize("webhook", ["mutate", "validate"])
+@pytest.mark.parametrize("which", ["pod", "replica"])
+def test_apiserver_templates_vary_uid_name_and_token_volume(webhook: str, which: str) -> None:
+    """The recorded apiserver bodies, per request: a new uid, name (when the pod has one)
+    and service-account volume name; every other byte as recorded."""
+    recorded = orjson.loads((gen.APISERVER_BODIES / f"{webhook}-{which}.json").read_bytes())
+    template = gen.apiserver_templates(webhook, which)[0]
+    docs = [orjson.loads(gen.vary_template(template, n)) for n in (10, 11)]
+    for n, doc in zip((10, 11), docs, strict=True):
+        req, want = doc["request"], recorded["request"]
+        assert req["uid"] == f"{n:x}"
+        volume = req["object"]["spec"]["volumes"][0]["name"]
+        assert volume == f"kube-api-access-{n:x}"
+        mounts = req["object"]["spec"]["containers"][0]["volumeMounts"]
+        assert [m["name"] for m in mounts] == [volume]
+        if want.get("name"):
+            assert req["name"] == req["object"]["metadata"]["name"] == f"{want['name']}-{n:x}"
+            req["name"] = req["object"]["metadata"]["name"] = want["name"]
+        else:
+            assert "name" not in req["object"]["metadata"]  # generateName only
+        req["uid"] = want["uid"]
+        req["object"]["spec"]["volumes"][0]["name"] = want["object"]["spec"]["volumes"][0]["name"]
+        mounts[0]["name"] = want["object"]["spec"]["volumes"][0]["name"]
+        assert doc == recorded
+
+
 async def test_replicas_are_cache_hits_and_unique_pods_never_are() -> None:
     """What the benchmark's two kinds of scenario measure (benchmarks/server.py checks
     the same on the running server after its wrk runs)."""

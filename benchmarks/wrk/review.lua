@@ -10,11 +10,15 @@
 -- but for the uid. With NUMAGATE_WRK_UNIQUE=1 every request is also a different pod: the
 -- value of the bodies' "tier" label becomes a per-request one, so no two objects are the
 -- same (numagate's decision cache cannot help; benchmarks/server.py's "-unique" runs).
+-- A body holding the mark @@N@@ (the apiserver's recorded bodies, benchmarks/gen.py
+-- apiserver_template) gets a per-request token at every mark instead: its uid, its name
+-- and its service-account volume's random suffix, as each create differs.
 --
 -- done() prints one line "WRK_RESULT {...}" (JSON, microseconds) for benchmarks/server.py.
 
 local UID_LABEL = '"uid":"'
 local TIER_LABEL = '"tier":"'
+local MARK = "@@N@@"
 local unique = os.getenv("NUMAGATE_WRK_UNIQUE") == "1"
 local bodies = {}  -- per body: the pieces around the uid (and the tier label value)
 local next_index = 0
@@ -49,14 +53,26 @@ function init(args)
     local f = assert(io.open(args[i], "rb"))
     local body = f:read("*a")
     f:close()
-    local e, close = cut_after(body, UID_LABEL, 1)
-    local piece = { body:sub(1, e) }
-    if unique then
-      local te, tclose = cut_after(body, TIER_LABEL, close)
-      piece[2] = body:sub(close, te)
-      piece[3] = body:sub(tclose)
+    local piece = { marked = string.find(body, MARK, 1, true) ~= nil }
+    if piece.marked then
+      local from = 1
+      while true do
+        local s, me = string.find(body, MARK, from, true)
+        if s == nil then break end
+        piece[#piece + 1] = body:sub(from, s - 1)
+        from = me + 1
+      end
+      piece[#piece + 1] = body:sub(from)
     else
-      piece[2] = body:sub(close)
+      local e, close = cut_after(body, UID_LABEL, 1)
+      piece[1] = body:sub(1, e)
+      if unique then
+        local te, tclose = cut_after(body, TIER_LABEL, close)
+        piece[2] = body:sub(close, te)
+        piece[3] = body:sub(tclose)
+      else
+        piece[2] = body:sub(close)
+      end
     end
     bodies[#bodies + 1] = piece
   end
@@ -79,7 +95,9 @@ function request()
   local uid = string.format("%08x-0000-4000-8000-%012x", thread_tag, counter)
   local p = bodies[next_index]
   local body
-  if unique then
+  if p.marked then
+    body = table.concat(p, string.format("%d-%x", thread_tag, counter))
+  elseif unique then
     body = p[1] .. uid .. p[2] .. string.format("t%d-%d", thread_tag, counter) .. p[3]
   else
     body = p[1] .. uid .. p[2]

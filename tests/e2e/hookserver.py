@@ -26,6 +26,7 @@ Patcher = Callable[[dict[str, Any]], list[dict[str, Any]] | None]
 class Recorded:
     path: str
     review: dict[str, Any]
+    body: bytes = b""  # as sent (benchmarks/record_bodies.py keeps these bytes)
 
 
 @dataclass
@@ -56,7 +57,7 @@ def hook_server(
         def do_POST(self) -> None:
             body = self.rfile.read(int(self.headers["Content-Length"]))
             review = json.loads(body)
-            state.recorded.append(Recorded(self.path, review))
+            state.recorded.append(Recorded(self.path, review, body))
             time.sleep(delay)
             request = review["request"]
             response: dict[str, Any] = {"uid": request["uid"], "allowed": True}
@@ -105,6 +106,20 @@ def webhook_entry(name: str, url: str, ca_bundle: str, rules: list[dict[str, Any
     if mutating:
         hook["reinvocationPolicy"] = "IfNeeded"
     return hook
+
+
+def recorder_configs(rec: HookServer, name: str, rules: list[dict[str, Any]],
+                     namespace: str) -> list[dict[str, Any]]:  # fmt: skip
+    """A Mutating- and a ValidatingWebhookConfiguration ``name`` that send the reviews of
+    ``rules`` in ``namespace`` to ``rec`` (/mutate and /validate)."""
+    out = []
+    for kind, path, mutating in (("MutatingWebhookConfiguration", "/mutate", True),
+                                 ("ValidatingWebhookConfiguration", "/validate", False)):  # fmt: skip
+        hook = webhook_entry(f"recorder{path.replace('/', '.')}.e2e.io", rec.url(path),
+                             rec.ca_bundle, rules, namespace, mutating=mutating)  # fmt: skip
+        out.append({"apiVersion": "admissionregistration.k8s.io/v1", "kind": kind,
+                    "metadata": {"name": name}, "webhooks": [hook]})  # fmt: skip
+    return out
 
 
 POD_RULES = [{"apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"],

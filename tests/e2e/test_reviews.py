@@ -19,7 +19,7 @@ import pytest
 
 from tests.builders.objects import build_review
 from tests.e2e.cluster import Install, clean_pods, create, koord, pod
-from tests.e2e.hookserver import hook_server, webhook_entry
+from tests.e2e.hookserver import hook_server, recorder_configs
 from tests.paths import FIXTURES
 
 RECORDED = FIXTURES / "reviews" / "apiserver"
@@ -95,12 +95,7 @@ def test_the_reviews_the_apiserver_sends_match_the_fixtures_and_our_harness(
     with hook_server(tmp_path) as rec:
         # "0-..." sorts before "numagate": the mutating recorder sees what numagate's
         # mutate is sent; validating webhooks all see the final object.
-        for kind, path, mutating in (("MutatingWebhookConfiguration", "/mutate", True),
-                                     ("ValidatingWebhookConfiguration", "/validate", False)):  # fmt: skip
-            cfg = {"apiVersion": "admissionregistration.k8s.io/v1", "kind": kind,
-                   "metadata": {"name": "0-e2e-recorder"},
-                   "webhooks": [webhook_entry(f"recorder{path.replace('/', '.')}.e2e.io", rec.url(path),
-                                              rec.ca_bundle, RULES, NS, mutating=mutating)]}  # fmt: skip
+        for cfg in recorder_configs(rec, "0-e2e-recorder", RULES, NS):
             create(plane, cfg, check=True)
         try:
             time.sleep(1)

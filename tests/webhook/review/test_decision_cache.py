@@ -9,6 +9,7 @@ import copy
 import dataclasses
 import io
 import logging
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -17,6 +18,7 @@ import pytest
 
 from core.feasibility.snapshot import Snapshot
 from tests.builders.objects import build_review, koord_pod, manifest, replica
+from tests.paths import FIXTURES
 from tests.reliability.corpus import build_corpus
 from tests.webhook.harness import call, runtime
 from webhook.config import parse_config
@@ -97,6 +99,49 @@ async def test_every_identity_field_is_left_out_of_the_key() -> None:
         other["request"]["uid"] = f"uid-{name}"
         await call(rt, "mutate", other)
     assert cache_results(rt) == {"miss": 1, "hit": len(IDENTITY_FIELDS)}
+
+
+RECORDED = FIXTURES / "reviews" / "apiserver-raw"
+
+
+@pytest.mark.parametrize("webhook", ["mutate", "validate"])
+@pytest.mark.parametrize("which", ["replica", "pod"])
+async def test_replicas_as_the_real_apiserver_sends_them_share_one_decision(
+    webhook: str, which: str
+) -> None:
+    """Bodies recorded from a real kube-apiserver (benchmarks/record_bodies.py), each
+    replica with its own uid, name, managedFields time and service-account volume name."""
+    cached, plain = runtime(), runtime(NO_CACHE)
+    body = (RECORDED / f"{webhook}-{which}.json").read_bytes()
+    first = orjson.loads(body)
+    volume = first["request"]["object"]["spec"]["volumes"][0]["name"]
+    assert volume.startswith("kube-api-access-")
+    for n in range(4):
+        one = body.replace(volume.encode(), f"kube-api-access-q{n}x{n}b".encode())
+        one = one.replace(
+            first["request"]["uid"].encode(), f"0c0ffee0-0000-4000-8000-{n:012d}".encode()
+        )
+        one = re.sub(rb'"time":"[^"]*"', f'"time":"2026-11-27T01:{n:02d}:00Z"'.encode(), one)
+        name = first["request"].get("name")
+        if name:
+            one = one.replace(f'"name":"{name}"'.encode(), f'"name":"{name}-{n}"'.encode())
+        got = await answer(one, webhook=webhook, runtime=cached)  # type: ignore[arg-type]
+        want = await answer(one, webhook=webhook, runtime=plain)  # type: ignore[arg-type]
+        assert (got.status, got.body) == (want.status, want.body)
+        assert orjson.loads(got.body)["response"]["uid"] == f"0c0ffee0-0000-4000-8000-{n:012d}"
+    assert cache_results(cached) == {"miss": 1, "hit": 3}
+
+
+async def test_a_volume_a_container_reads_is_still_left_out_only_as_a_list() -> None:
+    """Volumes of another type than the API's stay in the key (validation sees them)."""
+    cached = runtime()
+    review = build_review(koord_pod("2"))
+    await raw_answer(cached, "validate", review)
+    other = copy.deepcopy(review)
+    other["request"]["uid"] = "other-uid"
+    other["request"]["object"]["spec"]["volumes"] = "not-a-list"
+    await raw_answer(cached, "validate", other)
+    assert cache_results(cached) == {"miss": 2}
 
 
 def _changed(review: dict[str, Any], change: str) -> dict[str, Any]:
@@ -316,7 +361,29 @@ def _with_identity(doc: dict[str, Any], n: int, identity: dict[str, Any]) -> dic
         for name, kind in IDENTITY_FIELDS.items():
             if isinstance(meta.get(name, kind()), kind):
                 meta[name] = identity[name]
+    kind = req.get("kind")
+    if isinstance(kind, dict) and kind.get("kind") == "Pod" and not kind.get("group"):
+        _with_token_volume(req["object"], f"r{n}x{n}z")
     return out
+
+
+def _with_token_volume(pod: dict[str, Any], suffix: str) -> None:
+    """What the apiserver's ServiceAccount admission plugin adds to each pod, named at
+    random per pod: a projected token volume mounted in every container (where the pod's
+    types allow it)."""
+    spec = pod.get("spec")
+    if not isinstance(spec, dict) or not isinstance(spec.get("volumes", []), list):
+        return
+    name = f"kube-api-access-{suffix}"
+    spec["volumes"] = [*spec.get("volumes", []), {"name": name, "projected": {"sources": [
+        {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}}]}}]  # fmt: skip
+    for field in decision_cache.CONTAINER_LISTS:
+        containers = spec.get(field)
+        for c in containers if isinstance(containers, list) else []:
+            if isinstance(c, dict) and isinstance(c.get("volumeMounts", []), list):
+                mount = {"name": name, "readOnly": True,
+                         "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount"}  # fmt: skip
+                c["volumeMounts"] = [*c.get("volumeMounts", []), mount]
 
 
 def _with_uid(doc: dict[str, Any], uid: str) -> dict[str, Any]:
@@ -523,6 +590,23 @@ def test_raw_layer_bounds(monkeypatch: pytest.MonkeyPatch) -> None:
     for n in range(5):
         _learn(cache, b'{"uid":"v-1","z":"%s"}' % (b"q" * n), 100, config)
     assert 0 < cache.raw_held[1] <= 100
+
+
+def test_raw_learning_rests_while_no_body_comes_twice() -> None:
+    """Bodies that never repeat but for the uid (the real apiserver's, each pod with its
+    own token volume name): after MISSES_TO_REST unverified entries in a row, one body in
+    SAMPLE_WHILE_RESTING is learned; a verification resumes learning every body."""
+    config = object()
+    cache = DecisionCache()
+    count = MISSES_TO_REST + 10 * SAMPLE_WHILE_RESTING
+    for n in range(count):
+        _learn(cache, b'{"uid":"u-%d","v":"%s"}' % (n, b"y" * n), 10_000, config)
+    assert cache.raw_held[0] == MISSES_TO_REST + 10
+    last = count - 1  # learned: its count is a multiple of SAMPLE_WHILE_RESTING
+    _learn(cache, b'{"uid":"x-%d","v":"%s"}' % (last, b"y" * last), 10_000, config)  # verified
+    for n in range(5):
+        _learn(cache, b'{"uid":"z-%d","w":"%s"}' % (n, b"q" * (n + 500)), 10_000, config)
+    assert cache.raw_held[0] == MISSES_TO_REST + 10 + 5
 
 
 async def test_a_new_view_empties_the_raw_layer_too() -> None:
