@@ -8,6 +8,7 @@ The codes come from codes.pxd (the values of core/feasibility/codes.py)."""
 from libc.stdlib cimport calloc, malloc
 from libc.stdlib cimport free as c_free
 from libc.string cimport memset
+from cpython.array cimport array, clone
 
 from core.feasibility.codes cimport (
     F_CPU_ONLY as C_F_CPU_ONLY,
@@ -88,6 +89,7 @@ __all__ = [
     "KernelResult",
     "best_nonpreferred_count",
     "check_exclusive",
+    "class_selection",
     "merge_hints",
 ]
 
@@ -1132,3 +1134,34 @@ def check_exclusive(mask, states):
     for i in range(n):
         cs[i] = states[i]
     return bool(_exclusive_ok(<u64>mask, cs, n))
+
+
+def class_selection(selected, topo_bits, const i64[::1] shape_of, const i64[::1] topo_of):
+    """Per topology class: selected nodes, unselected nodes, first selected node (-1: none),
+    in one pass over ``shape_of`` (the reference reads ``topo_bits`` instead)."""
+    cdef Py_ssize_t n_topo = len(topo_bits), n = shape_of.shape[0], n_shapes = topo_of.shape[0]
+    cdef Py_ssize_t i, s, t
+    if selected < 0:
+        raise InvalidInput(f"selected nodes: a bitset must not be negative, got {selected}")
+    template = array("q")
+    inside = clone(template, n_topo, True)
+    outside = clone(template, n_topo, True)
+    first = clone(template, n_topo, False)
+    cdef i64[::1] c_in = inside, c_out = outside, c_first = first
+    for t in range(n_topo):
+        c_first[t] = -1
+    raw = selected.to_bytes((selected.bit_length() + 7) // 8, "little")
+    cdef const unsigned char* b = raw
+    cdef Py_ssize_t nb = len(raw)  # bits past the last node select nothing
+    for i in range(n):
+        s = shape_of[i]
+        if s < 0 or s >= n_shapes or topo_of[s] < 0 or topo_of[s] >= n_topo:
+            raise InvalidInput(f"node {i}: shape {s} has no topology class below {n_topo}")
+        t = topo_of[s]
+        if (i >> 3) < nb and (b[i >> 3] >> (i & 7)) & 1:
+            c_in[t] += 1
+            if c_first[t] < 0:
+                c_first[t] = i
+        else:
+            c_out[t] += 1
+    return inside, outside, first
