@@ -22,18 +22,16 @@ from tests.conftest import IMPLS, PURE
 
 
 def _expected(snap: Snapshot, selected: int) -> tuple[list[int], list[int], list[int]]:
-    """Counted node by node, as the rule says."""
-    n_topo = len(snap.topo_bits)
-    inside, outside, first = [0] * n_topo, [0] * n_topo, [-1] * n_topo
-    for i in range(len(snap.nodes)):
-        t = snap.topo_of[snap.shape_of[i]]
-        if (selected >> i) & 1:
-            inside[t] += 1
-            if first[t] < 0:
-                first[t] = i
-        else:
-            outside[t] += 1
-    return inside, outside, first
+    """From each class's member list, as the rule says."""
+    members: list[list[int]] = [[] for _ in snap.topo_bits]
+    for i, s in enumerate(snap.shape_of):
+        members[snap.topo_of[s]].append(i)
+    chosen = [[i for i in m if (selected >> i) & 1] for m in members]
+    return (
+        [len(c) for c in chosen],
+        [len(m) - len(c) for m, c in zip(members, chosen, strict=True)],
+        [c[0] if c else -1 for c in chosen],
+    )
 
 
 def _run(impl: ModuleType, snap: Snapshot, selected: int) -> tuple[list[int], ...]:
