@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import ModuleType
+from typing import NamedTuple
 
 from core.feasibility import compat
 from core.feasibility import kernel as _selected_impl
@@ -53,8 +54,10 @@ class Evaluation:
     usage_classes: frozenset[int] = frozenset()
 
 
-@dataclass(frozen=True, slots=True)
-class _ShapeVerdict:
+class _ShapeVerdict(NamedTuple):
+    """One verdict shared by a class or a shape (a NamedTuple: a frozen dataclass's
+    ``__init__``, an ``object.__setattr__`` per field, was a third of the scan's cost)."""
+
     verdict: str
     numa: tuple[int, ...] = ()
     preferred: bool = False

@@ -90,3 +90,18 @@ def test_compiled_rejects_a_shape_without_class() -> None:
     snap = Snapshot.build([cpu_node([4], [4])])
     with pytest.raises(InvalidInput, match="shape 3 has no topology class"):
         _kernel_c.class_selection(1, snap.topo_bits, array("q", [3]), snap.topo_of)
+
+
+@pytest.mark.skipif(PURE, reason="the compiled kernel reads the Demand's buffers")
+def test_compiled_check_names_a_demand_column_that_is_not_int64() -> None:
+    import dataclasses
+
+    from core.feasibility import _kernel_c  # type: ignore[attr-defined]
+    from core.feasibility.snapshot import Demand
+    from tests.builders.model import container, pod
+
+    snap = Snapshot.build([cpu_node([4], [4])])
+    demand = Demand.build(pod(container(cpu=1)), snap)
+    bad = dataclasses.replace(demand, unit_cpu=array("i", demand.unit_cpu))
+    with pytest.raises(InvalidInput, match=r"demand.unit_cpu: expected a non-empty array\('q'\)"):
+        snap.kernel(_kernel_c).check(bad, 0, 0, 0)
