@@ -8,6 +8,7 @@ The codes come from codes.pxd (the values of core/feasibility/codes.py)."""
 from libc.stdlib cimport calloc, malloc
 from libc.stdlib cimport free as c_free
 from libc.string cimport memset
+from cpython.array cimport array, clone
 
 from core.feasibility.codes cimport (
     F_CPU_ONLY as C_F_CPU_ONLY,
@@ -88,6 +89,7 @@ __all__ = [
     "KernelResult",
     "best_nonpreferred_count",
     "check_exclusive",
+    "class_selection",
     "merge_hints",
 ]
 
@@ -670,6 +672,13 @@ cdef int allocate_memory(_State* st, const i64* req, const i64* kinds, u64 mask,
 
 # --- the kernel ----------------------------------------------------------------------------
 
+cdef const i64* _int64s(object values, str field) except NULL:
+    """The int64 items of a Demand column (an array('q') with at least one item)."""
+    if type(values) is not array or (<array>values).ob_descr.typecode != b"q"[0] or not len(values):
+        raise InvalidInput(f"demand.{field}: expected a non-empty array('q')")
+    return <const i64*>(<array>values).data.as_longlongs
+
+
 cdef inline const i64* _ptr(const i64[::1] view):
     return &view[0] if view.shape[0] else NULL
 
@@ -706,14 +715,14 @@ cdef class Kernel:
             raise InvalidInput(f"shape {shape} is out of range 0..{self.p.n_shapes - 1}")
         if not 0 <= policy <= 3:
             raise InvalidInput(f"policy code {policy} is not one of 0, 1, 2, 3")
-        cdef const i64[::1] unit_kind = demand.unit_kind
-        cdef const i64[::1] unit_cpu = demand.unit_cpu
-        cdef const i64[::1] unit_res = demand.unit_res
         cdef _Demand d
         cdef _KernelResult o
-        d.unit_kind = &unit_kind[0]
-        d.unit_cpu = &unit_cpu[0]
-        d.unit_res = &unit_res[0]
+        # The arrays' own buffers, not typed memoryviews: acquiring three of those was
+        # more than half of a call that fails on the node-level bound (docs/benchmarks.md,
+        # "The impossible pod's scan").
+        d.unit_kind = _int64s(demand.unit_kind, "unit_kind")
+        d.unit_cpu = _int64s(demand.unit_cpu, "unit_cpu")
+        d.unit_res = _int64s(demand.unit_res, "unit_res")
         d.n_units = demand.n_units
         d.guaranteed = demand.guaranteed
         with nogil:
@@ -1132,3 +1141,48 @@ def check_exclusive(mask, states):
     for i in range(n):
         cs[i] = states[i]
     return bool(_exclusive_ok(<u64>mask, cs, n))
+
+
+def class_selection(selected, topo_bits, const i64[::1] shape_of, const i64[::1] topo_of):
+    """Per topology class: selected nodes, unselected nodes, first selected node (-1: none),
+    in one pass over ``shape_of`` (the reference reads ``topo_bits`` instead)."""
+    cdef Py_ssize_t n_topo = len(topo_bits), n = shape_of.shape[0], n_shapes = topo_of.shape[0]
+    if selected < 0:
+        raise InvalidInput(f"selected nodes: a bitset must not be negative, got {selected}")
+    template = array("q")
+    inside = clone(template, n_topo, True)
+    outside = clone(template, n_topo, True)
+    first = clone(template, n_topo, False)
+    raw = selected.to_bytes((selected.bit_length() + 7) // 8, "little")
+    cdef Py_ssize_t bad = _count_classes(
+        raw, len(raw), &shape_of[0] if n else NULL, n, &topo_of[0] if n_shapes else NULL,
+        n_shapes, n_topo, (<array>inside).data.as_longlongs,
+        (<array>outside).data.as_longlongs, (<array>first).data.as_longlongs)
+    if bad >= 0:
+        raise InvalidInput(f"node {bad}: shape {shape_of[bad]} has no topology class below {n_topo}")
+    return inside, outside, first
+
+
+cdef Py_ssize_t _count_classes(
+    const unsigned char* bits, Py_ssize_t nb, const i64* shape_of, Py_ssize_t n,
+    const i64* topo_of, Py_ssize_t n_shapes, Py_ssize_t n_topo,
+    i64* inside, i64* outside, i64* first,
+) noexcept nogil:
+    """class_selection's pass; the first node whose shape has no class, else -1. Bits past
+    ``nb`` bytes select nothing."""
+    cdef Py_ssize_t i, t
+    cdef u64 s
+    for t in range(n_topo):
+        first[t] = -1
+    for i in range(n):
+        s = <u64>shape_of[i]
+        if s >= <u64>n_shapes or <u64>topo_of[s] >= <u64>n_topo:
+            return i
+        t = topo_of[s]
+        if (i >> 3) < nb and (bits[i >> 3] >> (i & 7)) & 1:
+            inside[t] += 1
+            if first[t] < 0:
+                first[t] = i
+        else:
+            outside[t] += 1
+    return -1

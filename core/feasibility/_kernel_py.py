@@ -14,6 +14,7 @@ as over the ids.
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Sequence
 from functools import cmp_to_key
 from typing import Any
@@ -85,6 +86,7 @@ __all__ = [
     "KernelResult",
     "best_nonpreferred_count",
     "check_exclusive",
+    "class_selection",
     "merge_hints",
 ]
 
@@ -878,3 +880,23 @@ def check_exclusive(mask: int, states: Sequence[int]) -> bool:
     if mask <= 0 or mask >= 1 << len(states):
         raise InvalidInput(f"mask {mask} is not a non-empty mask over {len(states)} NUMA nodes")
     return _exclusive_ok(mask, list(states), 0, len(states))
+
+
+def class_selection(
+    selected: int, topo_bits: Sequence[int], shape_of: Sequence[int], topo_of: Sequence[int]
+) -> tuple[array[int], array[int], array[int]]:
+    """Per topology class: how many of its nodes are in the bitset ``selected``, how many
+    are not, and the first selected node (-1: none). ``topo_bits``, ``shape_of`` and
+    ``topo_of`` as in core.feasibility.snapshot.Snapshot: the same classes told two ways;
+    this reference reads the class bitsets, the compiled kernel makes one pass over
+    ``shape_of`` (a popcount of a 10,000-bit int costs as much as that whole pass)."""
+    if selected < 0:
+        raise InvalidInput(f"selected nodes: a bitset must not be negative, got {selected}")
+    inside, outside, first = array("q"), array("q"), array("q")
+    for bits in topo_bits:
+        sel = bits & selected
+        n = sel.bit_count()
+        inside.append(n)
+        outside.append(bits.bit_count() - n)
+        first.append((sel & -sel).bit_length() - 1)
+    return inside, outside, first

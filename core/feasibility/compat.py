@@ -77,6 +77,20 @@ def compat_key(intent: PodIntent) -> tuple[str, str | None, bool]:
     return intent.scheduler, intent.policy, _volcano_skips(intent)
 
 
+def node_key(node: NodeTopology) -> tuple[object, ...]:
+    """Every node field :func:`compatible` and :func:`simulation` read (and whether the
+    node has NUMA data): nodes with equal keys get the same answers for any pod."""
+    return (
+        bool(node.zones),
+        node.tm_policy,
+        node.tm_scope,
+        node.cpu_manager_policy,
+        node.koord_policy,
+        node.volcano_policy,
+        node.volcano_cpu_manager_policy,
+    )
+
+
 def compatible(intent: PodIntent, node: NodeTopology) -> tuple[bool, str]:
     """Per-scheduler policy compatibility; the str says why not."""
     pod = None if _volcano_skips(intent) else _pod_policy(intent)

@@ -1,9 +1,12 @@
 """Per-node verdicts for a pod over a snapshot (docs/contracts.md: Verdicts): fits, no-room-now, never-fits,
 policy-mismatch, not-selected, unknown-topology.
 
-Node selection (core.feasibility.selection) and compatibility (core.feasibility.compat)
-are computed per shape and per label with big-int bitsets; the kernel runs once per shape
-(and once per topology class for the "node empty" run).
+Node selection (core.feasibility.selection) is computed per label with big-int bitsets,
+then counted per topology class by the kernel (``class_selection``); compatibility and the
+simulation (core.feasibility.compat) once per distinct node policy set
+(``compat.node_key``); the kernel runs once per topology class for the "node empty" run and
+once per shape of the classes whose verdict depends on usage. A failure's reason is worded
+only where a verdict shows it (the near miss, full verdicts).
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import ModuleType
+from typing import NamedTuple
 
 from core.feasibility import compat
 from core.feasibility import kernel as _selected_impl
@@ -50,13 +54,23 @@ class Evaluation:
     usage_classes: frozenset[int] = frozenset()
 
 
-@dataclass(frozen=True, slots=True)
-class _ShapeVerdict:
+class _ShapeVerdict(NamedTuple):
+    """One verdict shared by a class or a shape (a NamedTuple: object creation, mostly
+    frozen dataclasses' ``object.__setattr__`` per field, was 22-35% of the scan's cost)."""
+
     verdict: str
     numa: tuple[int, ...] = ()
     preferred: bool = False
     reason: str = ""
     compatible: bool = True
+    # A kernel failure, worded only when shown (render_reason for every class was ~17% of
+    # an impossible pod's scan): the result, the policy, the node, whether judged empty.
+    failure: tuple[KernelResult, str, NodeTopology, bool] | None = None
+
+
+# What compatibility and the simulation decide for a node's policy set: a verdict for the
+# whole class, or the kernel run (policy, policy code, flags).
+_Plan = _ShapeVerdict | tuple[str, int, int]
 
 
 class _Evaluator:
@@ -66,10 +80,14 @@ class _Evaluator:
     def __init__(self, intent: PodIntent, snap: Snapshot, module: ModuleType) -> None:
         self.intent = intent
         self.snap = snap
+        self.module = module
         self.kernel = snap.kernel(module)
         self.demand = Demand.build(intent, snap)
         self.runs: dict[int, tuple[str, int, int]] = {}  # topology -> (policy, code, flags)
         self.usage: set[int] = set()  # classes whose verdict depends on usage
+        # compat.node_key -> plan: the 44 classes of the benchmark's 10,000 nodes have 11
+        # distinct keys; compat's calls per class were ~15% of an impossible pod's scan.
+        self.plans: dict[tuple[object, ...], _Plan] = {}
 
     def topology(self, t: int, i: int) -> _ShapeVerdict | None:
         """The verdict shared by every node of topology class t, or None when it depends
@@ -79,6 +97,26 @@ class _Evaluator:
         # core/feasibility/delta.py), and scanning past them cost O(dead) per review.
         s0 = snap.shape_of[i]
         node = snap.nodes[i]
+        key = compat.node_key(node)
+        plan = self.plans.get(key)
+        if plan is None:
+            plan = self.plans[key] = self._plan(node)
+        if isinstance(plan, _ShapeVerdict):
+            return plan
+        policy, code, flags = plan
+        self.usage.add(t)  # from here on, topo_monotone or the shapes' usage decide
+        empty = self.kernel.check(self.demand, s0, code, flags | F_EMPTY)
+        if empty.reason == R_TOO_LARGE:
+            return _ShapeVerdict(
+                "unknown-topology", reason=f"{empty.need} NUMA nodes: left to kubelet"
+            )
+        if not empty.admitted and snap.topo_monotone[t]:
+            return _ShapeVerdict("never-fits", failure=(empty, policy, node, True))
+        self.runs[t] = (policy, code, flags) if empty.admitted else (policy, code, -1 - flags)
+        return None
+
+    def _plan(self, node: NodeTopology) -> _Plan:
+        """Compatibility and the simulation for nodes with ``node``'s policy set."""
         ok, why = compat.compatible(self.intent, node)
         if not node.zones:
             return _ShapeVerdict("unknown-topology", reason="no NUMA data", compatible=ok)
@@ -87,7 +125,6 @@ class _Evaluator:
         sim = compat.simulation(self.intent, node)
         if sim.skip:
             return _ShapeVerdict("fits", reason=sim.skip)
-        self.usage.add(t)  # from here on, topo_monotone or the shapes' usage decide
         # Resources that no node advertises at all are not checked here: the kubelet drops
         # extended resources missing from the node (removeMissingExtendedResources,
         # pkg/kubelet/lifecycle/predicate.go) and scheduler extenders manage them (HAMi's
@@ -100,17 +137,7 @@ class _Evaluator:
             | (F_KOORD_HINTS if sim.koord_hints else 0)
             | (F_KOORD_REQUESTS if sim.koord_requests else 0)
         )
-        empty = self.kernel.check(self.demand, s0, code, flags | F_EMPTY)
-        if empty.reason == R_TOO_LARGE:
-            return _ShapeVerdict(
-                "unknown-topology", reason=f"{empty.need} NUMA nodes: left to kubelet"
-            )
-        if not empty.admitted and snap.topo_monotone[t]:
-            return _ShapeVerdict("never-fits", reason=self._reason(empty, sim.policy, node, True))
-        self.runs[t] = (
-            (sim.policy, code, flags) if empty.admitted else (sim.policy, code, -1 - flags)
-        )
-        return None
+        return sim.policy, code, flags
 
     def shape(self, s: int) -> _ShapeVerdict:
         """The verdict for the nodes of shape s (their topology class admits when empty)."""
@@ -124,10 +151,14 @@ class _Evaluator:
             return _ShapeVerdict("fits", self._ids(node, now.mask), bool(now.preferred))
         if empty_fails:  # usage above allocatable in the inventory: judge it as reported
             empty = self.kernel.check(self.demand, s, code, flags | F_EMPTY)
-            return _ShapeVerdict("never-fits", reason=self._reason(empty, policy, node, True))
-        return _ShapeVerdict("no-room-now", reason=self._reason(now, policy, node, False))
+            return _ShapeVerdict("never-fits", failure=(empty, policy, node, True))
+        return _ShapeVerdict("no-room-now", failure=(now, policy, node, False))
 
-    def _reason(self, result: KernelResult, policy: str, node: NodeTopology, empty: bool) -> str:
+    def reason(self, v: _ShapeVerdict) -> str:
+        """``v``'s reason, worded now if it is a kernel failure."""
+        if v.failure is None:
+            return v.reason
+        result, policy, node, empty = v.failure
         return render_reason(
             result,
             policy=policy,
@@ -158,36 +189,37 @@ def evaluate(
     ev = _Evaluator(intent, snapshot, impl or _selected_impl)
     by_name, by_selector, by_affinity = selection(intent, snapshot)
     selected = by_name & by_selector & by_affinity
-    tally = _Tally(intent, snapshot, selected, full, ev.usage)
-    for t, tbits in enumerate(snapshot.topo_bits):
-        sel_t = tbits & selected
-        tally.counts["not-selected"] += tbits.bit_count() - sel_t.bit_count()
-        if not sel_t:
+    inside, outside, firsts = ev.module.class_selection(
+        selected, snapshot.topo_bits, snapshot.shape_of, snapshot.topo_of
+    )
+    tally = _Tally(ev, full)
+    for t, n in enumerate(inside):
+        tally.counts["not-selected"] += outside[t]
+        if not n:
             continue
-        shared = ev.topology(t, (sel_t & -sel_t).bit_length() - 1)
+        shared = ev.topology(t, firsts[t])
         if shared is not None:
-            if tally.add(shared, sel_t, snapshot.topo_shapes[t]):
+            if tally.add(shared, n, firsts[t], snapshot.topo_shapes[t]):
                 return tally.early()
             continue
         for s in snapshot.topo_shapes[t]:
             sel = expand(snapshot.shape_bits[s]) & selected
-            if sel and tally.add(ev.shape(s), sel, (s,)):
+            if sel and tally.add(ev.shape(s), sel.bit_count(), (sel & -sel).bit_length() - 1, (s,)):
                 return tally.early()
     verdicts: tuple[NodeVerdict, ...] = ()
     if full:
-        verdicts = _all_verdicts(snapshot, tally.results, by_name, by_selector, selected)
+        verdicts = _all_verdicts(ev, tally.results, by_name, by_selector, selected)
     return tally.done(verdicts)
 
 
 class _Tally:
     """Counts, the near-miss and per-shape results while evaluating."""
 
-    def __init__(
-        self, intent: PodIntent, snap: Snapshot, selected: int, full: bool, usage: set[int]
-    ) -> None:
-        self.usage = usage
-        self.intent = intent
-        self.snap = snap
+    def __init__(self, ev: _Evaluator, full: bool) -> None:
+        self.ev = ev
+        self.usage = ev.usage
+        self.intent = ev.intent
+        self.snap = ev.snap
         self.full = full
         self.counts = dict.fromkeys(VERDICTS, 0)
         self.results: dict[int, _ShapeVerdict] = {}
@@ -195,14 +227,13 @@ class _Tally:
         self.unknown_ok = 0
         self.first_fit: NodeVerdict | None = None
 
-    def add(self, v: _ShapeVerdict, sel: int, shapes: Sequence[int]) -> bool:
-        """Record v for the selected nodes ``sel``; True when the caller may stop."""
-        n = sel.bit_count()
+    def add(self, v: _ShapeVerdict, n: int, first: int, shapes: Sequence[int]) -> bool:
+        """Record v for ``n`` selected nodes, the first of them ``first``; True when the
+        caller may stop."""
         self.counts[v.verdict] += n
         if self.full:
             for s in shapes:
                 self.results[s] = v
-        first = (sel & -sel).bit_length() - 1
         if v.verdict == "unknown-topology" and v.compatible:
             self.unknown_ok += n
         if v.verdict in _NEAR_MISS_ORDER:
@@ -210,7 +241,7 @@ class _Tally:
             if self.near is None or (rank, first) < self.near[:2]:
                 self.near = (rank, first, v)
         if v.verdict == "fits" and not self.full:
-            self.first_fit = _node_verdict(self.snap.nodes[first].name, v)
+            self.first_fit = _node_verdict(self.snap.nodes[first].name, v, self.ev.reason(v))
             return True
         return False
 
@@ -230,7 +261,8 @@ class _Tally:
     def done(self, verdicts: tuple[NodeVerdict, ...]) -> Evaluation:
         near = None
         if self.near is not None:
-            near = _node_verdict(self.snap.nodes[self.near[1]].name, self.near[2])
+            v = self.near[2]
+            near = _node_verdict(self.snap.nodes[self.near[1]].name, v, self.ev.reason(v))
         return Evaluation(
             verdicts,
             self.counts,
@@ -243,17 +275,23 @@ class _Tally:
         )
 
 
-def _node_verdict(name: str, v: _ShapeVerdict) -> NodeVerdict:
-    return NodeVerdict(name, v.verdict, v.numa, v.preferred, None, v.reason)  # type: ignore[arg-type]
+def _node_verdict(name: str, v: _ShapeVerdict, reason: str) -> NodeVerdict:
+    return NodeVerdict(name, v.verdict, v.numa, v.preferred, None, reason)  # type: ignore[arg-type]
 
 
 def _all_verdicts(
-    snap: Snapshot, results: Mapping[int, _ShapeVerdict], by_name: int, by_selector: int, sel: int
+    ev: _Evaluator, results: Mapping[int, _ShapeVerdict], by_name: int, by_selector: int, sel: int
 ) -> tuple[NodeVerdict, ...]:
+    snap = ev.snap
+    reasons: dict[int, str] = {}  # shape -> its reason, worded once
     out = []
     for i, node in enumerate(snap.nodes):
         if (sel >> i) & 1:
-            out.append(_node_verdict(node.name, results[snap.shape_of[i]]))
+            s = snap.shape_of[i]
+            v = results[s]
+            if s not in reasons:
+                reasons[s] = ev.reason(v)
+            out.append(_node_verdict(node.name, v, reasons[s]))
             continue
         if not (by_name >> i) & 1:
             why = "excluded by spec.nodeName"

@@ -28,6 +28,8 @@ _PYTHON_ONLY = {"KERNEL_VERSION", "UNLIMITED"}
 # the reference's comprehensions over memory types.
 _C_ONLY = {
     "_ptr",
+    "_int64s",  # a Demand column's buffer (Kernel.check)
+    "_count_classes",  # class_selection's nogil pass
     "_check",
     "_scratch_alloc",
     "_scratch_free",
