@@ -19,9 +19,7 @@ from webhook.inventory.state import InventoryState
 pytestmark = pytest.mark.slow  # starts a test API server and the live source
 
 
-async def _bound_requests(
-    tmp_path: Path, *, watch_pods: bool, inventory_process: bool = False
-) -> object:
+async def _bound_requests(tmp_path: Path, *, watch_pods: bool) -> object:
     config = tmp_path / "config.yaml"
     config.write_text(f"inventory: {{watchPods: {str(watch_pods).lower()}}}\n")
     with running_apiserver(tmp_path) as fake:
@@ -34,7 +32,6 @@ async def _bound_requests(
             cert="",
             key="",
             kubeconfig=str(kubeconfig),
-            inventory_process=inventory_process,
         )
         state = InventoryState()
         sources = server_module.start_sources(opts, state, ConfigHolder(config))
@@ -52,18 +49,11 @@ async def _bound_requests(
                 task.cancel()
 
 
-@pytest.mark.parametrize("inventory_process", [False, True], ids=["in-worker", "process"])
-async def test_bound_pods_reach_the_live_inventory(tmp_path: Path, inventory_process: bool) -> None:
+async def test_bound_pods_reach_the_live_inventory(tmp_path: Path) -> None:
     # a container without requests counts as 100m CPU / 200Mi, as kube-scheduler's NodeInfo does
-    requests = await _bound_requests(tmp_path, watch_pods=True, inventory_process=inventory_process)
+    requests = await _bound_requests(tmp_path, watch_pods=True)
     assert requests is not None and requests["cpu"] == 100
 
 
-@pytest.mark.parametrize("inventory_process", [False, True], ids=["in-worker", "process"])
-async def test_watch_pods_off_leaves_bound_requests_unknown(
-    tmp_path: Path, inventory_process: bool
-) -> None:
-    assert (
-        await _bound_requests(tmp_path, watch_pods=False, inventory_process=inventory_process)
-        is None
-    )
+async def test_watch_pods_off_leaves_bound_requests_unknown(tmp_path: Path) -> None:
+    assert await _bound_requests(tmp_path, watch_pods=False) is None
