@@ -32,9 +32,10 @@ from webhook.metrics import WebhookMetrics
 log = get_logger("inventory")
 
 # A connection that fails (the process is starting, or restarting) is tried again after
-# this long, doubling to RECONNECT_MAX.
+# this long, doubling to RECONNECT_MAX (a refused connect costs microseconds; a worker
+# that waits long joins after the first build, which then builds a Whole for it again).
 RECONNECT_INITIAL = 0.1
-RECONNECT_MAX = 2.0
+RECONNECT_MAX = 0.5
 
 
 class Diverged(Exception):
