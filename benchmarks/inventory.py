@@ -268,7 +268,8 @@ def worker_mode(path: str, rate: float, seconds: float) -> dict[str, Any]:
             late.append(time.monotonic() - t0 - 0.001)
         cpu = _cpu() - cpu0
         events = max(1, round(rate * WINDOW) * (len(sent) - 1))
-        worst = {g: max((p for gen_, p in pauses if gen_ == g), default=0.0) for g in range(3)}
+        worst = {g: max((p[1] for p in pauses if p[0] == g), default=0.0) for g in range(3)}
+        worst_cpu = {g: max((p[2] for p in pauses if p[0] == g), default=0.0) for g in range(3)}
         return {
             "mode": "worker",
             "nodes": len(state.view.nodes) if state.view else 0,
@@ -280,22 +281,24 @@ def worker_mode(path: str, rate: float, seconds: float) -> dict[str, Any]:
             "loop_late_max_ms": round(max(late) * 1e3, 2),
             # the worker's CPU per event applied (apply, unpickle, the ticker itself)
             "cpu_us_per_event": round(cpu / events * 1e6, 1),
-            "gc_passes": [sum(1 for g, _ in pauses if g == k) for k in range(3)],
+            "gc_passes": [sum(1 for p in pauses if p[0] == k) for k in range(3)],
             "gc_worst_ms": [round(worst[k] * 1e3, 2) for k in range(3)],
-            "gc_total_ms": round(sum(p for _, p in pauses) * 1e3, 1),
+            "gc_worst_cpu_ms": [round(worst_cpu[k] * 1e3, 2) for k in range(3)],
+            "gc_total_ms": round(sum(p[1] for p in pauses) * 1e3, 1),
             "rss_baseline_mib": base,
             "rss_whole_mib": rss_whole,
             "rss_mib": rss_mib(),
         }
 
-    pauses: list[tuple[int, float]] = []
-    started = [0.0]
+    pauses: list[tuple[int, float, float]] = []  # generation, wall, CPU of the thread
+    started = [0.0, 0.0]
 
     def clock(phase: str, info: dict[str, Any]) -> None:
         if phase == "start":
-            started[0] = time.perf_counter()
+            started[:] = time.perf_counter(), time.thread_time()
         else:
-            pauses.append((info["generation"], time.perf_counter() - started[0]))
+            wall, cpu = time.perf_counter() - started[0], time.thread_time() - started[1]
+            pauses.append((info["generation"], wall, cpu))
 
     gc.callbacks.append(clock)
     try:
