@@ -41,6 +41,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -189,19 +190,6 @@ class _Feeder:
     resource = NODE_RESOURCE_TOPOLOGIES
 
 
-class _Sink:
-    """A worker's end as the inventory process sees it: keeps what it was sent."""
-
-    def __init__(self) -> None:
-        self.sent: list[bytes] = []
-
-    def send_bytes(self, buf: bytes) -> None:
-        self.sent.append(buf)
-
-    def close(self) -> None:
-        pass
-
-
 def _quantile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else 0.0
@@ -213,8 +201,9 @@ def _recorded_feed(path: str, rate: float, seconds: float) -> list[bytes]:
     50 ms window. Made here, then replayed with the process's objects gone."""
     objects = _load(path)
     nrts = [o for o in objects if o["kind"] == "NodeResourceTopology"]
-    fanout, sink = Fanout(), _Sink()
-    fanout.join(sink)
+    sent: list[bytes] = []
+    fanout = Fanout()
+    fanout.join(SimpleNamespace(send_bytes=sent.append, close=lambda: None))  # type: ignore[arg-type]
     feed = Feed(fanout)
     for obj in objects:
         feed.on_event(_Feeder(), "ADDED", ("", obj["metadata"]["name"]), obj)  # type: ignore[arg-type]
@@ -227,7 +216,7 @@ def _recorded_feed(path: str, rate: float, seconds: float) -> list[bytes]:
             obj = _nrt_update(rng.choice(nrts), rng)
             feed.on_event(_Feeder(), "MODIFIED", ("", obj["metadata"]["name"]), obj)  # type: ignore[arg-type]
         feed.step()
-    return sink.sent
+    return sent
 
 
 WINDOW = 0.05  # the inventory process's window (FeederSpec.window)

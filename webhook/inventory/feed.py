@@ -296,7 +296,7 @@ def accept_forever(listener: Listener, fanout: Fanout) -> None:
 def watch_cluster(spec: FeederSpec, listener: Listener) -> tuple[Feed, LiveSource]:
     """The watches started, for the workers that connect to ``listener``; the caller runs
     the Feed's loop (``feed_cluster``; tests run it in a thread)."""
-    from webhook.inventory.kube import build_api_client
+    from webhook.inventory.kube import build_api_client, describe
     from webhook.inventory.live import LiveSource
 
     client = build_api_client(
@@ -315,6 +315,7 @@ def watch_cluster(spec: FeederSpec, listener: Listener) -> tuple[Feed, LiveSourc
     feed.last_sync = lambda: live.last_sync
     feed.sync = lambda: reflector_sync(live)
     live.start()
+    log.info("watching the cluster", extra={"host": describe(client)})
     return feed, live
 
 
