@@ -74,7 +74,8 @@ def add_serve(sub: Subparsers) -> None:
         "--kubeconfig",
         metavar="FILE",
         help="watch a live cluster via this kubeconfig (checked before anything starts: the "
-        "file, the context, the server URL)",
+        "file, the context, the server URL); one inventory process per replica lists and "
+        "watches it for every worker (docs/inventory.md)",
     )
     src.add_argument("--in-cluster", action="store_true", help="watch the cluster numagate runs in")
     _add_context(serve)
