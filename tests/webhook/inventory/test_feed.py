@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import os
 import pickle
+import shutil
 import signal
 import time
 from collections.abc import AsyncIterator, Callable
@@ -254,6 +255,7 @@ async def test_a_delta_for_a_node_the_worker_lacks_makes_it_connect_again() -> N
     finally:
         fed.stop()
         listener.close()
+        shutil.rmtree(Path(address).parent, ignore_errors=True)
 
 
 def _ended(conn: Any) -> bool:
