@@ -6,7 +6,6 @@ events per second).
 
     .venv/bin/python benchmarks/churn.py [--nodes 10000] [--rates 0,0.5,2,20,170]
         [--duration 10] [--probes 10] [--outage 40] [--large] [--quick] [--pin]
-        [--inventory-process[=auto|always|never]]
 
 Measured: reviews/s and p99 of /validate driven by wrk with every pod different, at each
 NRT churn rate, as ratios to no churn, with /healthz p99 beside it; the time from an NRT
@@ -17,9 +16,9 @@ API outage (connections refused for ``--outage`` seconds; a change written durin
 seconds from the API's return to the watches resumed and to the change visible).
 ``--large`` adds 100,000 nodes at 1,700 events/s and the 100,000-node file (minutes).
 ``--pin`` puts the worker alone on CPU 0 and the harness (test API server, wrk) on the
-other CPUs once it is ready. ``--inventory-process=WHEN`` is passed to serve (default
-auto, as serve's: the watches and the merge in a helper process from 25,000 nodes on, whose
-RSS is reported beside the worker's); where the cluster was watched is printed per run.
+other CPUs once it is ready. The watches and the merge run in the inventory process (one
+per replica, a child of the single worker here), whose RSS is reported beside the
+worker's.
 
 Prints a Markdown table and writes benchmarks/results/churn.json and churn.md.
 """
@@ -50,7 +49,6 @@ import server as bench  # noqa: E402
 
 from tests.webhook.fake_apiserver import NRTS, FakeApiServer, make_tls  # noqa: E402
 from tests.webhook.fake_apiserver_churn import nrt_available  # noqa: E402
-from webhook.inventory.mode import MODES  # noqa: E402
 
 WATCHED = 3  # numagate watches Nodes, NRTs and Numatopologies (no pods by default)
 
@@ -73,10 +71,6 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--distinct-usage", action="store_true",
                    help="every NRT with free amounts of its own from the start (a running "
                         "cluster's), not the generator's few levels")  # fmt: skip
-    p.add_argument("--inventory-process", nargs="?", const="always", default="auto",
-                   choices=MODES,
-                   help="serve --inventory-process=WHEN (default auto, as serve: the process "
-                        "from 25,000 nodes on; the flag alone: always)")  # fmt: skip
     p.add_argument("--pin", action="store_true",
                    help="the worker alone on CPU 0, the test API server and wrk on the others "
                         "(from ready on)")  # fmt: skip
@@ -193,7 +187,6 @@ def api_run(args: argparse.Namespace, work: Path, load: parts.Load, nodes: int,
     try:
         kubeconfig = fake.write_kubeconfig(work / "kubeconfig")
         source = ["--kubeconfig", str(kubeconfig)]
-        source += [f"--inventory-process={args.inventory_process}"]
         ng = parts.start_numagate(source, work / "certs", work / f"api-{nodes}.log", args.timeout)
         sampler = parts.RssSampler(ng)
         pinning = parts.Pinning(ng, args.pin)

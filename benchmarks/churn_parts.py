@@ -71,12 +71,14 @@ class Numagate:
         bench.Server("numagate", self.proc, self.port, self.log).stop()
 
 
-def start_numagate(source: list[str], cert_dir: Path, log: Path, timeout: float) -> Numagate:
-    """Start ``numagate serve SOURCE --workers 1`` and wait until it is ready (polled every
-    50 ms, so the readiness figure is that precise)."""
+def start_numagate(
+    source: list[str], cert_dir: Path, log: Path, timeout: float, workers: int = 1
+) -> Numagate:
+    """Start ``numagate serve SOURCE --workers N`` (1 by default) and wait until it is
+    ready (polled every 50 ms, so the readiness figure is that precise)."""
     ca = bench.ensure_certs(cert_dir)
     port = bench.free_port()
-    cmd = [str(bench.VENV_BIN / "numagate"), "serve", *source, "--workers", "1",
+    cmd = [str(bench.VENV_BIN / "numagate"), "serve", *source, "--workers", str(workers),
            "--port", str(port), "--cert-dir", str(cert_dir), "--log-level", "warning"]  # fmt: skip
     started = time.monotonic()
     with log.open("wb") as out:
@@ -100,6 +102,28 @@ def start_numagate(source: list[str], cert_dir: Path, log: Path, timeout: float)
         time.sleep(0.05)
     ng.stop()
     raise bench.BenchError(f"numagate not ready after {timeout:.0f} s:\n{_tail(log)}")
+
+
+def replica(pid: int) -> list[int]:
+    """``pid`` and all its descendants: the serve process, its workers and the inventory
+    process, whoever started which."""
+    out, todo = [], [pid]
+    while todo:
+        out.append(todo.pop())
+        todo.extend(children(out[-1]))
+    return out
+
+
+def replica_mib(pid: int) -> dict[str, float]:
+    """RSS and PSS of a replica, summed over its processes (PSS splits the pages forked
+    workers share, so its sum is what the replica takes from the machine)."""
+    rss = pss = 0
+    for p in replica(pid):
+        rss += bench.rss_kib(p) or 0
+        with contextlib.suppress(OSError, StopIteration):
+            text = Path(f"/proc/{p}/smaps_rollup").read_text()
+            pss += int(next(li for li in text.splitlines() if li.startswith("Pss:")).split()[1])
+    return {"rss_mib": round(rss / 1024, 1), "pss_mib": round(pss / 1024, 1)}
 
 
 def children(pid: int) -> list[int]:

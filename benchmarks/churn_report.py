@@ -144,7 +144,11 @@ def markdown(result: dict[str, Any]) -> str:
             if a.get("pin")
             else ""
         )
-        + f" serve --inventory-process={a.get('inventory_process', 'auto')}.",
+        + (
+            f" serve --inventory-process={a['inventory_process']}."
+            if "inventory_process" in a  # results of the code before issue 31
+            else ""
+        ),
         "",
         *_rate_table(result["api"]),
     ]

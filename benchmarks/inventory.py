@@ -39,9 +39,9 @@ import random
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -51,10 +51,11 @@ from benchmarks import gen  # noqa: E402
 from core.feasibility.delta import SnapshotEditor  # noqa: E402
 from core.feasibility.snapshot import Snapshot  # noqa: E402
 from core.inventory.incremental import IncrementalInventory, parse_object  # noqa: E402
+from webhook.inventory.fed import FedInventory  # noqa: E402
+from webhook.inventory.feed import Fanout, Feed  # noqa: E402
 from webhook.inventory.live import NODE_RESOURCE_TOPOLOGIES  # noqa: E402
 from webhook.inventory.loader import parse_objects, read_text  # noqa: E402
 from webhook.inventory.state import InventoryState, build_view  # noqa: E402
-from webhook.inventory.updates import InventoryUpdates  # noqa: E402
 
 
 def rss_mib() -> float:
@@ -155,7 +156,6 @@ def live_mode(path: str, events: int) -> dict[str, Any]:
     t1 = _cpu()
     del objects
     gc.collect()
-    gc.freeze()  # as the server does after a whole build
     out: dict[str, Any] = {
         "mode": "live",
         "nodes": len(inventory),
@@ -190,100 +190,110 @@ class _Feeder:
     resource = NODE_RESOURCE_TOPOLOGIES
 
 
-class _Timed(InventoryUpdates):
-    """Records event received -> served for every event."""
-
-    latencies: list[float]
-
-    def _install(self, snapshot: Snapshot, drained: list[Any], started: float) -> None:
-        super()._install(snapshot, drained, started)
-        now = time.monotonic()
-        self.latencies.extend(now - item[0] for item in drained)
-
-
 def _quantile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else 0.0
 
 
-def loop_mode(path: str, rate: float, seconds: float) -> dict[str, Any]:
-    """The server's arrangement in one process: the inventory served by an event loop,
-    NRT events parsed in a feeder thread at ``rate`` per second; a 1 ms ticker on the
-    loop measures how late it runs (what a review or /healthz would wait)."""
+def _recorded_feed(path: str, rate: float, seconds: float) -> list[bytes]:
+    """What the inventory process sends a worker for ``seconds`` of NRT updates at
+    ``rate`` (every event new free CPUs on a random node): the Whole, then one Batch per
+    50 ms window. Made here, then replayed with the process's objects gone."""
     objects = _load(path)
-    nrts = [copy.deepcopy(o) for o in objects if o["kind"] == "NodeResourceTopology"][:2000]
+    nrts = [o for o in objects if o["kind"] == "NodeResourceTopology"]
+    sent: list[bytes] = []
+    fanout = Fanout()
+    fanout.join(SimpleNamespace(send_bytes=sent.append, close=lambda: None))  # type: ignore[arg-type]
+    feed = Feed(fanout)
+    for obj in objects:
+        feed.on_event(_Feeder(), "ADDED", ("", obj["metadata"]["name"]), obj)  # type: ignore[arg-type]
+    objects.clear()
+    feed.step()
     rng = random.Random(2)
-    updates_pool = [_nrt_update(rng.choice(nrts), rng) for _ in range(4000)]
+    per_window = max(0, round(rate * WINDOW))
+    for _ in range(round(seconds / WINDOW)):
+        for _ in range(per_window):
+            obj = _nrt_update(rng.choice(nrts), rng)
+            feed.on_event(_Feeder(), "MODIFIED", ("", obj["metadata"]["name"]), obj)  # type: ignore[arg-type]
+        feed.step()
+    return sent
+
+
+WINDOW = 0.05  # the inventory process's window (FeederSpec.window)
+
+
+def worker_mode(path: str, rate: float, seconds: float) -> dict[str, Any]:
+    """A served worker's side of the live inventory, alone in its process: the messages
+    of the inventory process (recorded first, then that process's objects dropped) are
+    applied on an event loop as they would arrive, one Batch per 50 ms. A 1 ms ticker
+    on the loop measures how late it runs (what a review or /healthz waits); every pass
+    of the cyclic collector is timed (gc.callbacks, wall), with its generation."""
+    sent = _recorded_feed(path, rate, seconds)
+    gc.collect()
+    base = rss_mib()
 
     async def run() -> dict[str, Any]:
         loop = asyncio.get_running_loop()
-        state = InventoryState(freeze_gc=True)  # as the server does
-        updates = _Timed(state, loop)
-        updates.latencies = []
-        for obj in objects:
-            updates.on_event(_Feeder(), "ADDED", ("", obj["metadata"]["name"]), obj)  # type: ignore[arg-type]
-        objects.clear()
-        while state.view is None:
-            await asyncio.sleep(0.05)
-        updates.latencies.clear()
-        initial = updates.applied
-        stop = threading.Event()
-
-        def feed() -> None:
-            n, start = 0, time.monotonic()
-            while rate > 0 and not stop.is_set():
-                obj = updates_pool[n % len(updates_pool)]
-                updates.on_event(_Feeder(), "MODIFIED", ("", obj["metadata"]["name"]), obj)  # type: ignore[arg-type]
-                n += 1
-                ahead = start + n / rate - time.monotonic()
-                if ahead > 0:
-                    time.sleep(ahead)
-
+        state = InventoryState()
+        fed = FedInventory(state, loop, "unused")
+        t = _cpu()
+        fed.accept(pickle.loads(sent[0]))
+        whole_cpu = _cpu() - t
+        rss_whole = rss_mib()
+        pauses.clear()
         late: list[float] = []
-        thread = threading.Thread(target=feed, daemon=True)
-        cpu0, gc0 = _cpu(), _gc_seconds[0]
-        thread.start()
-        end = time.monotonic() + seconds
-        while time.monotonic() < end:
-            t = time.monotonic()
+        done = asyncio.Event()
+
+        def replay() -> None:
+            for k, message in enumerate(sent[1:], 1):
+                loop.call_at(loop.time() + k * WINDOW, fed.accept, pickle.loads(message))
+            loop.call_at(loop.time() + len(sent) * WINDOW, done.set)
+
+        cpu0 = _cpu()
+        replay()
+        while not done.is_set():
+            t0 = time.monotonic()
             await asyncio.sleep(0.001)
-            late.append(time.monotonic() - t - 0.001)
-        stop.set()
-        thread.join()
-        cpu, gc_cpu = _cpu() - cpu0, _gc_seconds[0] - gc0
-        applied = max(1, updates.applied - initial)
+            late.append(time.monotonic() - t0 - 0.001)
+        cpu = _cpu() - cpu0
+        events = max(1, round(rate * WINDOW) * (len(sent) - 1))
+        worst = {g: max((p[1] for p in pauses if p[0] == g), default=0.0) for g in range(3)}
+        worst_cpu = {g: max((p[2] for p in pauses if p[0] == g), default=0.0) for g in range(3)}
         return {
-            "mode": "loop",
+            "mode": "worker",
             "nodes": len(state.view.nodes) if state.view else 0,
             "events_per_s": rate,
-            "applied": updates.applied - initial,
+            "events": events,
+            "whole_cpu_s": round(whole_cpu, 2),
             "loop_late_p50_ms": round(_quantile(late, 0.5) * 1e3, 2),
             "loop_late_p99_ms": round(_quantile(late, 0.99) * 1e3, 2),
             "loop_late_max_ms": round(max(late) * 1e3, 2),
-            "update_latency_p50_ms": round(_quantile(updates.latencies, 0.5) * 1e3, 1),
-            "update_latency_p99_ms": round(_quantile(updates.latencies, 0.99) * 1e3, 1),
+            # the worker's CPU per event applied (apply, unpickle, the ticker itself)
+            "cpu_us_per_event": round(cpu / events * 1e6, 1),
+            "gc_passes": [sum(1 for p in pauses if p[0] == k) for k in range(3)],
+            "gc_worst_ms": [round(worst[k] * 1e3, 2) for k in range(3)],
+            "gc_worst_cpu_ms": [round(worst_cpu[k] * 1e3, 2) for k in range(3)],
+            "gc_total_ms": round(sum(p[1] for p in pauses) * 1e3, 1),
+            "rss_baseline_mib": base,
+            "rss_whole_mib": rss_whole,
             "rss_mib": rss_mib(),
-            # CPU of the whole process (loop, feeder thread parsing, ticker) per event
-            # applied, and the part of it spent in the garbage collector
-            "cpu_us_per_event": round(cpu / applied * 1e6, 1),
-            "gc_us_per_event": round(gc_cpu / applied * 1e6, 1),
         }
 
-    gc.callbacks.append(_gc_clock)
+    pauses: list[tuple[int, float, float]] = []  # generation, wall, CPU of the thread
+    started = [0.0, 0.0]
+
+    def clock(phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            started[:] = time.perf_counter(), time.thread_time()
+        else:
+            wall, cpu = time.perf_counter() - started[0], time.thread_time() - started[1]
+            pauses.append((info["generation"], wall, cpu))
+
+    gc.callbacks.append(clock)
     try:
         return asyncio.run(run())
     finally:
-        gc.callbacks.remove(_gc_clock)
-
-
-_gc_seconds = [0.0, 0.0]  # total, start of the running collection
-
-
-def _gc_clock(phase: str, _info: dict[str, Any]) -> None:
-    if phase == "start":
-        _gc_seconds[1] = time.process_time()
-    else:
-        _gc_seconds[0] += time.process_time() - _gc_seconds[1]
+        gc.callbacks.remove(clock)
 
 
 def main() -> None:
@@ -293,7 +303,7 @@ def main() -> None:
     parser.add_argument("--rate", type=float, nargs="+", default=[0.0, 170.0, 1700.0])
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument(
-        "--child", choices=("file", "adopt", "live", "stream", "loop"), help=argparse.SUPPRESS
+        "--child", choices=("file", "adopt", "live", "stream", "worker"), help=argparse.SUPPRESS
     )
     parser.add_argument("--path", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -309,8 +319,8 @@ def main() -> None:
     if args.child == "live":
         print(json.dumps(live_mode(args.path, args.events)))
         return
-    if args.child == "loop":
-        print(json.dumps(loop_mode(args.path, args.rate[0], args.seconds)))
+    if args.child == "worker":
+        print(json.dumps(worker_mode(args.path, args.rate[0], args.seconds)))
         return
     with tempfile.TemporaryDirectory() as tmp:
         for n in args.nodes:
@@ -319,7 +329,7 @@ def main() -> None:
             path.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
             del items
             runs = [["file"], ["adopt"], ["live"], ["stream", "--nodes", str(n)]]
-            runs += [["loop", "--rate", str(r)] for r in args.rate]
+            runs += [["worker", "--rate", str(r)] for r in args.rate]
             for mode, *extra in runs:
                 cmd = [sys.executable, __file__, "--child", mode, "--path", str(path), *extra]
                 cmd += ["--events", str(args.events), "--seconds", str(args.seconds)]

@@ -364,7 +364,7 @@ def build_runtime(nodes: int, config: Path | None = None) -> Any:
     setup_logging("info", stream=open(os.devnull, "w"))  # noqa: SIM115
     holder = ConfigHolder(config)
     metrics = WebhookMetrics()
-    state = InventoryState(metrics=metrics, freeze_gc=True)  # as the server (gc.freeze)
+    state = InventoryState(metrics=metrics)  # as the server
     state.load_objects(gen.inventory_objects(nodes), source="bench")
     return Runtime(config=lambda: holder.current, inventory=state, metrics=metrics)
 

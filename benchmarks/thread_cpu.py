@@ -6,7 +6,7 @@ read, HTTP chunking, JSON, ``parse_object``), from ``/proc/<pid>/task/<tid>/stat
 per event, over ``--seconds`` after ``--warmup`` seconds of churn.
 
     .venv/bin/python benchmarks/thread_cpu.py [--nodes 10000] [--rate 1666.67]
-        [--seconds 10] [--warmup 3] [--windows 1] [--inventory-process[=WHEN]]
+        [--seconds 10] [--warmup 3] [--windows 1]
 
 Prints one JSON line per window (with the worker's RSS and the seconds of churn so far).
 Figures: docs/benchmarks.md ("Inventory under churn").
@@ -31,7 +31,6 @@ import churn_parts as parts  # noqa: E402
 
 from tests.webhook.fake_apiserver import NRTS  # noqa: E402
 from tests.webhook.fake_apiserver_churn import nrt_available  # noqa: E402
-from webhook.inventory.mode import MODES  # noqa: E402
 
 TICK = os.sysconf("SC_CLK_TCK")
 
@@ -55,7 +54,6 @@ def measure(
     seconds: float,
     warmup: float,
     windows: int = 1,
-    inventory_process: str = "auto",
 ) -> list[dict[str, float]]:
     """One figure per window of ``seconds`` (``windows`` in a row, churn going on)."""
     work = Path(tempfile.mkdtemp(prefix="numagate-threads-"))
@@ -64,7 +62,6 @@ def measure(
     try:
         kubeconfig = fake.write_kubeconfig(work / "kubeconfig")
         source = ["--kubeconfig", str(kubeconfig)]
-        source += [f"--inventory-process={inventory_process}"]
         ng = parts.start_numagate(source, work / "certs", work / "api.log", 900)
         try:
             fake.churn(NRTS, rate, nrt_available, exclude=(parts.PROBE,))
@@ -123,14 +120,8 @@ def main() -> int:
     p.add_argument("--warmup", type=float, default=3.0)
     p.add_argument("--windows", type=int, default=1,
                    help="windows of --seconds in a row (sustained churn: per-event cost, RSS)")  # fmt: skip
-    p.add_argument("--inventory-process", nargs="?", const="always", default="auto",
-                   choices=MODES,
-                   help="serve --inventory-process=WHEN (default auto, as serve); an inventory "
-                        "process's CPU per event and RSS are reported too")  # fmt: skip
     args = p.parse_args()
-    for figure in measure(
-        args.nodes, args.rate, args.seconds, args.warmup, args.windows, args.inventory_process
-    ):
+    for figure in measure(args.nodes, args.rate, args.seconds, args.warmup, args.windows):
         print(json.dumps(figure), flush=True)
     return 0
 

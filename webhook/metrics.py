@@ -219,8 +219,8 @@ class InventoryUpdateMetrics:
         )
         self.process_restarts = f.counter(
             "numagate_inventory_process_restarts_total",
-            "Restarts of the inventory process (serve --inventory-process): it exited, or"
-            " sent a change the worker could not apply.",
+            "Connections to the replica's inventory process this worker lost: it exited"
+            " (its parent restarts it), or sent a change the worker could not apply.",
         )
         # Several workers: the worst one, so a lagging worker shows.
         self.watch_lag = f.gauge(

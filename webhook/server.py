@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import multiprocessing
 import os
 import shutil
@@ -28,7 +29,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
@@ -42,6 +43,9 @@ from webhook.inventory.state import InventoryState
 from webhook.logs import get_logger, setup_logging
 from webhook.metrics import MULTIPROC_ENV, WebhookMetrics
 from webhook.review.pipeline import Runtime
+
+if TYPE_CHECKING:
+    from webhook.inventory.owner import InventoryOwner
 
 log = get_logger("server")
 
@@ -61,7 +65,9 @@ class ServeOptions:
     in_cluster: bool = False
     config: str | None = None
     log_level: str = "info"
-    inventory_process: bool = False  # watch in a helper process (webhook/inventory/feed.py)
+    # The replica's inventory process's socket, when the serve process started it
+    # (--workers N; webhook/inventory/owner.py); None: the worker starts it itself.
+    inventory_address: str | None = None
 
 
 async def _config_loop(holder: ConfigHolder, state: InventoryState) -> None:
@@ -163,7 +169,7 @@ async def serve_worker(
     limit_malloc_arenas()  # before the watch and evaluation threads start
     holder = ConfigHolder(opts.config)
     metrics = WebhookMetrics()
-    state = InventoryState(metrics=metrics, freeze_gc=True)
+    state = InventoryState(metrics=metrics)
     dra = dra_sources.DraState()
     runtime = Runtime(config=lambda: holder.current, inventory=state, metrics=metrics, dra=dra)
     health = Health()
@@ -259,6 +265,9 @@ def run_workers(opts: ServeOptions, workers: int, *, preloaded: bytes | None = N
         # 2 workers served after 3.1-3.6 s spawned, 1.2-1.9 s forked: docs/benchmarks.md).
         # Only from a parent with no other thread, where forking is safe.
         ctx = multiprocessing.get_context("fork" if threading.active_count() == 1 else "spawn")
+        owner = _start_owner(opts)
+        if owner is not None:
+            opts = dataclasses.replace(opts, inventory_address=owner.address)
         procs = [
             ctx.Process(target=_worker_main, args=(opts, preloaded), name=f"numagate-worker-{i}")
             for i in range(workers)
@@ -266,9 +275,13 @@ def run_workers(opts: ServeOptions, workers: int, *, preloaded: bytes | None = N
         for p in procs:
             p.start()
         del preloaded  # the workers have it (inherited, or pickled at a spawn's start)
+        if owner is not None:
+            owner.supervise()  # a thread: after the workers are forked
         _forward_signals(procs)
         _join_all(procs, metrics_dir)
     finally:
+        if owner is not None:
+            owner.stop()
         if previous is None:
             os.environ.pop(MULTIPROC_ENV, None)
         else:
@@ -276,6 +289,20 @@ def run_workers(opts: ServeOptions, workers: int, *, preloaded: bytes | None = N
         shutil.rmtree(metrics_dir, ignore_errors=True)
     failed = [p for p in procs if p.exitcode not in (0, -signal.SIGTERM)]
     return 1 if failed else 0
+
+
+def _start_owner(opts: ServeOptions) -> InventoryOwner | None:
+    """A watched cluster's inventory process, one for all the workers (issue 31): spawned
+    first, it lists while the workers start."""
+    if not (opts.kubeconfig or opts.in_cluster):
+        return None
+    from webhook.inventory.owner import InventoryOwner, socket_address
+    from webhook.inventory.start import owner_spec
+
+    watch_pods = ConfigHolder(opts.config).current.inventory.watch_pods
+    owner = InventoryOwner(owner_spec(opts, watch_pods=watch_pods, address=socket_address()))
+    owner.spawn()
+    return owner
 
 
 def _forward_signals(procs: list[Any]) -> None:

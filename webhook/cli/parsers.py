@@ -9,12 +9,17 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from webhook.inventory.mode import AUTO_ABOVE_NODES, MODES
-
 if TYPE_CHECKING:
     Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]
 
 KUBECONFIG_RULES = "default: $KUBECONFIG, else ~/.kube/config"
+# Flags ``serve`` no longer has, and what replaced them (as kubectl names a removed flag).
+REMOVED_SERVE_FLAGS = {
+    "--inventory-process": "a watched cluster is always kept by one inventory process per "
+    "replica, shared by its workers (docs/inventory.md)",
+    "--inventory-process-above": "there is no choice by node count any more: a watched "
+    "cluster is always kept by one inventory process per replica (docs/inventory.md)",
+}
 
 
 def _add_inventory_config(p: argparse.ArgumentParser, *, inventory_required: bool) -> None:
@@ -69,31 +74,13 @@ def add_serve(sub: Subparsers) -> None:
         "--kubeconfig",
         metavar="FILE",
         help="watch a live cluster via this kubeconfig (checked before anything starts: the "
-        "file, the context, the server URL)",
+        "file, the context, the server URL); one inventory process per replica lists and "
+        "watches it for every worker (docs/inventory.md)",
     )
     src.add_argument("--in-cluster", action="store_true", help="watch the cluster numagate runs in")
     _add_context(serve)
-    serve.add_argument(
-        "--inventory-process",
-        nargs="?",
-        const="always",
-        default="auto",
-        choices=MODES,
-        metavar="WHEN",
-        help="with --kubeconfig or --in-cluster: list, watch, parse and merge the cluster's "
-        "objects in a helper process per worker, which sends the worker only what changed; "
-        "WHEN is auto (the default: counted once at startup, from "
-        "--inventory-process-above nodes on), always (the flag alone) or never "
-        "(docs/inventory.md)",
-    )
-    serve.add_argument(
-        "--inventory-process-above",
-        type=int,
-        default=AUTO_ABOVE_NODES,
-        metavar="NODES",
-        help="--inventory-process=auto takes the process for clusters of at least this many "
-        "nodes; default: %(default)s",
-    )
+    for flag in REMOVED_SERVE_FLAGS:  # accepted only to say what replaced them
+        serve.add_argument(flag, nargs="?", const="", default=None, help=argparse.SUPPRESS)
     serve.add_argument("--config", metavar="FILE", help="configuration file, reloaded on change")
     serve.add_argument(
         "--cert-dir",

@@ -9,12 +9,9 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+from webhook.cli.parsers import REMOVED_SERVE_FLAGS
 from webhook.inventory.file_build import FileBuildProcess, start_file_build
-
-if TYPE_CHECKING:
-    from webhook.inventory.mode import Choice
 
 EXIT_USAGE = 2
 SAMPLE_REVIEW = "tests/fixtures/reviews/koordinator-pod-create.json"
@@ -33,6 +30,9 @@ def _curl_line(ca: Path, host: str, port: int) -> str:
 
 
 def _check_args(args: argparse.Namespace) -> str | None:
+    for flag, replaced in REMOVED_SERVE_FLAGS.items():
+        if getattr(args, flag[2:].replace("-", "_")) is not None:
+            return f"{flag} was removed: {replaced}"
     if args.workers < 1:
         return f"--workers {args.workers}: must be at least 1"
     if not 0 <= args.port <= 65535:
@@ -42,22 +42,15 @@ def _check_args(args: argparse.Namespace) -> str | None:
             return f"{flag} {value!r}: no such file"
     if args.context and not args.kubeconfig:
         return "--context needs --kubeconfig FILE"
-    if args.inventory_process == "always" and not (args.kubeconfig or args.in_cluster):
-        return "--inventory-process needs --kubeconfig FILE or --in-cluster"
-    if args.inventory_process_above < 1:
-        return f"--inventory-process-above {args.inventory_process_above}: must be at least 1"
     return None
 
 
-def _check_cluster(args: argparse.Namespace) -> tuple[str | None, Choice | None]:
+def _check_cluster(args: argparse.Namespace) -> str | None:
     """A named cluster source is checked before certificates are written or a listening
-    line printed (the file, its context, the server URL; the in-cluster account), and
-    with the same client, where it is watched (decided once, for every worker): (the
-    problem, None), or (None, the choice); (None, None) for a file or the demo."""
+    line printed: the file, its context, the server URL; the in-cluster account."""
     if not (args.kubeconfig or args.in_cluster):
-        return None, None
+        return None
     from webhook.inventory.kube import KubeConfigError, build_api_client
-    from webhook.inventory.mode import choose, count_nodes
 
     try:
         client = build_api_client(
@@ -67,24 +60,21 @@ def _check_cluster(args: argparse.Namespace) -> tuple[str | None, Choice | None]
             use_default=False,
         )
     except KubeConfigError as exc:
-        return str(exc), None
-    try:
-        mode, above = args.inventory_process, args.inventory_process_above
-        return None, choose(mode, above, lambda: count_nodes(client))
-    finally:
-        client.close()
+        return str(exc)
+    client.close()
+    return None
 
 
 def run(args: argparse.Namespace) -> int:
-    problem, choice = _check_args(args), None
+    problem = _check_args(args)
     if problem is None:
-        problem, choice = _check_cluster(args)
+        problem = _check_cluster(args)
     if problem:
         return _usage(problem)
     # Forked now, before the imports below and while this process has one thread.
     build = start_file_build(args.inventory, _build_file)
     try:
-        return _serve(args, build, choice)
+        return _serve(args, build)
     finally:
         if build is not None:
             build.cancel()  # a no-op once its result was taken
@@ -97,28 +87,20 @@ def _build_file(path: str) -> bytes:
     return pickled_file_build(path)
 
 
-def _serve(args: argparse.Namespace, build: FileBuildProcess | None, choice: Choice | None) -> int:
+def _serve(args: argparse.Namespace, build: FileBuildProcess | None) -> int:
     import asyncio
 
     from certs.authority import CertError, ensure_serving_certs
     from webhook.config import ConfigError, load_config
-    from webhook.logs import get_logger, setup_logging
+    from webhook.logs import setup_logging
     from webhook.server import ServeOptions, reserve_port, run_workers, serve_worker
 
     setup_logging(args.log_level)
-    log = get_logger("serve")
     try:
         load_config(args.config)  # fail fast with a clear message, before any worker starts
         paths = ensure_serving_certs(Path(args.cert_dir))
     except (ConfigError, CertError) as exc:
         return _usage(str(exc))
-    watched = ""
-    if choice is not None:
-        watched = "an inventory process per worker" if choice.process else "the worker"
-        unknown = choice.nodes is None and args.inventory_process == "auto"
-        (log.warning if unknown else log.info)(
-            f"the cluster is watched in {watched}", extra={"reason": choice.reason}
-        )
     reservation = reserve_port(args.host, args.port)
     port = reservation.getsockname()[1]
     opts = ServeOptions(
@@ -133,11 +115,10 @@ def _serve(args: argparse.Namespace, build: FileBuildProcess | None, choice: Cho
         in_cluster=args.in_cluster,
         config=args.config,
         log_level=args.log_level,
-        inventory_process=choice is not None and choice.process,
     )
     source = args.inventory or args.kubeconfig or ("in-cluster" if args.in_cluster else "demo")
-    if choice is not None:
-        source += f"; watched in {watched}: {choice.reason}"
+    if args.kubeconfig or args.in_cluster:
+        source += "; watched in one inventory process per replica"
     print(f"numagate: CA certificate: {paths.ca}", flush=True)
     print(
         f"numagate: listening on https://{args.host}:{port} "

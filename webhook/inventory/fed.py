@@ -1,25 +1,29 @@
-"""The worker's end of the inventory process (webhook/inventory/feed.py, the process's
-end and the messages): it starts the process, reads its messages in a thread, applies
-them on the event loop in the order sent, and restarts the process when it exits or
-its deltas name a record the worker does not hold (``Diverged``)."""
+"""The worker's end of the inventory process (webhook/inventory/feed.py: the process's
+end and the messages): it connects to the process's socket, reads its messages in a
+thread, and applies them on the event loop in the order sent. A lost connection (the
+process exited: its parent restarts it, webhook/inventory/owner.py) or a delta for a
+record the worker does not hold (``Diverged``) makes it connect again; the new
+connection starts with a Whole. Meanwhile the last good view is served and ages into
+stale (it never denies then), as with a watch that is down."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import pickle
+import socket
 import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from multiprocessing.connection import Connection
-from multiprocessing.process import BaseProcess
+from multiprocessing.connection import Client, Connection
 
 from core.feasibility.delta import SnapshotEditor
 from core.feasibility.snapshot import Snapshot
 from core.inventory.incremental import with_available
 from core.model import NodeTopology
-from webhook.inventory.feed import Batch, FeederSpec, Status, Whole, start_feeder
+from webhook.inventory.feed import Batch, Status, Whole
 from webhook.inventory.state import InventoryState
 from webhook.inventory.updates import install_update
 from webhook.logs import get_logger
@@ -27,46 +31,49 @@ from webhook.metrics import WebhookMetrics
 
 log = get_logger("inventory")
 
-# A restarted inventory process waits this long, doubling per failure in a row.
-RESTART_INITIAL = 1.0
-RESTART_MAX = 30.0
-# How long the reader waits for a process that closed its pipe to exit (its exit code).
-EXIT_WAIT_SECONDS = 2.0
+# A connection that fails (the process is starting, or restarting) is tried again after
+# this long, doubling to RECONNECT_MAX (a refused connect costs microseconds; a worker
+# that waits long joins after the first build, which then builds a Whole for it again).
+RECONNECT_INITIAL = 0.1
+RECONNECT_MAX = 0.5
 
 
 class Diverged(Exception):
     """A usage delta for a node the worker does not hold as the process does."""
 
 
+def connect(address: str) -> Connection:
+    return Client(address, family="AF_UNIX")
+
+
 class FedInventory:
-    """In the worker: the state kept current from an inventory process's messages."""
+    """In the worker: the state kept current from the inventory process's messages."""
 
     def __init__(
         self,
         state: InventoryState,
         loop: asyncio.AbstractEventLoop,
-        spec: FeederSpec,
+        address: str,
         *,
         metrics: WebhookMetrics | None = None,
-        start: Callable[[FeederSpec], tuple[BaseProcess, Connection]] = start_feeder,
+        connect: Callable[[str], Connection] = connect,
     ) -> None:
         self.state = state
-        self.spec = spec
+        self.address = address
         self.metrics = metrics
         self.editor: SnapshotEditor | None = None
-        self.status: Status | None = None  # of the process whose Whole is served
+        self.status: Status | None = None  # of the connection whose Whole is served
         self._loop = loop
-        self._start = start
-        self._proc: BaseProcess | None = None
-        self._conn: Connection | None = None
-        self._fresh = True  # the current process has not sent its Whole yet
+        self._connect = connect
+        self._conn: Connection | None = None  # the connection whose messages are applied
+        self._fresh = True  # the current connection has not sent its Whole yet
+        self._delivered = False  # the current connection has sent a Whole
         self._pending: deque[Whole | Batch] = deque()
         self._busy = False
-        self._stopping = False
+        self._stopping = threading.Event()
         self._errors: tuple[str, ...] = ()
-        self._restart_delay = RESTART_INITIAL
         self.full_builds = 0
-        self.restarts = 0
+        self.losses = 0  # connections lost (the process exited, or a Diverged delta)
 
     # Readiness and staleness, as LiveSource gives them in-process
     @property
@@ -87,83 +94,73 @@ class FedInventory:
             times.append(self.status.oldest)
         return max(0.0, now - min(times)) if times else 0.0
 
-    @property
-    def pid(self) -> int | None:
-        return None if self._proc is None else self._proc.pid
-
-    # The process
+    # The connection
     def start(self) -> None:
-        self._proc, self._conn = self._start(self.spec)
-        self._fresh = True
-        threading.Thread(
-            target=self._read, args=(self._conn, self._proc), name="inventory-feed", daemon=True
-        ).start()
-        log.info("inventory process started", extra={"pid": self._proc.pid})
+        threading.Thread(target=self._read, name="inventory-feed", daemon=True).start()
 
     def stop(self) -> None:
-        self._stopping = True
-        proc = self._proc
-        if proc is not None:
-            proc.terminate()
-            proc.join(2.0)
-            if proc.is_alive():
-                proc.kill()
-                proc.join(2.0)
-        if self._conn is not None:
-            self._conn.close()
+        self._stopping.set()
+        self._hang_up()
 
-    def restart(self, why: str) -> None:
-        """Stop the current process and start another (its Whole replaces the view)."""
-        proc = self._proc
-        log.warning(
-            "inventory process restarted", extra={"reason": why, "pid": proc.pid if proc else None}
-        )
-        self._proc = None
-        if proc is not None:
-            proc.kill()  # its reader sees the end of the pipe and reports nothing more
+    def _hang_up(self) -> None:
+        """End the current connection: the reader sees its end and connects again."""
+        conn = self._conn
+        if conn is not None:
+            with contextlib.suppress(OSError), socket.socket(fileno=os.dup(conn.fileno())) as end:
+                end.shutdown(socket.SHUT_RDWR)  # the socket itself, not just this descriptor
+
+    def _read(self) -> None:
+        """Reader thread: connect, then one message per call of ``_receive`` on the loop
+        (waiting in ``recv_bytes`` releases the GIL); again when the connection ends."""
+        delay = RECONNECT_INITIAL
+        while not self._stopping.is_set():
+            try:
+                conn = self._connect(self.address)
+            except OSError:  # not listening yet, or restarting
+                self._stopping.wait(delay)
+                delay = min(RECONNECT_MAX, delay * 2)
+                continue
+            delay = RECONNECT_INITIAL
+            try:
+                self._loop.call_soon_threadsafe(self._connected, conn)
+                while True:
+                    message = pickle.loads(conn.recv_bytes())
+                    self._loop.call_soon_threadsafe(self._receive, conn, message)
+            except (EOFError, OSError):
+                pass
+            except RuntimeError:
+                return  # the loop is closed: shutting down
+            with contextlib.suppress(RuntimeError):
+                self._loop.call_soon_threadsafe(self._lost, conn)
+
+    def _connected(self, conn: Connection) -> None:
+        self._conn = conn
+        self._fresh = True
+        self._delivered = False
         self._pending.clear()
-        self.restarts += 1
+
+    def _lost(self, conn: Connection) -> None:
+        with contextlib.suppress(OSError):
+            conn.close()
+        if self._stopping.is_set() or conn is not self._conn:
+            return
+        self._conn = None
+        if not self._delivered:
+            return  # accepted by a process on its way out, or before its first build
+        self.losses += 1
         if self.metrics is not None:
             self.metrics.inventory_updates.process_restarts.inc()
-        self._loop.call_later(self._restart_delay, self._restart_now)
-        self._restart_delay = min(RESTART_MAX, self._restart_delay * 2)
-
-    def _restart_now(self) -> None:
-        if not self._stopping:
-            self.start()
-
-    def _read(self, conn: Connection, proc: BaseProcess) -> None:
-        """Reader thread: one message per call of ``_receive`` on the loop (waiting in
-        ``recv_bytes`` releases the GIL; messages are small but the first)."""
-        try:
-            while True:
-                message = pickle.loads(conn.recv_bytes())
-                self._loop.call_soon_threadsafe(self._receive, proc, message)
-        except (EOFError, OSError):
-            pass
-        except RuntimeError:
-            return  # the loop is closed: shutting down
-        # It has closed the pipe: exiting, or gone. Reaped here, off the loop, so that the
-        # restart's reason has its exit code (50 ms on the loop were not always enough
-        # for the interpreter's exit on a busy machine).
-        proc.join(EXIT_WAIT_SECONDS)
-        with contextlib.suppress(RuntimeError):
-            self._loop.call_soon_threadsafe(self._lost, proc)
-
-    def _lost(self, proc: BaseProcess) -> None:
-        if self._stopping or proc is not self._proc:
-            return  # stopped, or restarted on purpose
-        self.restart(f"exited with code {proc.exitcode}")
+        log.warning("inventory process connection lost; connecting again")
 
     # Messages, in order, on the event loop
-    def _receive(self, proc: BaseProcess, message: Whole | Batch) -> None:
-        if proc is self._proc:  # not from a process stopped since
+    def _receive(self, conn: Connection, message: Whole | Batch) -> None:
+        if conn is self._conn:  # not from a connection ended since
             self.accept(message)
 
     def accept(self, message: Whole | Batch) -> None:
         """Apply a message of the current process (in the order sent; on the event loop).
-        A restarted process's Batches before its Whole carry only its status: the last
-        process's stands until then."""
+        A connection's Batches before its Whole are dropped: the last status stands until
+        then."""
         if isinstance(message, Batch) and self._fresh:
             return
         self._pending.append(message)
@@ -184,7 +181,10 @@ class FedInventory:
                 else:
                     self._batch(message)
             except Diverged as exc:
-                self.restart(f"delta for a node not held: {exc}")
+                log.warning("inventory delta for a node not held", extra={"node": str(exc)})
+                self._pending.clear()
+                self._fresh = True  # nothing more until the next connection's Whole
+                self._hang_up()
                 return
 
     def _whole(self, message: Whole) -> None:
@@ -192,13 +192,12 @@ class FedInventory:
         snapshot = message.snapshot
         self.editor = SnapshotEditor(snapshot, reserve=True)
         self._fresh = False
-        self._restart_delay = RESTART_INITIAL
+        self._delivered = True
         self.status = message.status
         self._errors = message.errors
         self.full_builds += 1
         if self.metrics is not None:
             self.metrics.inventory_updates.rebuilt(message.seconds)
-        self.state.before_batch()
         install_update(self.state, snapshot, self._errors, message.events, started, self.metrics)
 
     def _batch(self, message: Batch) -> None:
@@ -212,7 +211,6 @@ class FedInventory:
         started = time.monotonic()
         editor = self.editor
         assert editor is not None  # a Batch after the Whole (``_receive``)
-        self.state.before_batch()
         snap = editor.snapshot
         index, nodes = snap.name_index, snap.nodes
         changes: dict[str, NodeTopology | None] = {}
@@ -238,10 +236,11 @@ class FedInventory:
         self._busy = False
         try:
             snapshot = task.result()
-        except Exception as exc:  # the last good view stays; a new process starts afresh
+        except Exception as exc:  # the last good view stays; a new connection starts afresh
             log.exception("inventory build failed")
             self.state.record_failure(f"cluster inventory: {exc}")
-            self.restart("the worker's build failed")
+            self._fresh = True
+            self._hang_up()  # the next connection's Whole starts afresh
             return
         self.full_builds += 1
         if self.metrics is not None:

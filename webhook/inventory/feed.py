@@ -1,35 +1,32 @@
-"""The cluster inventory kept by a process of its own (``serve --inventory-process``;
-issue 14, docs/inventory.md "The inventory process").
+"""The cluster inventory's owner: one process per replica (issue 31; docs/inventory.md,
+"The inventory process").
 
-In the worker, the watch threads parse every object under the worker's GIL, and a batch of
-events applied on the event loop waits for them: at 100,000 nodes and 1,667 NRT events/s
-that is what held p99 (docs/benchmarks.md, round 6). Here a helper process per worker
-(the *inventory process*) does the list/watch, the parse and the merge, and sends the
-worker what changed, over a pipe, as one message per batch:
+Watching in the worker put the watch threads' parsing under the worker's GIL, beside the
+reviews: at 100,000 nodes and 1,667 NRT events/s the worker paid 3.1-3.8 ms of CPU per
+review against 1.5 ms with the watches in a process of their own (issue 31). So the
+*inventory process* is the only live path: it lists and watches, parses and merges, and
+every worker of the replica connects to it over a Unix socket and receives:
 
-- a ``Whole`` (the first build, and the first build of a restarted inventory process):
-  the packed snapshot, as a file inventory arrives from its build process;
-- a ``Batch``: for each node whose new record differs only in free amounts (most events
-  under churn), its name and its zones' free amounts; for any other change the record (or
-  None: gone). The worker rebuilds the former from the record it holds
-  (``with_available``) and patches its snapshot as it would for its own events;
+- a ``Whole`` first (the packed snapshot): the first build, or, for a worker that joins
+  later (a reconnect, a restarted process), the snapshot of the records held then;
+- then a ``Batch`` per round of events: for each node whose new record differs only in
+  free amounts (most events under churn), its name and its zones' free amounts; for any
+  other change the record (or None: gone). The worker rebuilds the former from the record
+  it holds (``with_available``) and patches its own copy-on-write snapshot;
 - every message carries the process's ``Status`` (per-resource sync times, whether every
   type listed, the oldest event it has not sent), at least once a second: staleness,
-  readiness and the sync-age and lag gauges read it as they read the watch threads.
+  readiness and the sync-age and lag gauges read it.
 
-Both sides hold the same records in the same order, so a usage delta names a record the
-worker has; one that does not (a lost message would be a bug) restarts the process,
-whose ``Whole`` replaces the worker's snapshot. A process that exits is restarted after a
-backoff; meanwhile the worker serves the last good view, which ages (and so never
-denies once stale), as with a watch that is down. This module is the process's end and
-the messages; the worker's end is webhook/inventory/fed.py.
+A worker and the process hold the same records in the same order from the Whole on, so a
+usage delta names a record the worker has; one that does not (a bug, never a race) makes
+the worker reconnect, and the new connection starts with a Whole. This module is the
+process's end and the messages; the worker's end is webhook/inventory/fed.py, and the
+process's start and restarts webhook/inventory/owner.py.
 """
 
 from __future__ import annotations
 
 import contextlib
-import gc
-import multiprocessing
 import os
 import pickle
 import signal
@@ -38,16 +35,14 @@ import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from multiprocessing.connection import Connection
-from multiprocessing.process import BaseProcess
-from typing import Any
+from multiprocessing.connection import Listener
+from typing import TYPE_CHECKING, Any, Protocol
 
 from core.feasibility.snapshot import Snapshot
 from core.inventory.incremental import IncrementalInventory
 from core.model import NodeTopology
 from webhook.heap import limit_malloc_arenas, release_free_heap
 from webhook.inventory.file_build import die_with_parent
-from webhook.inventory.state import GC_YOUNG_THRESHOLD
 from webhook.inventory.updates import (
     Queued,
     apply_events,
@@ -59,17 +54,20 @@ from webhook.inventory.updates import (
 )
 from webhook.logs import get_logger
 
+if TYPE_CHECKING:
+    from webhook.inventory.live import LiveSource
+
 log = get_logger("inventory")
 
 Event = tuple[float, str, str]  # (monotonic time received, resource, event type)
-# At most this many events per Batch: the worker applies one Batch in one go on its event
+# At most this many events per Batch: a worker applies one Batch in one go on its event
 # loop (~60 us per event at 100,000 nodes), so a backlog (a relist) arrives as batches
-# with the worker's other work in between, as InventoryUpdates slices it.
+# with the worker's other work in between.
 MAX_BATCH_EVENTS = 256
 HEARTBEAT_SECONDS = 1.0
-# The inventory process runs at a lower CPU priority than its worker: when they compete
+# The inventory process runs at a lower CPU priority than the workers: when they compete
 # for a core (a CPU limit, a busy node), reviews go first and the inventory lags a little
-# (its events are ~0.2 of a core at 100,000 nodes; the worker's share is what p99 needs).
+# (its events are ~0.2 of a core at 100,000 nodes; the workers' share is what p99 needs).
 NICENESS = 10
 
 
@@ -106,6 +104,7 @@ class Batch:
 class FeederSpec:
     """What the inventory process needs (picklable: it is spawned)."""
 
+    address: str  # the Unix socket the workers connect to
     kubeconfig: str | None = None
     context: str | None = None
     in_cluster: bool = False
@@ -115,22 +114,66 @@ class FeederSpec:
     live: Mapping[str, Any] = field(default_factory=dict)  # LiveSource timings (tests)
 
 
-# ---------------------------------------------------------------------- inventory process
+class Peer(Protocol):
+    """A worker's end as the process sees it (a multiprocessing Connection)."""
+
+    def send_bytes(self, buf: bytes) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class Fanout:
+    """The workers connected to the inventory process. Those that joined since the last
+    round get a Whole first (``take_joined``); every message then goes to all of them. A
+    worker whose socket fails is dropped: it reconnects, and starts with a Whole again."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._joined: list[Peer] = []
+        self._served: list[Peer] = []
+        self.wake: Callable[[], None] = lambda: None
+
+    def join(self, peer: Peer) -> None:
+        """A worker connected (the accepting thread)."""
+        with self._lock:
+            self._joined.append(peer)
+        self.wake()
+
+    def take_joined(self) -> list[Peer]:
+        with self._lock:
+            joined, self._joined = self._joined, []
+        return joined
+
+    def send(self, data: bytes, to: list[Peer] | None = None) -> None:
+        """``data`` to ``to`` (then served from now on), or to every worker served."""
+        if to is not None:
+            self._served.extend(to)
+        for peer in list(self._served if to is None else to):
+            try:
+                peer.send_bytes(data)
+            except OSError:  # gone: it reconnects, or its replica stops
+                self._served.remove(peer)
+                with contextlib.suppress(OSError):
+                    peer.close()
+
+    @property
+    def served(self) -> int:
+        return len(self._served)
 
 
 class Feed:
     """The LiveSource listener of the inventory process, and its loop: every ``window``
-    it merges the queued events and sends what changed through ``send``."""
+    it merges the queued events and sends what changed to the workers in ``fanout``."""
 
     def __init__(
         self,
-        send: Callable[[bytes], None],
+        fanout: Fanout,
         *,
         window: float = 0.05,
         heartbeat: float = HEARTBEAT_SECONDS,
         max_batch: int = MAX_BATCH_EVENTS,
     ) -> None:
-        self.send = send
+        self.fanout = fanout
         self.window = window
         self.heartbeat = heartbeat
         self.max_batch = max_batch
@@ -139,12 +182,12 @@ class Feed:
         self.last_sync: Callable[[], float | None] = lambda: None
         self.sync: Callable[[], Sequence[tuple[str, float | None]]] = lambda: ()
         self.built = False
-        self.on_built: Callable[[], None] = lambda: None  # after the Whole is sent
         self._queue: deque[Queued] = deque()
         self._unbuilt: list[Queued] = []  # events taken in before the first build
         self._wake = threading.Event()
+        fanout.wake = self._wake.set
 
-    # Listener (reflector threads), as InventoryUpdates
+    # Listener (reflector threads)
     def on_event(self, reflector: Any, kind: str, key: Any, item: dict[str, Any]) -> None:
         self._queue.append(queue_object(self.inventory, reflector, kind, key, item))
         self._wake.set()
@@ -159,9 +202,9 @@ class Feed:
         self._wake.set()
 
     # The loop
-    def run(self) -> None:
-        """Until sending fails (the worker is gone)."""
-        while True:
+    def run(self, stop: threading.Event | None = None) -> None:
+        """Until ``stop`` is set (the process: until it is killed)."""
+        while stop is None or not stop.is_set():
             if self._wake.wait(self.heartbeat):
                 time.sleep(self.window)  # gather a window of events
             self._wake.clear()
@@ -169,26 +212,29 @@ class Feed:
 
     def step(self) -> None:
         """Send what is ready: the first build once every type listed, else the queued
-        events in batches of at most ``max_batch`` (a status alone when none)."""
+        events in batches of at most ``max_batch`` (a status alone when none), then a
+        Whole to each worker that joined since."""
         if not self.built:
             if self.synced():
                 self._send_whole()
             else:
                 drain_unbuilt(self._queue, self.inventory, self._unbuilt)
-                self._send(Batch((), (), None, (), self._status()))
             return
         while True:
             self._send_batch()
             if not self._queue:
-                return
+                break
+        joined = self.fanout.take_joined()
+        if joined:
+            self._welcome(joined)
 
     def _status(self) -> Status:
         queue = self._queue  # drained only on this thread: no race with the emptiness test
         oldest = queue[0][0] if queue else None
         return Status(self.synced(), self.last_sync(), tuple(self.sync()), oldest)
 
-    def _send(self, message: Whole | Batch) -> None:
-        self.send(pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL))
+    def _send(self, message: Whole | Batch, to: list[Peer] | None = None) -> None:
+        self.fanout.send(pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL), to)
 
     def _send_whole(self) -> None:
         started = time.monotonic()
@@ -197,9 +243,21 @@ class Feed:
         seconds = time.monotonic() - started
         self.inventory.share_usage(False)  # from now on, events one by one
         errors = self.inventory.errors()
-        self._send(Whole(snapshot, errors, _events(drained), seconds, self._status()))
+        message = Whole(snapshot, errors, _events(drained), seconds, self._status())
+        self._send(message, self.fanout.take_joined())
         self.built = True
-        self.on_built()
+        del snapshot, message
+        release_free_heap()  # the lists' pages and the pickled first build are garbage now
+
+    def _welcome(self, joined: list[Peer]) -> None:
+        """A Whole of the records held now (every queued event sent before it)."""
+        started = time.monotonic()
+        records = self.inventory.records
+        snapshot = Snapshot.build([records[k] for k in sorted(records)])
+        seconds = time.monotonic() - started
+        whole = Whole(snapshot, self.inventory.errors(), (), seconds, self._status())
+        self._send(whole, joined)
+        log.info("worker joined", extra={"nodes": len(records), "seconds": round(seconds, 3)})
 
     def _send_batch(self) -> None:
         inventory = self.inventory
@@ -215,33 +273,30 @@ class Feed:
 
 
 def _events(drained: Sequence[Queued]) -> tuple[Event, ...]:
-    """What the worker's metrics need of each event: received, resource, type."""
+    """What the workers' metrics need of each event: received, resource, type."""
     return tuple((d[0], d[1], d[2]) for d in drained)
 
 
-def feeder_main(conn: Connection, spec: FeederSpec) -> None:
-    """The inventory process: watch, merge, send, until the worker is gone (the pipe
-    breaks, or the kernel's parent-death signal)."""
-    from webhook.logs import setup_logging
-
-    die_with_parent()
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a terminal's Ctrl-C: the worker stops us
-    with contextlib.suppress(OSError):
-        os.nice(NICENESS)
-    limit_malloc_arenas()  # before the watch threads start, as in the worker
-    setup_logging(spec.log_level)
-    gc.disable()  # until the first build: its millions of objects stay (as in the worker)
-    try:
-        _watch_and_send(conn, spec)
-    except (BrokenPipeError, EOFError):
-        pass  # the worker is gone
-    except Exception:  # the worker restarts us; the log line says why
-        log.exception("inventory process failed")
-        raise SystemExit(1) from None
+def listen(address: str) -> Listener:
+    """The process's socket (a stale one, left by a process that was killed, replaced)."""
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(address)
+    return Listener(address, family="AF_UNIX")
 
 
-def _watch_and_send(conn: Connection, spec: FeederSpec) -> None:
-    from webhook.inventory.kube import build_api_client
+def accept_forever(listener: Listener, fanout: Fanout) -> None:
+    """The accepting thread: every worker that connects joins ``fanout``."""
+    while True:
+        try:
+            fanout.join(listener.accept())
+        except OSError:
+            return  # the listener was closed
+
+
+def watch_cluster(spec: FeederSpec, listener: Listener) -> tuple[Feed, LiveSource]:
+    """The watches started, for the workers that connect to ``listener``; the caller runs
+    the Feed's loop (``feed_cluster``; tests run it in a thread)."""
+    from webhook.inventory.kube import build_api_client, describe
     from webhook.inventory.live import LiveSource
 
     client = build_api_client(
@@ -250,36 +305,44 @@ def _watch_and_send(conn: Connection, spec: FeederSpec) -> None:
         in_cluster=spec.in_cluster,
         use_default=False,
     )
-    feed = Feed(conn.send_bytes, window=spec.window)
+    fanout = Fanout()
+    threading.Thread(
+        target=accept_forever, args=(listener, fanout), name="inventory-accept", daemon=True
+    ).start()
+    feed = Feed(fanout, window=spec.window)
     live = LiveSource(client, updates=feed, include_pods=spec.include_pods, **spec.live)
     feed.synced = lambda: live.synced
     feed.last_sync = lambda: live.last_sync
     feed.sync = lambda: reflector_sync(live)
-    feed.on_built = _collect_from_now_on
     live.start()
+    log.info("watching the cluster", extra={"host": describe(client)})
+    return feed, live
+
+
+def feed_cluster(spec: FeederSpec, listener: Listener, stop: threading.Event | None = None) -> None:
+    """Watch the cluster and serve the workers that connect to ``listener`` until ``stop``
+    (the process: until it is killed)."""
+    feed, live = watch_cluster(spec, listener)
     try:
-        feed.run()
+        feed.run(stop)
     finally:
         live.stop(timeout=1.0)
+        listener.close()
 
 
-def _collect_from_now_on() -> None:
-    """After the first build: what it made stays (frozen), the collector runs as in the
-    worker, rarely (webhook/inventory/state.py), and the heap's free pages go back."""
-    gc.freeze()
-    gc.set_threshold(GC_YOUNG_THRESHOLD, *gc.get_threshold()[1:])
-    gc.enable()
-    release_free_heap()  # the list's pages and the pickled first build are garbage now
+def feeder_main(spec: FeederSpec) -> None:
+    """The inventory process: watch, merge, send, until its parent (the serve process or
+    the single worker) is gone (the kernel's parent-death signal) or stops it."""
+    from webhook.logs import setup_logging
 
-
-def start_feeder(spec: FeederSpec) -> tuple[BaseProcess, Connection]:
-    """Spawn the inventory process (spawned, not forked: the worker's event loop, its
-    sockets and its threads stay its own); the read end of its pipe."""
-    ctx = multiprocessing.get_context("spawn")
-    receive, send = ctx.Pipe(duplex=False)
-    proc = ctx.Process(
-        target=feeder_main, args=(send, spec), name="numagate-inventory", daemon=True
-    )
-    proc.start()
-    send.close()
-    return proc, receive
+    die_with_parent()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a terminal's Ctrl-C: the parent stops us
+    with contextlib.suppress(OSError):
+        os.nice(NICENESS)
+    limit_malloc_arenas()  # before the watch threads start, as in the worker
+    setup_logging(spec.log_level)
+    try:
+        feed_cluster(spec, listen(spec.address))
+    except Exception:  # the parent restarts us; the log line says why
+        log.exception("inventory process failed")
+        raise SystemExit(1) from None

@@ -1,21 +1,22 @@
 """The worker's inventory source, started at serve time: a static file (reloaded when it
-changes), the cluster (watched in this worker or in an inventory process), or the
+changes), the cluster (through the replica's inventory process), or the
 embedded demo. Split from webhook/server.py, which wires it into the server's lifetime."""
 
 from __future__ import annotations
 
 import asyncio
-import gc
 import pickle
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from webhook.config import ConfigHolder
 from webhook.dra import state as dra_sources
-from webhook.heap import release_free_heap
 from webhook.inventory.state import FileBuild, InventoryState, StaticFileSource, load_demo
 from webhook.logs import get_logger
+
+if TYPE_CHECKING:  # the watch's modules (the kubernetes client) only when a cluster is watched
+    from webhook.inventory.feed import FeederSpec
 
 
 class ServeOptions(Protocol):
@@ -26,16 +27,10 @@ class ServeOptions(Protocol):
     context: str | None
     in_cluster: bool
     log_level: str
-    inventory_process: bool
+    inventory_address: str | None
 
 
 log = get_logger("server")
-# The first list of a live cluster allocates millions of objects, most of which stay (the
-# inventory): cyclic collections meanwhile traverse them again and again, ~40% of the CPU
-# to ready at 10,000 nodes (docs/benchmarks.md). The collector is paused until the
-# inventory is ready (its first view is then frozen, InventoryState.install), at most this
-# long: an API that never answers must not leave it off.
-GC_PAUSE_MAX_SECONDS = 60.0
 
 
 @dataclass
@@ -46,84 +41,52 @@ class Sources:
     stop: Callable[[], None]
 
 
-def pause_gc_until_ready(state: InventoryState, limit: float) -> asyncio.Task[None] | None:
-    """Pause the cyclic collector now, until ``state`` is ready or ``limit`` seconds passed
-    (GC_PAUSE_MAX_SECONDS); the returned task turns it back on (also when cancelled), and
-    once ready releases the free heap. A collector already off is left alone (None)."""
-    if not gc.isenabled():
-        return None
-    gc.disable()
-
-    async def wait() -> None:
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + limit
-        while not state.ready and loop.time() < deadline:
-            await asyncio.sleep(0.02)
-        if state.ready:
-            release_free_heap()
-
-    task = asyncio.get_running_loop().create_task(wait())
-    task.add_done_callback(lambda _: gc.enable())
-    return task
-
-
-def _start_live(
-    opts: ServeOptions, state: InventoryState, *, watch_pods: bool
-) -> tuple[Callable[[], None], list[asyncio.Task[Any]]]:
-    """Watch the cluster; every change is applied incrementally on this event loop
-    (webhook/inventory/updates.py). Returns the stop function and the tasks (metrics,
-    the collector's pause)."""
-    from webhook.inventory.kube import build_api_client, describe
-    from webhook.inventory.live import LiveSource
-    from webhook.inventory.updates import InventoryUpdates, reflector_sync, report_sync
-
-    loop = asyncio.get_running_loop()
-    paused = pause_gc_until_ready(state, GC_PAUSE_MAX_SECONDS)
-    client = build_api_client(
-        kubeconfig=opts.kubeconfig,
-        context=opts.context,
-        in_cluster=opts.in_cluster,
-        use_default=False,
-    )
-    updates = InventoryUpdates(state, loop, metrics=state.metrics)
-    live = LiveSource(client, updates=updates, include_pods=watch_pods)
-    updates.synced = lambda: live.synced
-    state.live = True
-    state.last_sync = lambda: live.last_sync
-    state.synced = lambda: live.synced and updates.editor is not None
-    live.start()
-    log.info("watching the cluster", extra={"host": describe(client)})
-    sync = loop.create_task(report_sync(lambda: reflector_sync(live), updates.lag, state.metrics))
-    tasks = [sync]
-    return live.stop, tasks if paused is None else [paused, *tasks]
-
-
-def _start_fed(
-    opts: ServeOptions, state: InventoryState, *, watch_pods: bool
-) -> tuple[Callable[[], None], list[asyncio.Task[Any]]]:
-    """Watch the cluster from an inventory process (``--inventory-process``): it lists,
-    watches, parses and merges, and this worker applies the changes it sends
-    (webhook/inventory/feed.py). The worker's collector is not paused: the first view
-    arrives built."""
-    from webhook.inventory.fed import FedInventory
+def owner_spec(opts: ServeOptions, *, watch_pods: bool, address: str) -> FeederSpec:
+    """The inventory process's options, from serve's."""
     from webhook.inventory.feed import FeederSpec
-    from webhook.inventory.updates import report_sync
 
-    loop = asyncio.get_running_loop()
-    spec = FeederSpec(
+    return FeederSpec(
+        address=address,
         kubeconfig=opts.kubeconfig,
         context=opts.context,
         in_cluster=opts.in_cluster,
         include_pods=watch_pods,
         log_level=opts.log_level,
     )
-    fed = FedInventory(state, loop, spec, metrics=state.metrics)
+
+
+def _start_fed(
+    opts: ServeOptions, state: InventoryState, *, watch_pods: bool
+) -> tuple[Callable[[], None], list[asyncio.Task[Any]]]:
+    """Watch the cluster through the replica's inventory process: it lists, watches,
+    parses and merges, and this worker applies the changes it sends
+    (webhook/inventory/feed.py). With ``--workers N`` the serve process started it
+    (``opts.inventory_address``); else this worker starts it and restarts it."""
+    from webhook.inventory.fed import FedInventory
+    from webhook.inventory.owner import InventoryOwner, socket_address
+    from webhook.inventory.updates import report_sync
+
+    loop = asyncio.get_running_loop()
+    owner = None
+    address = opts.inventory_address
+    if address is None:
+        owner = InventoryOwner(owner_spec(opts, watch_pods=watch_pods, address=socket_address()))
+        owner.start()
+        address = owner.address
+    fed = FedInventory(state, loop, address, metrics=state.metrics)
     state.live = True
     state.last_sync = lambda: fed.last_sync
     state.synced = lambda: fed.synced
     fed.start()
+    log.info("watching the cluster through the inventory process", extra={"socket": address})
     tasks = [loop.create_task(report_sync(fed.sync, fed.lag, state.metrics))]
-    return fed.stop, tasks
+
+    def stop() -> None:
+        fed.stop()
+        if owner is not None:
+            owner.stop()
+
+    return stop, tasks
 
 
 def start_sources(
@@ -152,8 +115,8 @@ def start_sources(
             static.load()
         tasks.append(asyncio.get_running_loop().create_task(static.run()))
     elif opts.kubeconfig or opts.in_cluster:
-        start = _start_fed if opts.inventory_process else _start_live
-        stop, started = start(opts, state, watch_pods=holder.current.inventory.watch_pods)
+        watch_pods = holder.current.inventory.watch_pods
+        stop, started = _start_fed(opts, state, watch_pods=watch_pods)
         tasks.extend(started)
     else:
         load_demo(state)

@@ -46,8 +46,6 @@ Signature = tuple[int, int, int]  # (st_mtime_ns, st_size, st_ino)
 # InventoryView.memo key of the slowest recent feasibility evaluation (seconds of CPU),
 # kept by webhook.review.feasibility to decide whether the kernel may run on the event loop.
 EVALUATION_COST = "evaluation-cost"
-# The server's young-generation threshold (InventoryState(freeze_gc=True)); default 700.
-GC_YOUNG_THRESHOLD = 50_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,17 +101,9 @@ class InventoryState:
         *,
         metrics: WebhookMetrics | None = None,
         clock: Callable[[], float] = time.monotonic,
-        freeze_gc: bool = False,
     ) -> None:
         self.view: InventoryView | None = None
         self.clock = clock
-        self.freeze_gc = freeze_gc
-        if freeze_gc:
-            # At the default 700 allocations, young and middle collections came to a
-            # third of the CPU of applying watch events at 100,000 nodes (issue 14,
-            # docs/benchmarks.md); incremental installs collect the young generation
-            # themselves (``install``), so the collector's own runs are rare.
-            gc.set_threshold(GC_YOUNG_THRESHOLD, *gc.get_threshold()[1:])
         self.metrics = metrics
         self.live = False
         self.last_sync: Callable[[], float | None] = lambda: (
@@ -123,37 +113,11 @@ class InventoryState:
         if metrics is not None:
             metrics.inventory_age.set_function(self.age)
 
-    def before_batch(self) -> None:
-        """An incremental update is about to make its objects (``install(quiet=True)``
-        freezes them): collect the young generation now, while it holds only what the
-        request path and the watch threads made since the last batch. Collected after the
-        batch instead, it walked the batch's new column chunks (256 references each):
-        15-20 us per watch event at 100,000 nodes against 8-10 before it (issue 14,
-        docs/benchmarks.md)."""
-        if self.freeze_gc:
-            gc.collect(0)
-
     def install(self, view: InventoryView, *, quiet: bool = False) -> None:
         """Swap in a new view (one assignment: readers see the old or the new, never a mix).
-        ``quiet``: an incremental update (``before_batch`` was called before it made its
-        objects); its errors were logged when they appeared."""
+        ``quiet``: an incremental update; its errors were logged when they appeared."""
         _carry_cost(self.view, view)
         self.view = view
-        if self.freeze_gc:
-            # The view is long-lived and acyclic (reference counting frees it when it is
-            # replaced): moving it out of the collected generations keeps collections,
-            # which would otherwise traverse every object of the view, off the request
-            # path's p99. Only the server sets this: it owns its process.
-            # An incremental update (a batch of watch events, many per second under
-            # churn) freezes what it made without a collection: the young generation was
-            # collected just before the batch (``before_batch``), and a batch makes no
-            # cycles. Left to the collector, at 100,000 nodes and 1,667 events/s the
-            # records made a 50 ms young collection every second and a ~380 ms middle one
-            # every ten (docs/benchmarks.md). What is frozen alive and later dies in a
-            # cycle is never collected: measured, the request path makes no cycles on a
-            # kept-alive connection and one (~7 objects) per closed connection, so only
-            # connections open across a batch can leak, once each.
-            gc.freeze()
         if self.metrics is not None:
             self.metrics.inventory_nodes.set(len(view.nodes))
             self.metrics.inventory_errors.set(len(view.errors))

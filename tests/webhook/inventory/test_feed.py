@@ -1,9 +1,9 @@
-"""The inventory process (webhook/inventory/feed.py, ``serve --inventory-process``): what it
-sends a worker, applied there, gives the inventory of a full build of the final objects;
-a usage-only change travels as free amounts; a change the worker cannot place restarts the
-process; against the list/watch test server over TLS, with the real process, an event
-changes exactly its node's verdicts and a killed process is replaced while the last good
-view is served."""
+"""The inventory process (webhook/inventory/feed.py, one per replica): what it sends its
+workers, applied there, gives the inventory of a full build of the final objects, for a
+worker there from the start and one that joins later; a usage-only change travels as free
+amounts; a change the worker cannot place makes it connect again; against the list/watch
+test server over TLS, with the real process, an event changes exactly its node's verdicts
+and a killed process is restarted while the last good view is served."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import os
 import pickle
+import shutil
 import signal
 import time
 from collections.abc import AsyncIterator, Callable
@@ -36,11 +37,12 @@ from tests.webhook.fake_apiserver import FakeApiServer, running_apiserver
 from tests.webhook.fake_apiserver import node as api_node
 from tests.webhook.fake_apiserver import nrt as api_nrt
 from tests.webhook.fake_apiserver_churn import churning
-from webhook.inventory import fed as fed_module
 from webhook.inventory import feed as feed_module
+from webhook.inventory import owner as owner_module
 from webhook.inventory.fed import FedInventory
-from webhook.inventory.feed import Batch, Feed, FeederSpec, Whole
+from webhook.inventory.feed import Batch, Fanout, Feed, FeederSpec, Whole, listen
 from webhook.inventory.live import BOUND_PODS, NODE_RESOURCE_TOPOLOGIES, NODES, NUMATOPOLOGIES
+from webhook.inventory.owner import InventoryOwner, socket_address
 from webhook.inventory.state import InventoryState
 from webhook.metrics import WebhookMetrics
 
@@ -60,10 +62,35 @@ def _event(feed: Feed, obj: dict[str, Any], *, delete: bool = False) -> None:
     feed.on_event(reflector, "DELETED" if delete else "MODIFIED", key, obj)
 
 
+class _Worker:
+    """A worker's end as the process sees it: what it was sent."""
+
+    def __init__(self) -> None:
+        self.sent: list[bytes] = []
+
+    def send_bytes(self, buf: bytes) -> None:
+        self.sent.append(buf)
+
+    def close(self) -> None:
+        pass
+
+
+def _feed(**kwargs: Any) -> tuple[Feed, Fanout, _Worker]:
+    """A Feed with one worker connected from the start."""
+    fanout, worker = Fanout(), _Worker()
+    fanout.join(worker)
+    return Feed(fanout, **kwargs), fanout, worker
+
+
 def _messages(sent: list[bytes]) -> list[Whole | Batch]:
     out = [pickle.loads(b) for b in sent]
     sent.clear()
     return out
+
+
+def _fed(state: InventoryState) -> FedInventory:
+    """A worker's end fed by hand (``accept``): it does not connect."""
+    return FedInventory(state, asyncio.get_running_loop(), "unused", metrics=state.metrics)
 
 
 async def _apply(fed: FedInventory, messages: list[Whole | Batch]) -> None:
@@ -89,6 +116,7 @@ def _cpu_pod(cpus: int) -> PodIntent:
     first=st.integers(0, 10),
     batch=st.integers(1, 6),
     unsynced=st.integers(0, 4),
+    late=st.integers(0, 12),
     probes=st.lists(intents(), min_size=1, max_size=3),
 )
 def test_what_the_process_sends_gives_the_full_build(
@@ -96,20 +124,25 @@ def test_what_the_process_sends_gives_the_full_build(
     first: int,
     batch: int,
     unsynced: int,
+    late: int,
     probes: list[PodIntent],
 ) -> None:
     """Events before the first build arrive in the Whole, later ones in Batches of at most
     ``batch`` events; the worker's view is the full build of the final objects. For the
     first ``unsynced`` steps a type has not listed yet: the events are taken into the
-    inventory as they come, and the Whole still reports every one of them."""
-    sent: list[bytes] = []
-    feed = Feed(sent.append, max_batch=batch)
+    inventory as they come, and the Whole still reports every one of them. A second worker
+    that joins before step ``late`` (a reconnect) starts with a Whole of its own and ends
+    with the same view."""
+    feed, fanout, worker = _feed(max_batch=batch)
+    second = _Worker()
     steps = [0]
     feed.synced = lambda: steps[0] >= unsynced
     final: dict[ObjectKey, dict[str, Any]] = {}
     before_whole = [0]
 
     def step() -> None:
+        if steps[0] == late:
+            fanout.join(second)
         feed.step()
         steps[0] += 1
         assert feed.built or not feed._queue  # taken in, not left queued
@@ -125,34 +158,36 @@ def test_what_the_process_sends_gives_the_full_build(
                 final[key] = obj
             _event(feed, obj, delete=delete)
 
-    async def run() -> InventoryState:
-        state = InventoryState()
-        fed = FedInventory(state, asyncio.get_running_loop(), FeederSpec())
+    async def run() -> list[InventoryState]:
         play(events[:first])
         step()
         for start in range(first, len(events), 3):
             play(events[start : start + 3])
             step()
-        while not feed.built:
+        while not feed.built or steps[0] <= late:
             step()
-        messages = _messages(sent)
-        whole = next(k for k, m in enumerate(messages) if isinstance(m, Whole))
-        assert whole == min(unsynced, steps[0] - 1)
-        assert all(isinstance(m, Batch) and not m.events for m in messages[:whole])
-        assert len(messages[whole].events) == before_whole[0]
-        assert all(isinstance(m, Batch) and len(m.events) <= batch for m in messages[whole + 1 :])
-        await _apply(fed, messages)
-        return state
+        messages = _messages(worker.sent)
+        assert isinstance(messages[0], Whole)  # nothing before it
+        assert len(messages[0].events) == before_whole[0]
+        assert all(isinstance(m, Batch) and len(m.events) <= batch for m in messages[1:])
+        joined = _messages(second.sent)
+        assert isinstance(joined[0], Whole)
+        assert all(isinstance(m, Batch) for m in joined[1:])
+        states = [InventoryState(), InventoryState()]
+        await _apply(_fed(states[0]), messages)
+        await _apply(_fed(states[1]), joined)
+        return states
 
-    state = asyncio.run(run())
+    states = asyncio.run(run())
     full = build_inventory(list(final.values()))
-    assert state.view is not None
-    snap = state.view.snapshot
-    assert sorted(snap.nodes, key=lambda n: n.name) == list(full.nodes)
-    assert sorted(state.view.errors) == sorted(full.errors)
     expected = Snapshot.build(full.nodes)
-    for pod in [*probes, _cpu_pod(4), _cpu_pod(20)]:
-        assert _verdicts(snap, pod) == _verdicts(expected, pod)
+    for state in states:
+        assert state.view is not None
+        snap = state.view.snapshot
+        assert sorted(snap.nodes, key=lambda n: n.name) == list(full.nodes)
+        assert sorted(state.view.errors) == sorted(full.errors)
+        for pod in [*probes, _cpu_pod(4), _cpu_pod(20)]:
+            assert _verdicts(snap, pod) == _verdicts(expected, pod)
 
 
 def _free_nrt(name: str, free: str) -> dict[str, Any]:
@@ -164,14 +199,13 @@ def _free_nrt(name: str, free: str) -> dict[str, Any]:
 
 
 def test_a_change_of_free_amounts_travels_as_free_amounts() -> None:
-    sent: list[bytes] = []
-    feed = Feed(sent.append)
+    feed, _, worker = _feed()
     for name in ("a", "b"):
         _event(feed, _free_nrt(name, "31"))
     feed.step()
     _event(feed, _free_nrt("a", "3"))
     feed.step()
-    whole, batch = _messages(sent)
+    whole, batch = _messages(worker.sent)
     assert isinstance(whole, Whole) and isinstance(batch, Batch)
     assert batch.records == ()
     ((name, free),) = batch.usage
@@ -180,8 +214,7 @@ def test_a_change_of_free_amounts_travels_as_free_amounts() -> None:
 
     async def run() -> InventoryState:
         state = InventoryState()
-        fed = FedInventory(state, asyncio.get_running_loop(), FeederSpec())
-        await _apply(fed, [whole, batch])
+        await _apply(_fed(state), [whole, batch])
         return state
 
     state = asyncio.run(run())
@@ -191,63 +224,46 @@ def test_a_change_of_free_amounts_travels_as_free_amounts() -> None:
     assert nodes["a"].zones[0].available["cpu"] == 3000
 
 
-class _Process:
-    """The handle ``start`` returns, for a process this test plays itself."""
-
-    def __init__(self, pid: int) -> None:
-        self.pid = pid
-        self.exitcode: int | None = None
-        self.killed = False
-
-    def kill(self) -> None:
-        self.killed = True
-
-    terminate = kill
-
-    def join(self, timeout: float | None = None) -> None:
-        return None
-
-    def is_alive(self) -> bool:
-        return not self.killed
-
-
-def test_a_delta_for_a_node_the_worker_lacks_restarts_the_process() -> None:
-    import multiprocessing
-
-    started: list[_Process] = []
-    ends: list[Any] = []
-
-    def start(spec: FeederSpec) -> tuple[Any, Any]:
-        started.append(_Process(1000 + len(started)))
-        receive, send = multiprocessing.Pipe(duplex=False)
-        ends.append(send)  # open: the reader waits (this test hands messages to accept)
-        return started[-1], receive
-
-    sent: list[bytes] = []
-    feed = Feed(sent.append)
+async def test_a_delta_for_a_node_the_worker_lacks_makes_it_connect_again() -> None:
+    """Over a real Unix socket: the worker keeps its last good view, hangs up, connects
+    again, and takes the new connection's Whole."""
+    feed, _, worker = _feed()
     _event(feed, _free_nrt("a", "31"))
     feed.step()
-    (whole,) = _messages(sent)
+    (whole,) = _messages(worker.sent)
     stray = Batch((("zz", ({"cpu": 1},)),), (), None, (), whole.status)
-
-    async def run() -> tuple[FedInventory, InventoryState]:
-        state = InventoryState(metrics=WebhookMetrics())
-        fed = FedInventory(
-            state, asyncio.get_running_loop(), FeederSpec(), metrics=state.metrics, start=start
-        )
-        fed.start()
-        fed.accept(whole)
+    address = socket_address()
+    listener = listen(address)
+    loop = asyncio.get_running_loop()
+    state = InventoryState(metrics=WebhookMetrics())
+    fed = FedInventory(state, loop, address, metrics=state.metrics)
+    fed.start()
+    try:
+        first = await asyncio.to_thread(listener.accept)
+        first.send_bytes(pickle.dumps(whole))
+        await _wait(lambda: state.view is not None, 5, "the Whole")
         served = state.view
-        fed.accept(stray)
+        first.send_bytes(pickle.dumps(stray))
+        second = await asyncio.to_thread(listener.accept)  # it hung up and came back
+        assert await asyncio.to_thread(first.poll, 5) and _ended(first)
         assert state.view is served  # the last good view stays
-        return fed, state
+        assert fed.losses == 1 and fed.full_builds == 1
+        assert state.metrics is not None
+        assert state.metrics.inventory_updates.process_restarts.value() == 1
+        second.send_bytes(pickle.dumps(whole))
+        await _wait(lambda: fed.full_builds == 2, 5, "the new connection's Whole")
+    finally:
+        fed.stop()
+        listener.close()
+        shutil.rmtree(Path(address).parent, ignore_errors=True)
 
-    fed, state = asyncio.run(run())
-    for end in ends:
-        end.close()
-    assert fed.restarts == 1 and started[0].killed
-    assert state.metrics is not None
-    assert state.metrics.inventory_updates.process_restarts.value() == 1
+
+def _ended(conn: Any) -> bool:
+    try:
+        conn.recv_bytes()
+    except EOFError:
+        return True
+    return False
 
 
 def _wait(predicate: Callable[[], bool], timeout: float, what: str) -> Any:
@@ -263,28 +279,31 @@ def _wait(predicate: Callable[[], bool], timeout: float, what: str) -> Any:
 @contextlib.asynccontextmanager
 async def _feeding(
     tmp_path: Path, names: list[str]
-) -> AsyncIterator[tuple[FakeApiServer, InventoryState, FedInventory]]:
+) -> AsyncIterator[tuple[FakeApiServer, InventoryState, FedInventory, InventoryOwner]]:
     """The test API server holding a Node and an NRT per name, and a worker's inventory
     fed by a real inventory process watching it, ready; stopped on the way out."""
     with running_apiserver(tmp_path) as fake:
         for name in names:
             fake.apply(api_node(name))
             fake.apply(api_nrt(name))
-        spec = FeederSpec(kubeconfig=str(fake.write_kubeconfig(tmp_path / "kc")), live=FAST)
+        kubeconfig = str(fake.write_kubeconfig(tmp_path / "kc"))
+        owner = InventoryOwner(FeederSpec(socket_address(), kubeconfig=kubeconfig, live=FAST))
+        owner.start()
         state = InventoryState(metrics=WebhookMetrics())
-        fed = FedInventory(state, asyncio.get_running_loop(), spec, metrics=state.metrics)
+        fed = FedInventory(state, asyncio.get_running_loop(), owner.address, metrics=state.metrics)
         state.live, state.synced = True, lambda: fed.synced
         state.last_sync = lambda: fed.last_sync
         fed.start()
         try:
             await _wait(lambda: state.ready, 30, "ready")
-            yield fake, state, fed
+            yield fake, state, fed, owner
         finally:
             fed.stop()
+            owner.stop()
 
 
 @pytest.mark.slow
-async def test_the_inventory_process_feeds_the_worker_and_is_replaced_when_killed(
+async def test_the_inventory_process_feeds_the_worker_and_is_restarted_when_killed(
     tmp_path: Path,
 ) -> None:
     names = [f"n{i}" for i in range(8)]
@@ -294,10 +313,10 @@ async def test_the_inventory_process_feeds_the_worker_and_is_replaced_when_kille
         assert view is not None
         return {n.name: n for n in view.nodes}[name].zones[0].available["cpu"]
 
-    async with _feeding(tmp_path, names) as (fake, state, fed):
-        first = fed.pid
+    async with _feeding(tmp_path, names) as (fake, state, fed, owner):
+        first = owner.pid
         assert first is not None and first != os.getpid()
-        # Reviews go first when the worker and its inventory process compete for a core.
+        # Reviews go first when the workers and the inventory process compete for a core.
         ours = os.getpriority(os.PRIO_PROCESS, 0)
         assert os.getpriority(os.PRIO_PROCESS, first) == min(19, ours + feed_module.NICENESS)
         assert fed.full_builds == 1 and len(state.view.nodes) == 8  # type: ignore[union-attr]
@@ -317,15 +336,43 @@ async def test_the_inventory_process_feeds_the_worker_and_is_replaced_when_kille
         assert metrics.inventory_updates.latency.count() >= 1
 
         os.kill(first, signal.SIGKILL)
-        await _wait(lambda: fed.restarts == 1, 10, "the restart")
+        await _wait(lambda: fed.losses == 1, 10, "the connection lost")
         assert state.view is after  # served meanwhile
-        await _wait(lambda: fed.full_builds == 2, 30, "the new process's build")
-        assert fed.pid not in (None, first)
+        await _wait(lambda: fed.full_builds == 2, 30, "the new process's Whole")
+        assert owner.restarts == 1 and owner.pid not in (None, first)
         assert metrics.inventory_updates.process_restarts.value() == 1
         fake.apply(api_nrt("n5", free=1))
         await _wait(lambda: cpu("n5") == 1000, 10, "a change through the new process")
         assert cpu("n3") == 2000
-    assert fed._proc is not None and not fed._proc.is_alive()  # stopped with the worker
+        proc = owner._proc
+    assert proc is not None and not proc.is_alive()  # stopped with its parent
+
+
+@pytest.mark.slow
+async def test_two_workers_share_one_process_and_a_reconnect_gets_a_whole(
+    tmp_path: Path,
+) -> None:
+    """One inventory process per replica: a second worker connects to the same socket,
+    gets a Whole of the records held then, and follows the same changes."""
+    async with _feeding(tmp_path, ["n1", "n2"]) as (fake, state, fed, owner):
+        fake.apply(api_nrt("n1", free=3))
+        other = InventoryState()
+        late = FedInventory(other, asyncio.get_running_loop(), owner.address)
+        late.start()
+        try:
+            await _wait(lambda: other.view is not None, 10, "the second worker's Whole")
+            fake.apply(api_nrt("n2", free=4))
+
+            def free(s: InventoryState) -> dict[str, int]:
+                nodes = s.view.nodes if s.view is not None else ()
+                return {n.name: n.zones[0].available["cpu"] for n in nodes}
+
+            want = {"n1": 3000, "n2": 4000}
+            await _wait(lambda: free(state) == want == free(other), 10, "both workers")
+            assert late.full_builds == 1 and fed.full_builds == 1
+            assert owner.restarts == 0
+        finally:
+            late.stop()
 
 
 @pytest.mark.slow
@@ -338,7 +385,7 @@ async def test_relist_after_410_through_the_process_while_events_keep_coming(
         view = state.view
         return {} if view is None else {n.name: n for n in view.nodes}
 
-    async with _feeding(tmp_path, names) as (fake, state, fed):
+    async with _feeding(tmp_path, names) as (fake, state, fed, owner):
         lists = len(fake.list_requests(API_NRTS))
         with churning(fake.apply, names):
             await asyncio.sleep(0.3)
@@ -355,7 +402,7 @@ async def test_relist_after_410_through_the_process_while_events_keep_coming(
         await _wait(lambda: nodes() == truth, 15, "the final objects")
         assert len(fake.list_requests(API_NRTS)) > lists  # relisted
         assert fed.full_builds == 1  # the relist arrived as a difference, not a Whole
-        assert fed.restarts == 0
+        assert owner.restarts == 0 and fed.losses == 0
 
 
 @pytest.mark.slow
@@ -364,27 +411,27 @@ async def test_while_the_process_is_down_the_view_ages_into_stale(
 ) -> None:
     """A dead inventory process is a watch that is down: the last good view is served,
     its sync time stops advancing, and past staleAfterSeconds it is stale (never denies);
-    the new process's first build makes it fresh again."""
-    monkeypatch.setattr(fed_module, "RESTART_INITIAL", 5.0)
-    async with _feeding(tmp_path, ["n1"]) as (fake, state, fed):
+    the restarted process's Whole makes it fresh again."""
+    monkeypatch.setattr(owner_module, "RESTART_INITIAL", 5.0)
+    async with _feeding(tmp_path, ["n1"]) as (fake, state, fed, owner):
         await asyncio.sleep(1.2)  # a heartbeat: the sync time moves while it runs
         assert not state.is_stale(3.0)  # watches end every second or two (FAST)
-        first = fed.pid
+        first = owner.pid
         assert first is not None
         os.kill(first, signal.SIGKILL)
-        await _wait(lambda: fed.restarts == 1, 10, "the loss noticed")
+        await _wait(lambda: fed.losses == 1, 10, "the loss noticed")
         frozen = fed.last_sync
         await asyncio.sleep(3.5)  # the restart waits 5 s
         assert fed.last_sync == frozen and state.view is not None
         assert state.is_stale(3.0)  # older than the threshold: never denies
         assert state.ready  # as with a watch that is down: served, stale
         fake.hold_lists(API_NODES)  # the new process cannot finish its first list
-        await _wait(lambda: fed.pid not in (None, first), 10, "the new process")
-        await asyncio.sleep(2.5)  # its heartbeats (not synced yet) come meanwhile
+        await _wait(lambda: owner.pid not in (None, first), 10, "the new process")
+        await asyncio.sleep(2.5)
         assert state.ready and fed.last_sync == frozen  # the old status stands
         assert fed.full_builds == 1
         fake.release_lists(API_NODES)
-        await _wait(lambda: fed.full_builds == 2, 30, "the new process's build")
+        await _wait(lambda: fed.full_builds == 2, 30, "the new process's Whole")
         assert not state.is_stale(3.0)
 
 
@@ -392,16 +439,19 @@ async def test_while_the_process_is_down_the_view_ages_into_stale(
 async def test_a_failing_inventory_process_says_why_and_is_restarted(
     tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
-    spec = FeederSpec(kubeconfig=str(tmp_path / "missing-kubeconfig"), live=FAST)
+    spec = FeederSpec(socket_address(), kubeconfig=str(tmp_path / "missing-kubeconfig"))
+    owner = InventoryOwner(spec)
     state = InventoryState(metrics=WebhookMetrics())
-    fed = FedInventory(state, asyncio.get_running_loop(), spec, metrics=state.metrics)
+    fed = FedInventory(state, asyncio.get_running_loop(), owner.address, metrics=state.metrics)
+    owner.start()
     fed.start()
     try:
-        first = fed._proc
-        await _wait(lambda: fed.restarts >= 1, 20, "the restart")
+        first = owner._proc
+        await _wait(lambda: owner.restarts >= 1, 20, "the restart")
         assert first is not None and first.exitcode == 1
         assert not state.ready
     finally:
         fed.stop()
+        owner.stop()
     err = capfd.readouterr().err
     assert '"msg":"inventory process failed"' in err and "missing-kubeconfig" in err

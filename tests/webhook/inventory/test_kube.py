@@ -124,7 +124,9 @@ def test_serve_checks_the_kubeconfig_before_certificates_or_listening(
     assert "not a usable kubeconfig" in capsys.readouterr().err and not cert_dir.exists()
     assert main(["serve", "--context", "x", "--cert-dir", str(cert_dir)]) == 2
     assert "--context needs --kubeconfig" in capsys.readouterr().err
-    assert main(["serve", "--inventory-process", "--cert-dir", str(cert_dir)]) == 2
-    err = capsys.readouterr().err
-    assert "--inventory-process needs --kubeconfig FILE or --in-cluster" in err
+    for flag in ("--inventory-process", "--inventory-process=never", "--inventory-process-above=9"):
+        assert main(["serve", flag, "--cert-dir", str(cert_dir)]) == 2
+        (line,) = capsys.readouterr().err.splitlines()  # one line: what replaced it
+        assert f"{flag.split('=')[0]} was removed:" in line
+        assert "one inventory process per replica" in line
     assert not cert_dir.exists()

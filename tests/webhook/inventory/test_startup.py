@@ -1,10 +1,8 @@
 """Startup of the inventory (issue 14, time to ready and peak memory): a list delivered
-page by page, a list cut short that leaves no object behind, the cyclic collector paused
-until ready, the static file's helper forked or spawned, the reflector's own GET."""
+page by page, a list cut short that leaves no object behind, the static file's helper forked or spawned, the reflector's own GET."""
 
 from __future__ import annotations
 
-import asyncio
 import ctypes
 import gc
 import os
@@ -29,11 +27,8 @@ from webhook.inventory.live import NODES as NODE_RESOURCE
 from webhook.inventory.loader import LoadError
 from webhook.inventory.objects import Key, Timing, fingerprint
 from webhook.inventory.reflector import Reflector
-from webhook.inventory.start import pause_gc_until_ready
 from webhook.inventory.state import (
-    InventoryState,
     build_file,
-    load_demo,
     pickled_file_build,
 )
 from webhook.inventory.stream import api_get
@@ -49,8 +44,8 @@ TIMING = Timing(
 
 
 class Model:
-    """A listener that holds what the reflector told it, as InventoryUpdates does: each
-    on_replaced call replaces ``old`` by ``new`` (what ``old`` has and ``new`` lacks is
+    """A listener that holds what the reflector told it, as the inventory process does:
+    each on_replaced call replaces ``old`` by ``new`` (what ``old`` has and ``new`` lacks is
     deleted). ``on_page`` runs inside the first delivery (to act between two pages)."""
 
     def __init__(self) -> None:
@@ -175,19 +170,6 @@ def test_api_get_lists_core_and_custom_resources_and_raises_for_errors(
     assert info.value.status == 404
 
 
-async def test_gc_is_paused_until_the_inventory_is_ready() -> None:
-    assert gc.isenabled()
-    state = InventoryState()
-    task = pause_gc_until_ready(state, 30.0)
-    assert task is not None and not gc.isenabled()
-    await asyncio.sleep(0.05)
-    assert not gc.isenabled()  # still loading
-    load_demo(state)
-    await asyncio.wait_for(task, 5)
-    await asyncio.sleep(0)  # the done callback
-    assert gc.isenabled()
-
-
 def rss_kib() -> int:
     with open("/proc/self/status") as status:
         return next(int(line.split()[1]) for line in status if line.startswith("VmRSS:"))
@@ -205,26 +187,6 @@ def test_the_free_heap_is_released() -> None:
     assert release_free_heap() is True
     assert before - rss_kib() > 8 * 1024
     del pin
-
-
-async def test_gc_pause_ends_at_its_limit_or_when_cancelled() -> None:
-    never = InventoryState()
-    task = pause_gc_until_ready(never, 0.1)
-    assert task is not None
-    await asyncio.wait_for(task, 5)
-    await asyncio.sleep(0)
-    assert gc.isenabled()  # the API never answered: the collector is back on anyway
-    task = pause_gc_until_ready(never, 30.0)
-    assert task is not None and not gc.isenabled()
-    task.cancel()
-    await asyncio.gather(task, return_exceptions=True)
-    await asyncio.sleep(0)
-    assert gc.isenabled()  # shut down before ready
-    gc.disable()
-    try:
-        assert pause_gc_until_ready(never, 30.0) is None  # off already: left alone
-    finally:
-        gc.enable()
 
 
 @pytest.mark.slow

@@ -1,6 +1,7 @@
-"""The live inventory applied incrementally (webhook/inventory/updates.py) against the
-list/watch test server: events change only their node, a relist after 410 while events
-keep coming converges to the truth, staleness is per resource type."""
+"""The live inventory applied incrementally, from the inventory process's loop to a
+worker's view (webhook/inventory/{feed,fed}.py), against the list/watch test server:
+events change only their node, a relist after 410 while events keep coming converges to
+the truth, staleness is per resource type."""
 
 from __future__ import annotations
 
@@ -8,12 +9,13 @@ import asyncio
 import copy
 import json
 import random
+import shutil
 import threading
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
-import kubernetes.client
 import pytest
 
 from core.feasibility.snapshot import Snapshot
@@ -31,9 +33,10 @@ from tests.webhook.fake_apiserver import (
     nrt,
 )
 from tests.webhook.fake_apiserver_churn import churning
-from webhook.inventory.live import LiveSource
+from webhook.inventory.fed import FedInventory
+from webhook.inventory.feed import FeederSpec, listen, watch_cluster
+from webhook.inventory.owner import socket_address
 from webhook.inventory.state import InventoryState
-from webhook.inventory.updates import InventoryUpdates
 from webhook.metrics import WebhookMetrics
 
 FAST = {"watch_timeout": 1, "backoff_initial": 0.05, "backoff_max": 0.4, "request_timeout": 5.0}
@@ -45,29 +48,37 @@ def cpu_pod(cpus: int) -> PodIntent:
 
 
 class Running:
-    """An event loop in a thread (as in the server) with the updates and the source."""
+    """The inventory process's loop (its watches, parse and merge) in a thread of this
+    process, and a worker's event loop in another, connected over a real Unix socket."""
 
-    def __init__(self, api: kubernetes.client.ApiClient) -> None:
+    def __init__(self, kubeconfig: Path, address: str) -> None:
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self.thread.start()
         self.state = InventoryState(metrics=WebhookMetrics())
-        self.updates = InventoryUpdates(self.state, self.loop, metrics=self.state.metrics)
-        self.live = LiveSource(
-            api,
-            updates=self.updates,
-            rng=random.Random(3),
-            **FAST,  # type: ignore[arg-type]
-        )
-        self.updates.synced = lambda: self.live.synced
+        live = {**FAST, "rng": random.Random(3)}
+        spec = FeederSpec(address=address, kubeconfig=str(kubeconfig), live=live)
+        self.address = address
+        self.listener = listen(address)
+        self.feed, self.live = watch_cluster(spec, self.listener)
+        self.stopping = threading.Event()
+        self.owner = threading.Thread(target=self.feed.run, args=(self.stopping,), daemon=True)
+        self.owner.start()
+        self.fed = FedInventory(self.state, self.loop, address, metrics=self.state.metrics)
         self.state.live = True
-        self.state.last_sync = lambda: self.live.last_sync
-        self.live.start()
+        self.state.last_sync = lambda: self.fed.last_sync
+        self.state.synced = lambda: self.fed.synced
+        self.fed.start()
 
     def stop(self) -> None:
+        self.fed.stop()
+        self.stopping.set()
+        self.owner.join(5)
         self.live.stop()
+        self.listener.close()
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(5)
+        shutil.rmtree(Path(self.address).parent, ignore_errors=True)
 
     def nodes(self) -> dict[str, Any]:
         view = self.state.view
@@ -75,12 +86,12 @@ class Running:
 
 
 @pytest.fixture
-def running(api: kubernetes.client.ApiClient) -> Iterator[Callable[[], Running]]:
-    client = api
+def running(server: FakeApiServer, tmp_path: Path) -> Iterator[Callable[[], Running]]:
     made: list[Running] = []
+    kubeconfig = server.write_kubeconfig(tmp_path / "kubeconfig")
 
     def make() -> Running:
-        made.append(Running(client))
+        made.append(Running(kubeconfig, socket_address()))
         return made[0]
 
     yield make
@@ -105,11 +116,11 @@ def test_an_event_changes_exactly_its_node(server, running):
     r = running()
     wait_for(lambda: r.state.view is not None and len(r.state.view.nodes) == 8, 10.0, step=0.01)
     before = r.state.view
-    assert r.updates.full_builds == 1
+    assert r.fed.full_builds == 1
     server.apply(nrt("n3", free=2))
     wait_for(lambda: r.nodes()["n3"].zones[0].available["cpu"] == 2000, 10.0, step=0.01)
     after = r.state.view
-    assert r.updates.full_builds == 1  # applied incrementally
+    assert r.fed.full_builds == 1  # applied incrementally
     assert after.snapshot.structure is before.snapshot.structure
     old = {v.name: v.verdict for v in evaluate(cpu_pod(16), before.snapshot).verdicts}
     new = {v.name: v.verdict for v in evaluate(cpu_pod(16), after.snapshot).verdicts}
@@ -134,14 +145,14 @@ def test_a_batch_that_forces_a_whole_build_reaches_the_update_metrics(server, ru
     r = running()
     wait_for(lambda: r.state.view is not None and len(r.state.view.nodes) == 4, 10.0, step=0.01)
     metrics = r.state.metrics
-    assert metrics is not None and r.updates.full_builds == 1
+    assert metrics is not None and r.fed.full_builds == 1
     updates = metrics.inventory_updates
     modified = updates.events.value(resource="noderesourcetopologies", type="MODIFIED")
     observed = updates.latency.count()
     gpus = {"cpu": ("32", "32", "30"), "nvidia.com/gpu": ("2", "2", "2")}
     zones = [objects.zone(i, gpus) for i in (0, 1)]
     server.apply(objects.nrt("n1", zones, attributes={"topologyManagerPolicy": "single-numa-node"}))
-    wait_for(lambda: r.updates.full_builds == 2, 10.0, step=0.01)
+    wait_for(lambda: r.fed.full_builds == 2, 10.0, step=0.01)
     assert "nvidia.com/gpu" in r.nodes()["n1"].zones[0].available
     assert updates.events.value(resource="noderesourcetopologies", type="MODIFIED") == modified + 1
     assert updates.latency.count() == observed + 1
@@ -163,7 +174,7 @@ def test_relist_after_410_while_events_keep_coming(server, running):
         wait_for(lambda: r.live.relists >= 2 and "n77" in r.nodes(), 10.0, step=0.01)
         time.sleep(0.3)
     wait_for(lambda: r.nodes() == truth_nodes(server), 10.0, step=0.01)
-    assert r.updates.full_builds == 1  # the relist was applied as a difference
+    assert r.fed.full_builds == 1  # the relist was applied as a difference
     expected = Snapshot.build(tuple(truth_nodes(server)[k] for k in sorted(truth_nodes(server))))
     got = {v.name: v.verdict for v in evaluate(cpu_pod(20), r.state.view.snapshot).verdicts}
     want = {v.name: v.verdict for v in evaluate(cpu_pod(20), expected).verdicts}
@@ -214,7 +225,7 @@ def test_koordlet_annotations_on_an_nrt_update_reach_the_view(server, running):
     }
     server.apply(updated)
     wait_for(lambda: bool(r.nodes()["k1"].koord_held), 10.0, step=0.01)
-    assert r.updates.full_builds == 1  # applied incrementally
+    assert r.fed.full_builds == 1  # applied incrementally
     got = r.nodes()["k1"]
     assert got == truth_nodes(server)["k1"]
     assert got.koord_held == ((2, 0, 0, 0), (0, 16, 0, 0))

@@ -1,0 +1,71 @@
+"""Memory of one replica watching a large cluster (issue 31): ``numagate serve
+--kubeconfig --workers N`` against the test API server (the cluster of benchmarks/churn.py,
+every NRT with free amounts of its own), ready, then ``--seconds`` of NRT churn at
+``--rate``. The serve process, its workers and the inventory process are summed: RSS,
+and PSS (the pages forked workers share counted once), at ready and at the peak (sampled
+every 0.5 s).
+
+    .venv/bin/python benchmarks/replica_rss.py [--nodes 100000] [--workers 1 2]
+        [--rate 1666.67] [--seconds 60]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE.parent), str(HERE)]
+
+import churn  # noqa: E402
+import churn_parts as parts  # noqa: E402
+
+from tests.webhook.fake_apiserver import NRTS  # noqa: E402
+from tests.webhook.fake_apiserver_churn import nrt_available  # noqa: E402
+
+
+def measure(nodes: int, workers: int, rate: float, seconds: float) -> dict[str, object]:
+    work = Path(tempfile.mkdtemp(prefix="numagate-replica-"))
+    fake = churn.fake_cluster(work, nodes, distinct=True)
+    try:
+        source = ["--kubeconfig", str(fake.write_kubeconfig(work / "kubeconfig"))]
+        ng = parts.start_numagate(source, work / "certs", work / "serve.log", 900, workers)
+        try:
+            ready = parts.replica_mib(ng.proc.pid)
+            peak = dict(ready)
+            fake.churn(NRTS, rate, nrt_available, exclude=(parts.PROBE,))
+            end = time.monotonic() + seconds
+            while time.monotonic() < end:
+                time.sleep(0.5)
+                now = parts.replica_mib(ng.proc.pid)
+                peak = {k: max(peak[k], now[k]) for k in peak}
+            fake.churn(NRTS, 0, nrt_available)
+            processes = len(parts.replica(ng.proc.pid))
+        finally:
+            ng.stop()
+    finally:
+        fake.stop()
+        shutil.rmtree(work, ignore_errors=True)
+    return {"nodes": nodes, "workers": workers, "processes": processes, "ready_s": ng.ready_s,
+            "ready": ready, "peak": peak, "churn_events_per_s": rate, "churn_s": seconds}  # fmt: skip
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--nodes", type=int, default=100_000)
+    p.add_argument("--workers", type=int, nargs="+", default=[1, 2])
+    p.add_argument("--rate", type=float, default=1666.67, help="NRT events/s")
+    p.add_argument("--seconds", type=float, default=60.0)
+    args = p.parse_args()
+    for workers in args.workers:
+        print(json.dumps(measure(args.nodes, workers, args.rate, args.seconds)), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
