@@ -9,8 +9,8 @@ kube-apiserver, kwok), numagate's time to ready from the real API, pod creates/s
 and with numagate and their ratio, numagate's p99 as the apiserver measures it
 (``apiserver_admission_webhook_admission_duration_seconds``, interpolated in its buckets:
 5, 25, 100 ms, ...) without and with NRT churn (each node's NRT rewritten once a minute),
-and, at a fixed offered rate below saturation (``--offered``, half the maximum without
-numagate by default), the achieved rate and the create latency without and with numagate.
+and, at a fixed offered rate below saturation (``--offered``, a quarter of the maximum
+without numagate by default), the achieved rate and the create latency without and with numagate.
 The binaries come from ``make e2e-build``.
 """
 
@@ -472,7 +472,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument(
         "--offered",
         type=float,
-        default=0.5,
+        default=0.25,
         help="the paced phase's offered rate, as a fraction of the maximum measured without numagate",
     )
     p.add_argument(
