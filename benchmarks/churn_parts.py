@@ -60,7 +60,7 @@ class Numagate:
         return round(kib / 1024, 1) if kib else 0.0
 
     def helpers(self) -> list[int]:
-        """The worker's child processes (the inventory process of --inventory-process)."""
+        """The worker's child processes (the inventory process it starts, with one worker)."""
         return children(self.worker) if self.worker else []
 
     def helpers_rss_mib(self) -> float:
@@ -150,8 +150,8 @@ class Pinning:
     wrk it starts on the others, as in a cluster where the worker has a core (a CPU limit
     of 1) and the API server runs elsewhere. Unpinned, the test API server's churn (~84 us
     of CPU per event) and wrk take CPU from the worker under churn but not in the
-    baseline, on a machine of two cores. The worker's inventory process
-    (--inventory-process) goes with the harness: a process of its own is the point of it."""
+    baseline, on a machine of two cores. The worker's inventory process goes with the
+    harness: a process of its own is the point of it."""
 
     def __init__(self, ng: Numagate, on: bool) -> None:
         self.on = on and (os.cpu_count() or 1) > 1
