@@ -6,6 +6,7 @@ exits; the workers connect to its socket (webhook/inventory/fed.py)."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import multiprocessing
 import shutil
 import tempfile
@@ -14,9 +15,12 @@ import time
 from multiprocessing.connection import wait
 from multiprocessing.process import BaseProcess
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from webhook.inventory.feed import FeederSpec, feeder_main
 from webhook.logs import get_logger
+
+if TYPE_CHECKING:
+    from webhook.inventory.feed import FeederSpec
 
 log = get_logger("inventory")
 
@@ -31,11 +35,28 @@ def socket_address() -> str:
     return str(Path(tempfile.mkdtemp(prefix="numagate-inventory-")) / "inventory.sock")
 
 
-class InventoryOwner:
-    """The inventory process of this replica, kept running until :meth:`stop`."""
+def _process_main(fields: dict[str, Any], config: str | None) -> None:
+    """The spawned process's entry: the FeederSpec made here from its fields (so that the
+    parent need not import the watch's modules to start it); ``include_pods`` None means
+    "as the configuration file says" (read here, not in a parent that has not loaded it)."""
+    from webhook.inventory.feed import FeederSpec, feeder_main
 
-    def __init__(self, spec: FeederSpec) -> None:
-        self.spec = spec
+    if fields.get("include_pods") is None:
+        from webhook.config import ConfigHolder
+
+        fields = {**fields, "include_pods": ConfigHolder(config).current.inventory.watch_pods}
+    feeder_main(FeederSpec(**fields))
+
+
+class InventoryOwner:
+    """The inventory process of this replica, kept running until :meth:`stop`. ``spec``:
+    the FeederSpec, or its fields (:func:`spawn_early`, with ``config``)."""
+
+    def __init__(self, spec: FeederSpec | dict[str, Any], *, config: str | None = None) -> None:
+        if not isinstance(spec, dict):
+            spec = {f.name: getattr(spec, f.name) for f in dataclasses.fields(spec)}
+        self._fields = spec
+        self._config = config
         self.restarts = 0
         self._proc: BaseProcess | None = None
         self._stop = threading.Event()
@@ -43,7 +64,7 @@ class InventoryOwner:
 
     @property
     def address(self) -> str:
-        return self.spec.address
+        return str(self._fields["address"])
 
     @property
     def pid(self) -> int | None:
@@ -54,7 +75,9 @@ class InventoryOwner:
         sockets stay its own). Starts no thread here, so that the serve process may still
         fork its workers afterwards; :meth:`supervise` then watches it."""
         ctx = multiprocessing.get_context("spawn")
-        proc = ctx.Process(target=feeder_main, args=(self.spec,), name="numagate-inventory")
+        proc = ctx.Process(
+            target=_process_main, args=(self._fields, self._config), name="numagate-inventory"
+        )
         proc.daemon = True
         proc.start()
         self._proc = proc
@@ -106,3 +129,31 @@ class InventoryOwner:
             self._watcher.join(2.0)
         with contextlib.suppress(OSError):
             shutil.rmtree(Path(self.address).parent)
+
+
+def spawn_early(
+    *,
+    kubeconfig: str | None,
+    context: str | None,
+    in_cluster: bool,
+    config: str | None,
+    log_level: str,
+) -> InventoryOwner | None:
+    """The replica's inventory process, spawned before serve's own start (None without a
+    cluster to watch). Not supervised yet: the caller calls :meth:`InventoryOwner.supervise`
+    once it has forked its workers (a thread here would make forking them unsafe)."""
+    if not (kubeconfig or in_cluster):
+        return None
+    owner = InventoryOwner(
+        {
+            "address": socket_address(),
+            "kubeconfig": kubeconfig,
+            "context": context,
+            "in_cluster": in_cluster,
+            "include_pods": None,  # from the configuration, in the process
+            "log_level": log_level,
+        },
+        config=config,
+    )
+    owner.spawn()
+    return owner
