@@ -72,14 +72,19 @@ def _check_cluster(args: argparse.Namespace) -> str | None:
 
 def run(args: argparse.Namespace) -> int:
     problem = _check_args(args)
-    if problem is None:
-        problem = _check_cluster(args)
     if problem:
         return _usage(problem)
-    # Started now, before the imports below (the file build forked while this process
-    # has one thread; the inventory process spawned): they run beside serve's own start.
-    build = start_file_build(args.inventory, _build_file)
+    # Started now, before the imports below: they run beside serve's own start. The
+    # inventory process imports while the cluster source is checked here, and waits.
     owner = _spawn_inventory(args)
+    problem = _check_cluster(args)
+    if problem:
+        if owner is not None:
+            owner.stop()
+        return _usage(problem)
+    if owner is not None:
+        owner.release()
+    build = start_file_build(args.inventory, _build_file)  # forked: one thread here
     try:
         return _serve(args, build, owner)
     finally:

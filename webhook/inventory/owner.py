@@ -12,7 +12,7 @@ import shutil
 import tempfile
 import threading
 import time
-from multiprocessing.connection import wait
+from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -28,6 +28,7 @@ log = get_logger("inventory")
 # (one that ran for RESTART_MAX seconds or more starts from RESTART_INITIAL again).
 RESTART_INITIAL = 1.0
 RESTART_MAX = 30.0
+_GO = b"go"
 
 
 def socket_address() -> str:
@@ -35,17 +36,29 @@ def socket_address() -> str:
     return str(Path(tempfile.mkdtemp(prefix="numagate-inventory-")) / "inventory.sock")
 
 
-def _process_main(fields: dict[str, Any], config: str | None) -> None:
+def _process_main(fields: dict[str, Any], config: str | None, gate: Connection | None) -> None:
     """The spawned process's entry: the FeederSpec made here from its fields (so that the
     parent need not import the watch's modules to start it); ``include_pods`` None means
-    "as the configuration file says" (read here, not in a parent that has not loaded it)."""
+    "as the configuration file says" (read here, not in a parent that has not loaded it).
+    ``gate``: wait, once imported, until the parent has checked its arguments; a parent
+    that refused them says why itself, so this process goes quietly."""
+    from webhook.config import ConfigHolder
     from webhook.inventory.feed import FeederSpec, feeder_main
 
+    if gate is not None and not _released(gate):
+        return
     if fields.get("include_pods") is None:
-        from webhook.config import ConfigHolder
-
         fields = {**fields, "include_pods": ConfigHolder(config).current.inventory.watch_pods}
     feeder_main(FeederSpec(**fields))
+
+
+def _released(gate: Connection) -> bool:
+    try:
+        return gate.recv_bytes() == _GO
+    except (EOFError, OSError):  # the parent closed it (stopping us), or is gone
+        return False
+    finally:
+        gate.close()
 
 
 class InventoryOwner:
@@ -59,6 +72,7 @@ class InventoryOwner:
         self._config = config
         self.restarts = 0
         self._proc: BaseProcess | None = None
+        self._gate: Connection | None = None  # the parent's end while the process is held
         self._stop = threading.Event()
         self._watcher: threading.Thread | None = None
 
@@ -70,18 +84,34 @@ class InventoryOwner:
     def pid(self) -> int | None:
         return None if self._proc is None else self._proc.pid
 
-    def spawn(self) -> None:
+    def spawn(self, *, held: bool = False) -> None:
         """Start the process (spawned, not forked: the caller's threads, event loop and
         sockets stay its own). Starts no thread here, so that the serve process may still
-        fork its workers afterwards; :meth:`supervise` then watches it."""
+        fork its workers afterwards; :meth:`supervise` then watches it. ``held``: it
+        imports, then waits for :meth:`release` (or goes quietly at :meth:`stop`)."""
         ctx = multiprocessing.get_context("spawn")
+        theirs = None
+        if held:
+            theirs, self._gate = ctx.Pipe(duplex=False)
         proc = ctx.Process(
-            target=_process_main, args=(self._fields, self._config), name="numagate-inventory"
+            target=_process_main,
+            args=(self._fields, self._config, theirs),
+            name="numagate-inventory",
         )
         proc.daemon = True
         proc.start()
+        if theirs is not None:
+            theirs.close()
         self._proc = proc
         log.info("inventory process started", extra={"pid": proc.pid})
+
+    def release(self) -> None:
+        """Let a held process go on: watch the cluster."""
+        gate, self._gate = self._gate, None
+        if gate is not None:
+            with contextlib.suppress(OSError):  # it died: supervise() restarts it
+                gate.send_bytes(_GO)
+            gate.close()
 
     def supervise(self) -> None:
         """Restart the process whenever it exits, from a thread, until :meth:`stop`."""
@@ -118,6 +148,9 @@ class InventoryOwner:
 
     def stop(self) -> None:
         self._stop.set()
+        if self._gate is not None:  # held: it sees the end and returns
+            self._gate.close()
+            self._gate = None
         proc = self._proc
         if proc is not None and proc.is_alive():
             proc.terminate()
@@ -140,8 +173,10 @@ def spawn_early(
     log_level: str,
 ) -> InventoryOwner | None:
     """The replica's inventory process, spawned before serve's own start (None without a
-    cluster to watch). Not supervised yet: the caller calls :meth:`InventoryOwner.supervise`
-    once it has forked its workers (a thread here would make forking them unsafe)."""
+    cluster to watch), held until the caller has checked the cluster source
+    (:meth:`InventoryOwner.release`). Not supervised yet: the caller calls
+    :meth:`InventoryOwner.supervise` once it has forked its workers (a thread here would
+    make forking them unsafe)."""
     if not (kubeconfig or in_cluster):
         return None
     owner = InventoryOwner(
@@ -155,5 +190,5 @@ def spawn_early(
         },
         config=config,
     )
-    owner.spawn()
+    owner.spawn(held=True)
     return owner
