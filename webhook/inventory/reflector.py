@@ -206,17 +206,17 @@ class Reflector:
         self._replace(version, listed, resource_version)
 
     def _fetch_page(self, version: str, token: str | None) -> Any:
-        """One page of the list, decoded (in the list's fetching thread). A type with no
-        resourceVersion yet (the first list; after a 404/403) lists at
-        ``resourceVersion=0`` as client-go's reflector does: served from the apiserver's
-        watch cache, whole (the cache ignores ``limit``). Paged lists go to etcd, and
-        for custom resources that costs the apiserver 5-7 times the CPU (10,000 NRTs:
-        6-7 s against 0.8-1.2 s; docs/inventory.md). After a 410 the relist is a
-        consistent one (no resourceVersion, paged), as client-go's is."""
+        """One page of the list, decoded (in the list's fetching thread). A type
+        ``from_cache`` with no resourceVersion yet (the first list; after a 404/403) lists
+        at ``resourceVersion=0``, as client-go's reflector does: served from the
+        apiserver's watch cache, whole (the cache ignores ``limit``), where paged lists go
+        to etcd (10,000 NRTs: 6-7 s of the apiserver's CPU paged, 0.8-1.2 s from the
+        cache; docs/inventory.md). After a 410 the relist is consistent (no
+        resourceVersion, paged), as client-go's is."""
         params: dict[str, Any] = {"limit": self._timing.page_size}
         if token:
             params["continue"] = token
-        elif self.resource_version is None:
+        elif self.resource.from_cache and self.resource_version is None:
             params["resourceVersion"] = "0"
         response = self._request(version, params, self._timing.request_timeout)
         try:
