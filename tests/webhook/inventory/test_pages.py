@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -22,6 +23,18 @@ def _pages(count: int) -> dict[str | None, dict[str, Any]]:
     return out
 
 
+def _recorded(
+    bodies: dict[str | None, dict[str, Any]], asked: list[str | None]
+) -> Callable[[str | None], dict[str, Any]]:
+    """A fetch of ``bodies`` that notes each token asked for in ``asked``."""
+
+    def fetch(token: str | None) -> dict[str, Any]:
+        asked.append(token)
+        return bodies[token]
+
+    return fetch
+
+
 def _threads() -> int:
     return sum(t.name.startswith("numagate-list-") for t in threading.enumerate())
 
@@ -35,14 +48,8 @@ def _wait_threads(count: int) -> None:
 
 def test_every_page_in_order_and_the_thread_ends() -> None:
     before = _threads()
-    bodies = _pages(5)
     asked: list[str | None] = []
-
-    def fetch(token: str | None) -> dict[str, Any]:
-        asked.append(token)
-        return bodies[token]
-
-    got = [body["items"][0] for body in pages_ahead(fetch, "things")]
+    got = [body["items"][0] for body in pages_ahead(_recorded(_pages(5), asked), "things")]
     assert got == [0, 1, 2, 3, 4]
     assert asked == [None, "1", "2", "3", "4"]
     _wait_threads(before)
@@ -85,14 +92,8 @@ def test_an_error_is_raised_in_its_place() -> None:
 
 def test_a_caller_that_stops_early_ends_the_thread() -> None:
     before = _threads()
-    bodies = _pages(50)
     asked: list[str | None] = []
-
-    def fetch(token: str | None) -> dict[str, Any]:
-        asked.append(token)
-        return bodies[token]
-
-    pages = pages_ahead(fetch, "things")
+    pages = pages_ahead(_recorded(_pages(50), asked), "things")
     next(pages)
     pages.close()  # e.g. the listener raised on page 0
     _wait_threads(before)
