@@ -12,17 +12,24 @@ and with numagate and their ratio, numagate's p99 as the apiserver measures it
 and, at a fixed offered rate below saturation (``--offered``, a quarter of the maximum
 without numagate by default), the achieved rate and the create latency without and with numagate.
 The binaries come from ``make e2e-build``.
+
+``--ready-only STARTS`` measures the time to ready alone: per size, numagate started
+STARTS times (with ``--baseline DIR``, alternately from this checkout and from DIR's, its
+own .venv: a before/after in one session on the same control plane), each start's steps
+read from its debug log (docs/inventory.md, "Where the ready time goes").
 """
 
 from __future__ import annotations
 
 import argparse
 import base64
+import calendar
 import contextlib
 import json
 import os
 import random
 import shutil
+import subprocess
 import sys
 import tempfile
 import threading
@@ -248,6 +255,77 @@ def create_nodes(plane: ControlPlane, api: Api, n: int, clients: int) -> dict[st
         "nrts_s": t_nrts,
         "all_ready_s": t_nodes + t_nrts + time.perf_counter() - started,
     }
+
+
+# The steps of a start, from the log lines of serve (and of its inventory process).
+MARKS = {
+    "inventory process started": "spawned",
+    "watching the cluster": "watching",
+    "listed nodes": "nodes listed",
+    "listed noderesourcetopologies": "NRTs listed",
+    "listed numatopologies": "Numatopologies listed",
+    "listed pods": "pods listed",
+    "inventory built whole": "built",
+}
+
+
+def log_marks(text: str, started: float) -> dict[str, float]:
+    """Seconds from ``started`` (wall clock) to the first log line of each mark."""
+    marks: dict[str, float] = {}
+    for line in text.splitlines():
+        if not line.startswith("{"):
+            continue
+        doc = json.loads(line)
+        for needle, mark in MARKS.items():
+            if mark not in marks and str(doc.get("msg", "")).startswith(needle):
+                when = calendar.timegm(time.strptime(doc["ts"][:19], "%Y-%m-%dT%H:%M:%S"))
+                when += float(doc["ts"][19:-1] or 0)
+                marks[mark] = round(when - started, 2)
+    return marks
+
+
+def ready_once(checkout: Path, plane: ControlPlane, work: Path, workers: int) -> dict[str, Any]:
+    """One start of ``serve --kubeconfig`` from ``checkout`` (its .venv): ready (/readyz
+    200, polled every 50 ms) and the steps from its log, in seconds from the start."""
+    certs, log = work / "ready-certs", work / "ready.log"
+    port = free_port()
+    python = checkout / ".venv" / "bin" / "python"
+    cmd = [str(python), "-m", "webhook", "serve", "--host", "127.0.0.1", "--port", str(port),
+           "--cert-dir", str(certs), "--kubeconfig", str(plane.kubeconfig), "--config",
+           str(work / "config.yaml"), "--workers", str(workers), "--log-level", "debug"]  # fmt: skip
+    wall, started = time.time(), time.perf_counter()
+    with log.open("wb") as out:
+        proc = subprocess.Popen(cmd, cwd=work, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"numagate exited: {log.read_text()[-2000:]}")
+            with contextlib.suppress(OSError):
+                if http(port, certs / "ca.crt", "GET", "/readyz", name="127.0.0.1")[0] == 200:
+                    break
+            time.sleep(0.05)
+        ready = time.perf_counter() - started
+    finally:
+        proc.terminate()
+        proc.wait(20)
+    return {"ready_s": round(ready, 2), **log_marks(log.read_text(errors="replace"), wall)}
+
+
+def ready_runs(plane: ControlPlane, args: argparse.Namespace, work: Path) -> None:
+    """``--ready-only``: the starts, alternated between the checkouts, then a table."""
+    checkouts = [HERE.parent] + ([Path(args.baseline)] if args.baseline else [])
+    runs: dict[Path, list[dict[str, Any]]] = {c: [] for c in checkouts}
+    for _ in range(args.ready_only):
+        for checkout in checkouts:
+            run = ready_once(checkout, plane, work, args.workers)
+            runs[checkout].append(run)
+            print(f"{checkout}: {run}", file=sys.stderr, flush=True)
+    steps = ["ready_s", *MARKS.values()]
+    print("| checkout | " + " | ".join(steps) + " |")
+    print("|---|" + "---:|" * len(steps))
+    for checkout, done in runs.items():
+        cells = [" / ".join(str(r.get(k, "-")) for r in done) for k in steps]
+        print(f"| {checkout.name} | " + " | ".join(cells) + " |")
 
 
 def pods(prefix: str, count: int, seed: int) -> list[tuple[str, str, bytes]]:
@@ -480,6 +558,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="control plane and clients on CPU 0, numagate on CPU 1 (as on separate nodes)",
     )
+    p.add_argument("--ready-only", type=int, default=0, metavar="STARTS",
+                   help="only numagate's time to ready and its steps, STARTS starts per size")  # fmt: skip
+    p.add_argument("--baseline", metavar="DIR",
+                   help="with --ready-only: another checkout (with its .venv), started "
+                        "alternately with this one")  # fmt: skip
     args = p.parse_args(argv)
     sizes = [int(x) for x in args.nodes.split(",")]
     work = Path(tempfile.mkdtemp(prefix="numagate-e2e-bench-"))
@@ -498,6 +581,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "crd/noderesourcetopologies.topology.node.k8s.io",
             )
             api = Api(plane, args.clients)
+            if args.ready_only:
+                created = create_nodes(plane, api, n, args.clients)
+                print(f"== {n} kwok nodes: {created}", flush=True)
+                ready_runs(plane, args, work)
+                continue
             results.append(measure(plane, api, args, n, work))
         report(results[-1], args.pods)
     if not os.environ.get("NUMAGATE_E2E_KEEP"):

@@ -246,7 +246,13 @@ def reserve_port(host: str, port: int) -> socket.socket:
     return sock
 
 
-def run_workers(opts: ServeOptions, workers: int, *, preloaded: bytes | None = None) -> int:
+def run_workers(
+    opts: ServeOptions,
+    workers: int,
+    *,
+    preloaded: bytes | None = None,
+    owner: InventoryOwner | None = None,
+) -> int:
     """Start ``workers`` processes on ``opts.port``, forward SIGTERM/SIGINT, wait for them.
     Their metrics go to a private directory (prometheus-client's multiprocess mode: any
     worker's /metrics shows them all), removed when the last worker has exited.
@@ -255,7 +261,11 @@ def run_workers(opts: ServeOptions, workers: int, *, preloaded: bytes | None = N
     process (``serve``: webhook.inventory.file_build), as the pickled FileBuild. A
     worker that parsed the file itself would pay the parse once per worker and keep its
     fragmented heap; unpickling the built view is far cheaper and leaves only the view
-    (figures: docs/benchmarks.md, R6)."""
+    (figures: docs/benchmarks.md, R6).
+
+    ``owner``: the inventory process ``serve`` spawned already (``opts.inventory_address``
+    is its socket); else one is spawned here for a watched cluster. Supervised once the
+    workers are forked."""
     metrics_dir = tempfile.mkdtemp(prefix="numagate-metrics-")
     previous = os.environ.get(MULTIPROC_ENV)
     # Read by prometheus-client in each worker (see _worker_main): set before they start.
@@ -265,9 +275,10 @@ def run_workers(opts: ServeOptions, workers: int, *, preloaded: bytes | None = N
         # 2 workers served after 3.1-3.6 s spawned, 1.2-1.9 s forked: docs/benchmarks.md).
         # Only from a parent with no other thread, where forking is safe.
         ctx = multiprocessing.get_context("fork" if threading.active_count() == 1 else "spawn")
-        owner = _start_owner(opts)
-        if owner is not None:
-            opts = dataclasses.replace(opts, inventory_address=owner.address)
+        if owner is None:
+            owner = _start_owner(opts)
+            if owner is not None:
+                opts = dataclasses.replace(opts, inventory_address=owner.address)
         procs = [
             ctx.Process(target=_worker_main, args=(opts, preloaded), name=f"numagate-worker-{i}")
             for i in range(workers)

@@ -1,7 +1,8 @@
 """``numagate serve``: the admission webhook over TLS (docs/contracts.md: Command line).
 
-A large inventory file starts building in a helper process first thing; the heavy
-imports, the certificates and the TLS setup come after, beside it (``run``).
+A large inventory file starts building in a helper process first thing, and a watched
+cluster's inventory process starts listing; the heavy imports, the certificates and the
+TLS setup come after, beside them (``run``).
 """
 
 from __future__ import annotations
@@ -9,9 +10,13 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from webhook.cli.parsers import REMOVED_SERVE_FLAGS
 from webhook.inventory.file_build import FileBuildProcess, start_file_build
+
+if TYPE_CHECKING:
+    from webhook.inventory.owner import InventoryOwner
 
 EXIT_USAGE = 2
 SAMPLE_REVIEW = "tests/fixtures/reviews/koordinator-pod-create.json"
@@ -67,17 +72,43 @@ def _check_cluster(args: argparse.Namespace) -> str | None:
 
 def run(args: argparse.Namespace) -> int:
     problem = _check_args(args)
-    if problem is None:
-        problem = _check_cluster(args)
     if problem:
         return _usage(problem)
-    # Forked now, before the imports below and while this process has one thread.
-    build = start_file_build(args.inventory, _build_file)
+    # Started now, before the imports below: they run beside serve's own start. The
+    # inventory process imports while the cluster source is checked here, and waits.
+    owner = _spawn_inventory(args)
+    problem = _check_cluster(args)
+    if problem:
+        if owner is not None:
+            owner.stop()
+        return _usage(problem)
+    if owner is not None:
+        owner.release()
+    build = start_file_build(args.inventory, _build_file)  # forked: one thread here
     try:
-        return _serve(args, build)
+        return _serve(args, build, owner)
     finally:
         if build is not None:
             build.cancel()  # a no-op once its result was taken
+        if owner is not None:
+            owner.stop()
+
+
+def _spawn_inventory(args: argparse.Namespace) -> InventoryOwner | None:
+    """A watched cluster's inventory process, spawned before serve's own start: its
+    imports and lists, most of the time to ready, overlap serve's imports, certificates
+    and workers on the second core."""
+    if args.inventory:
+        return None  # the file is the inventory (webhook/inventory/start.py)
+    from webhook.inventory.owner import spawn_early
+
+    return spawn_early(
+        kubeconfig=args.kubeconfig,
+        context=args.context,
+        in_cluster=args.in_cluster,
+        config=args.config,
+        log_level=args.log_level,
+    )
 
 
 def _build_file(path: str) -> bytes:
@@ -87,15 +118,19 @@ def _build_file(path: str) -> bytes:
     return pickled_file_build(path)
 
 
-def _serve(args: argparse.Namespace, build: FileBuildProcess | None) -> int:
+def _serve(
+    args: argparse.Namespace, build: FileBuildProcess | None, owner: InventoryOwner | None
+) -> int:
     import asyncio
 
     from certs.authority import CertError, ensure_serving_certs
     from webhook.config import ConfigError, load_config
-    from webhook.logs import setup_logging
+    from webhook.logs import get_logger, setup_logging
     from webhook.server import ServeOptions, reserve_port, run_workers, serve_worker
 
     setup_logging(args.log_level)
+    if owner is not None:  # spawned before the logger was set up: said now
+        get_logger("inventory").info("inventory process started", extra={"pid": owner.pid})
     try:
         load_config(args.config)  # fail fast with a clear message, before any worker starts
         paths = ensure_serving_certs(Path(args.cert_dir))
@@ -115,6 +150,7 @@ def _serve(args: argparse.Namespace, build: FileBuildProcess | None) -> int:
         in_cluster=args.in_cluster,
         config=args.config,
         log_level=args.log_level,
+        inventory_address=owner.address if owner is not None else None,
     )
     source = args.inventory or args.kubeconfig or ("in-cluster" if args.in_cluster else "demo")
     if args.kubeconfig or args.in_cluster:
@@ -130,9 +166,13 @@ def _serve(args: argparse.Namespace, build: FileBuildProcess | None) -> int:
         # The build's result is passed, not kept here: its holder drops it once used (a
         # bad file fails here, before any worker starts).
         if args.workers == 1:
+            if owner is not None:
+                owner.supervise()  # this process forks nothing from here on
             asyncio.run(serve_worker(opts, preloaded=build.result() if build else None))
             return 0
-        return run_workers(opts, args.workers, preloaded=build.result() if build else None)
+        return run_workers(
+            opts, args.workers, preloaded=build.result() if build else None, owner=owner
+        )
     except Exception as exc:  # startup failure: one line, no traceback
         return _usage(f"{type(exc).__name__}: {exc}")
     finally:

@@ -32,9 +32,15 @@ NODE_RESOURCE_TOPOLOGIES = WatchedResource(
     "topology.node.k8s.io",
     ("v1alpha2", "v1alpha1"),
     "noderesourcetopologies",
+    from_cache=True,
 )
 NUMATOPOLOGIES = WatchedResource(
-    "numatopologies", "Numatopology", "nodeinfo.volcano.sh", ("v1alpha1",), "numatopologies"
+    "numatopologies",
+    "Numatopology",
+    "nodeinfo.volcano.sh",
+    ("v1alpha1",),
+    "numatopologies",
+    from_cache=True,
 )
 # Bound, non-terminal pods: what kube-scheduler's informer calls assigned pods
 # (pkg/scheduler/scheduler.go: "spec.nodeName!=" plus the terminal phases excluded).

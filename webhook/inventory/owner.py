@@ -6,17 +6,21 @@ exits; the workers connect to its socket (webhook/inventory/fed.py)."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import multiprocessing
 import shutil
 import tempfile
 import threading
 import time
-from multiprocessing.connection import wait
+from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from webhook.inventory.feed import FeederSpec, feeder_main
 from webhook.logs import get_logger
+
+if TYPE_CHECKING:
+    from webhook.inventory.feed import FeederSpec
 
 log = get_logger("inventory")
 
@@ -24,6 +28,7 @@ log = get_logger("inventory")
 # (one that ran for RESTART_MAX seconds or more starts from RESTART_INITIAL again).
 RESTART_INITIAL = 1.0
 RESTART_MAX = 30.0
+_GO = b"go"
 
 
 def socket_address() -> str:
@@ -31,34 +36,82 @@ def socket_address() -> str:
     return str(Path(tempfile.mkdtemp(prefix="numagate-inventory-")) / "inventory.sock")
 
 
-class InventoryOwner:
-    """The inventory process of this replica, kept running until :meth:`stop`."""
+def _process_main(fields: dict[str, Any], config: str | None, gate: Connection | None) -> None:
+    """The spawned process's entry: the FeederSpec made here from its fields (so that the
+    parent need not import the watch's modules to start it); ``include_pods`` None means
+    "as the configuration file says" (read here, not in a parent that has not loaded it).
+    ``gate``: wait, once imported, until the parent has checked its arguments; a parent
+    that refused them says why itself, so this process goes quietly."""
+    from webhook.config import ConfigHolder
+    from webhook.inventory.feed import FeederSpec, feeder_main
 
-    def __init__(self, spec: FeederSpec) -> None:
-        self.spec = spec
+    if gate is not None and not _released(gate):
+        return
+    if fields.get("include_pods") is None:
+        fields = {**fields, "include_pods": ConfigHolder(config).current.inventory.watch_pods}
+    feeder_main(FeederSpec(**fields))
+
+
+def _released(gate: Connection) -> bool:
+    try:
+        return gate.recv_bytes() == _GO
+    except (EOFError, OSError):  # the parent closed it (stopping us), or is gone
+        return False
+    finally:
+        gate.close()
+
+
+class InventoryOwner:
+    """The inventory process of this replica, kept running until :meth:`stop`. ``spec``:
+    the FeederSpec, or its fields (:func:`spawn_early`, with ``config``)."""
+
+    def __init__(self, spec: FeederSpec | dict[str, Any], *, config: str | None = None) -> None:
+        if not isinstance(spec, dict):
+            spec = {f.name: getattr(spec, f.name) for f in dataclasses.fields(spec)}
+        self._fields = spec
+        self._config = config
         self.restarts = 0
         self._proc: BaseProcess | None = None
+        self._gate: Connection | None = None  # the parent's end while the process is held
         self._stop = threading.Event()
         self._watcher: threading.Thread | None = None
 
     @property
     def address(self) -> str:
-        return self.spec.address
+        return str(self._fields["address"])
 
     @property
     def pid(self) -> int | None:
         return None if self._proc is None else self._proc.pid
 
-    def spawn(self) -> None:
+    def spawn(self, *, held: bool = False) -> None:
         """Start the process (spawned, not forked: the caller's threads, event loop and
         sockets stay its own). Starts no thread here, so that the serve process may still
-        fork its workers afterwards; :meth:`supervise` then watches it."""
+        fork its workers afterwards; :meth:`supervise` then watches it. ``held``: it
+        imports, then waits for :meth:`release` (or goes quietly at :meth:`stop`)."""
         ctx = multiprocessing.get_context("spawn")
-        proc = ctx.Process(target=feeder_main, args=(self.spec,), name="numagate-inventory")
+        theirs = None
+        if held:
+            theirs, self._gate = ctx.Pipe(duplex=False)
+        proc = ctx.Process(
+            target=_process_main,
+            args=(self._fields, self._config, theirs),
+            name="numagate-inventory",
+        )
         proc.daemon = True
         proc.start()
+        if theirs is not None:
+            theirs.close()
         self._proc = proc
         log.info("inventory process started", extra={"pid": proc.pid})
+
+    def release(self) -> None:
+        """Let a held process go on: watch the cluster."""
+        gate, self._gate = self._gate, None
+        if gate is not None:
+            with contextlib.suppress(OSError):  # it died: supervise() restarts it
+                gate.send_bytes(_GO)
+            gate.close()
 
     def supervise(self) -> None:
         """Restart the process whenever it exits, from a thread, until :meth:`stop`."""
@@ -95,6 +148,9 @@ class InventoryOwner:
 
     def stop(self) -> None:
         self._stop.set()
+        if self._gate is not None:  # held: it sees the end and returns
+            self._gate.close()
+            self._gate = None
         proc = self._proc
         if proc is not None and proc.is_alive():
             proc.terminate()
@@ -106,3 +162,33 @@ class InventoryOwner:
             self._watcher.join(2.0)
         with contextlib.suppress(OSError):
             shutil.rmtree(Path(self.address).parent)
+
+
+def spawn_early(
+    *,
+    kubeconfig: str | None,
+    context: str | None,
+    in_cluster: bool,
+    config: str | None,
+    log_level: str,
+) -> InventoryOwner | None:
+    """The replica's inventory process, spawned before serve's own start (None without a
+    cluster to watch), held until the caller has checked the cluster source
+    (:meth:`InventoryOwner.release`). Not supervised yet: the caller calls
+    :meth:`InventoryOwner.supervise` once it has forked its workers (a thread here would
+    make forking them unsafe)."""
+    if not (kubeconfig or in_cluster):
+        return None
+    owner = InventoryOwner(
+        {
+            "address": socket_address(),
+            "kubeconfig": kubeconfig,
+            "context": context,
+            "in_cluster": in_cluster,
+            "include_pods": None,  # from the configuration, in the process
+            "log_level": log_level,
+        },
+        config=config,
+    )
+    owner.spawn(held=True)
+    return owner

@@ -19,6 +19,8 @@ tells its owner (webhook/inventory/live.py) what changed through a ``Listener``.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import logging
 import random
 import threading
@@ -37,12 +39,14 @@ from webhook.inventory.objects import (
     WatchedResource,
     api_error,
     complete,
+    decode,
     fingerprint,
     object_key,
     read_event,
     read_page,
     resource_version_of,
 )
+from webhook.inventory.pages import pages_ahead
 from webhook.inventory.stream import (
     Backoff,
     api_get,
@@ -181,34 +185,45 @@ class Reflector:
         raise Absent("; ".join(absent))
 
     def _list_version(self, version: str) -> None:
-        """List one version, page by page (``limit``/``continue``). Kept objects are
+        """List one version, page by page (``limit``/``continue``), each page fetched
+        while the one before is parsed (webhook/inventory/pages.py). Kept objects are
         replaced when the list is complete. Else (fingerprints kept) each page goes to the
         listener as it arrives, so that a large list never exists whole as dicts; the
         objects the list lacks are deleted at its end (:meth:`_replace`)."""
         resource_version: str | None = None
-        token: str | None = None
         listed: dict[Key, Any] = {}
-        while True:
-            params: dict[str, Any] = {"limit": self._timing.page_size}
-            if token:
-                params["continue"] = token
-            response = self._request(version, params, self._timing.request_timeout)
-            try:
-                data = response.data
-            finally:
-                response.release_conn()
-            page, token, resource_version = read_page(
-                data, self.resource, version, resource_version
-            )
-            del data
-            if self._keep:
-                listed.update(page)
-            else:
-                self._deliver(page, listed)
-            del page
-            if not token:
-                break
+        fetch = functools.partial(self._fetch_page, version)
+        # Closed on any exit, so that a list cut short stops its fetching thread now.
+        with contextlib.closing(pages_ahead(fetch, self.resource.plural)) as pages:
+            for body in pages:
+                page, resource_version = read_page(body, self.resource, version, resource_version)
+                del body
+                if self._keep:
+                    listed.update(page)
+                else:
+                    self._deliver(page, listed)
+                del page
         self._replace(version, listed, resource_version)
+
+    def _fetch_page(self, version: str, token: str | None) -> Any:
+        """One page of the list, decoded (in the list's fetching thread). A type
+        ``from_cache`` with no resourceVersion yet (the first list; after a 404/403) lists
+        at ``resourceVersion=0``, as client-go's reflector does: served from the
+        apiserver's watch cache, whole (the cache ignores ``limit``), where paged lists go
+        to etcd (10,000 NRTs: 6-7 s of the apiserver's CPU paged, 0.8-1.2 s from the
+        cache; docs/inventory.md). After a 410 the relist is consistent (no
+        resourceVersion, paged), as client-go's is."""
+        params: dict[str, Any] = {"limit": self._timing.page_size}
+        if token:
+            params["continue"] = token
+        elif self.resource.from_cache and self.resource_version is None:
+            params["resourceVersion"] = "0"
+        response = self._request(version, params, self._timing.request_timeout)
+        try:
+            data = response.data
+        finally:
+            response.release_conn()
+        return decode(data)
 
     def _deliver(self, page: dict[Key, dict[str, Any]], listed: dict[Key, Any]) -> None:
         prints = {key: fingerprint(item) for key, item in page.items()}

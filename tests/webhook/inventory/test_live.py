@@ -255,6 +255,12 @@ def test_410_relists_and_converges_to_the_truth(server, make_source):
     wait_for(lambda: recorder.names() == truth(server), 5.0, step=0.01)
     assert source.relists >= 3  # every type got a 410 and listed again
     assert len(server.list_requests(NODES)) > lists_before
+    # Custom resources: the first list from the watch cache (resourceVersion=0, as
+    # client-go's), the relist after a 410 a consistent one; Nodes always consistent.
+    lists = server.list_requests(NRTS)
+    assert lists[0].query.get("resourceVersion") == "0"
+    assert "resourceVersion" not in lists[-1].query
+    assert all("resourceVersion" not in r.query for r in server.list_requests(NODES))
     assert source.synced and source.connected
     # And the watch goes on from the new list.
     server.apply(node("n8"))
