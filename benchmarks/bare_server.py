@@ -3,7 +3,11 @@ fixed allowed AdmissionReview. Same TLS context builder, same worker model (N pr
 sharing the port with SO_REUSEPORT) as ``numagate serve``, so the difference to numagate
 is the admission work itself.
 
-    python benchmarks/bare_server.py --cert-dir DIR --port P [--workers 2]
+    python benchmarks/bare_server.py --cert-dir DIR --port P [--workers 2] [--valid]
+
+With ``--valid`` it is the smallest webhook a real apiserver accepts: it decodes the body
+(orjson.loads) and echoes the request's uid in an allowed answer (the apiserver refuses an
+answer whose uid is not the request's). Without it the uid is fixed and nothing is parsed.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import signal
 import sys
 from pathlib import Path
 
+import orjson
 from aiohttp import web
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -37,21 +42,32 @@ async def review(request: web.Request) -> web.Response:
     return web.Response(body=RESPONSE, content_type="application/json")
 
 
+async def valid_review(request: web.Request) -> web.Response:
+    review = orjson.loads(await request.read())
+    answer = {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "response": {"uid": review["request"]["uid"], "allowed": True},
+    }
+    return web.Response(body=orjson.dumps(answer), content_type="application/json")
+
+
 async def ready(request: web.Request) -> web.Response:
     return web.Response(text="ok\n")
 
 
-def make_app() -> web.Application:
+def make_app(*, valid: bool = False) -> web.Application:
     app = web.Application(client_max_size=MAX_BODY)
-    app.router.add_post("/mutate", review)
-    app.router.add_post("/validate", review)
+    handler = valid_review if valid else review
+    app.router.add_post("/mutate", handler)
+    app.router.add_post("/validate", handler)
     app.router.add_get("/readyz", ready)
     return app
 
 
-async def serve(cert_dir: str, host: str, port: int) -> None:
+async def serve(cert_dir: str, host: str, port: int, valid: bool = False) -> None:
     ctx = build_server_context(Path(cert_dir) / "tls.crt", Path(cert_dir) / "tls.key")
-    runner = web.AppRunner(make_app(), handle_signals=False, access_log=None)
+    runner = web.AppRunner(make_app(valid=valid), handle_signals=False, access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, host, port, ssl_context=ctx, reuse_port=True)
     await site.start()
@@ -64,8 +80,8 @@ async def serve(cert_dir: str, host: str, port: int) -> None:
     await runner.cleanup()
 
 
-def worker(cert_dir: str, host: str, port: int) -> None:
-    asyncio.run(serve(cert_dir, host, port))
+def worker(cert_dir: str, host: str, port: int, valid: bool = False) -> None:
+    asyncio.run(serve(cert_dir, host, port, valid))
 
 
 def main() -> int:
@@ -74,10 +90,12 @@ def main() -> int:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--valid", action="store_true",
+                        help="decode the body and echo its uid (the minimal valid webhook)")  # fmt: skip
     args = parser.parse_args()
     ctx = multiprocessing.get_context("spawn")
     procs = [
-        ctx.Process(target=worker, args=(args.cert_dir, args.host, args.port))
+        ctx.Process(target=worker, args=(args.cert_dir, args.host, args.port, args.valid))
         for _ in range(args.workers)
     ]
     for p in procs:

@@ -512,8 +512,62 @@ def vary_template(template: bytes, n: int) -> bytes:
 
 
 def apiserver_templates(webhook: str, which: str) -> list[bytes]:
-    """Templates of the recorded ``{webhook}-{which}.json`` (which: pod, replica)."""
+    """Templates of the recorded ``{webhook}-{which}.json`` (which: pod, replica, unique:
+    see apiserver_unique_templates)."""
+    if which == "unique":
+        return apiserver_unique_templates(webhook)
     return [apiserver_template((APISERVER_BODIES / f"{webhook}-{which}.json").read_bytes())]
+
+
+# What the every-pod-different apiserver stream varies between its pods, cycling: the app
+# container's CPU and memory, the QoS class (requests equal to limits, requests only, none),
+# a second container, a label; each pod a ReplicaSet's replica or a named pod as recorded.
+_UNIQUE_CPU = ("1", "2", "500m", "4", "1500m", "8")
+_UNIQUE_MEMORY = ("1Gi", "2Gi", "512Mi", "4Gi", "3Gi")
+_UNIQUE_QOS = ("Guaranteed", "Guaranteed", "Burstable", "BestEffort")
+UNIQUE_LABEL = "numagate.bench/request"
+
+
+def _unique_pod(pod: dict[str, Any], k: int) -> None:
+    """Vary ``pod`` in place as the ``k``-th pod of the every-pod-different stream."""
+    cpu, memory = _UNIQUE_CPU[k % len(_UNIQUE_CPU)], _UNIQUE_MEMORY[k % len(_UNIQUE_MEMORY)]
+    qos = _UNIQUE_QOS[k % len(_UNIQUE_QOS)]
+    containers = pod["spec"]["containers"]
+    app = containers[0]
+    amounts = {"cpu": cpu, "memory": memory}
+    app["resources"] = {
+        "Guaranteed": {"limits": amounts, "requests": dict(amounts)},
+        "Burstable": {"requests": amounts},
+        "BestEffort": {},
+    }[qos]
+    if k % 3 == 1:  # a sidecar with its own resources
+        sidecar = json.loads(json.dumps(app))
+        sidecar["name"] = "sidecar"
+        sidecar["resources"] = (
+            {"limits": {"cpu": "250m", "memory": "256Mi"},
+             "requests": {"cpu": "250m", "memory": "256Mi"}}
+            if qos == "Guaranteed" else {"requests": {"cpu": "100m"}}
+        )  # fmt: skip
+        containers.append(sidecar)
+    labels = pod["metadata"].setdefault("labels", {})
+    labels["tier"] = ("frontend", "backend", "batch")[k % 3]
+    labels[UNIQUE_LABEL] = MARK.decode()  # a new value per request: the cache cannot help
+
+
+def apiserver_unique_templates(webhook: str, count: int = 12) -> list[bytes]:
+    """Every pod different, as a real apiserver sends them: the recorded bodies (a named pod
+    and a ReplicaSet's replica, alternating) with the pod's spec varied per template
+    (_unique_pod) and a label whose value is new on every request (MARK), so no two reviews
+    are the same object and the decision cache misses every one. Serialized compactly in
+    the recorded field order (Go's, kept by json.loads and dumps)."""
+    out = []
+    for k in range(count):
+        which = ("pod", "replica")[k % 2]
+        review = json.loads((APISERVER_BODIES / f"{webhook}-{which}.json").read_bytes())
+        _unique_pod(review["request"]["object"], k)
+        body = json.dumps(review, separators=(",", ":")).encode()
+        out.append(apiserver_template(body))
+    return out
 
 
 @dataclass(frozen=True)

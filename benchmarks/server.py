@@ -227,6 +227,12 @@ def wait_ready(server: Server, ca: Path, workers: int, pattern: str, timeout: fl
     raise BenchError(f"{server.name} not ready after {timeout:.0f} s:\n" + _log_tail(server.log))
 
 
+# The two baselines' names: the bare server answers a fixed uid without parsing; the
+# valid one decodes the body and echoes the request's uid (what an apiserver accepts).
+BARE = "bare aiohttp"
+BARE_VALID = "bare valid"
+
+
 def start_numagate(
     inventory: Path,
     cert_dir: Path,
@@ -257,14 +263,16 @@ def start_numagate(
     return server
 
 
-def start_bare(cert_dir: Path, work: Path, *, workers: int) -> Server:
+def start_bare(cert_dir: Path, work: Path, *, workers: int, valid: bool = False) -> Server:
+    """``valid``: the minimal valid webhook (decodes the body, echoes its uid), else the
+    parse-nothing server with a fixed uid (benchmarks/bare_server.py)."""
     port = free_port()
-    log = work / "bare.log"
+    log = work / ("bare-valid.log" if valid else "bare.log")
     cmd = [sys.executable, str(HERE / "bare_server.py"), "--cert-dir", str(cert_dir),
-           "--port", str(port), "--workers", str(workers)]  # fmt: skip
+           "--port", str(port), "--workers", str(workers), *(["--valid"] if valid else [])]  # fmt: skip
     with log.open("wb") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT)
-    server = Server("bare aiohttp", proc, port, log)
+    server = Server(BARE_VALID if valid else BARE, proc, port, log)
     wait_ready(server, cert_dir / "ca.crt", workers, r"bare: worker (\d+) serving", 60.0)
     return server
 
@@ -289,10 +297,7 @@ def check_answers(server: Server, ca: Path, path: str, bodies: Sequence[Path]) -
         if status != 200:
             raise BenchError(f"{server.name} {path} {body_path.name}: HTTP {status}: {raw[:300]!r}")
         response = json.loads(raw)["response"]
-        if (
-            not server.name.startswith("bare")
-            and response["uid"] != json.loads(body)["request"]["uid"]
-        ):
+        if server.name != BARE and response["uid"] != json.loads(body)["request"]["uid"]:
             raise BenchError(f"{path} {body_path.name}: uid not echoed")
         allowed += bool(response["allowed"])
         denied += not response["allowed"]

@@ -5,9 +5,10 @@ comes from the same minutes of a shared machine (issue 27).
     .venv/bin/python benchmarks/server_ab.py [--tree NAME=DIR ...] [--pairs 2]
         [--duration 10] [--scenarios mutate,mutate-unique,validate-impossible]
 
-Scenarios: benchmarks/server.py's, and ``{mutate,validate}-apiserver[-replicas]``: the
-bodies a real kube-apiserver sent (tests/fixtures/reviews/apiserver-raw/), each request
-with its own uid, name and service-account volume name.
+Scenarios: benchmarks/server.py's, and ``{mutate,validate}-apiserver[-replicas|-unique]``:
+the bodies a real kube-apiserver sent (tests/fixtures/reviews/apiserver-raw/), each request
+with its own uid, name and service-account volume name; ``-unique``: every pod different
+(its spec varied, a label new per request: benchmarks/gen.py apiserver_unique_templates).
 
 Each ``--tree`` is a checkout with its own ``.venv`` (``make install`` there; the default
 is this checkout alone, as ``this``). Scenarios, inputs and wrk options are
@@ -16,8 +17,10 @@ scenario and round the servers are measured one after the other, the order rever
 round. The figure that holds across runs on a shared machine is CPU per review (from
 /proc over the server's worker processes); CPU efficiency is the bare server's CPU per
 review over a tree's (1.0 = as cheap as parse-nothing-and-answer), taken from the same
-round. Prints one table (medians over the rounds, with each round's values) and writes
-``--out``/server_ab.json.
+round. A second baseline, ``bare-valid``, is the minimal webhook an apiserver accepts: it
+decodes the body and echoes the request's uid (benchmarks/bare_server.py ``--valid``);
+every tree's efficiency is printed against both. Prints one table (medians over the rounds,
+with each round's values) and writes ``--out``/server_ab.json.
 """
 
 from __future__ import annotations
@@ -39,11 +42,13 @@ import gen  # noqa: E402
 import server as bench  # noqa: E402
 
 SCENARIOS = {name: (path, kind, unique) for name, path, kind, unique in bench.SCENARIOS}
+VALID = "bare-valid"  # the minimal valid webhook: decodes the body, echoes the uid
 # The bodies a real kube-apiserver sent (benchmarks/record_bodies.py), each request with
 # its own uid, name and service-account volume (gen.apiserver_template): a named pod, and
-# a ReplicaSet's replica (at mutate it has only generateName).
+# a ReplicaSet's replica (at mutate it has only generateName); "-unique": both with the
+# pod's spec varied and a label new on every request (gen.apiserver_unique_templates).
 for _webhook in ("mutate", "validate"):
-    for _which, _suffix in (("pod", ""), ("replica", "-replicas")):
+    for _which, _suffix in (("pod", ""), ("replica", "-replicas"), ("unique", "-unique")):
         SCENARIOS[f"{_webhook}-apiserver{_suffix}"] = (
             f"/{_webhook}?timeout=10s",
             f"{_webhook}-{_which}",
@@ -56,10 +61,13 @@ def apiserver_inputs(out: Path) -> dict[str, list[Path]]:
     out.mkdir(parents=True, exist_ok=True)
     files = {}
     for webhook in ("mutate", "validate"):
-        for which in ("pod", "replica"):
-            path = out / f"apiserver-{webhook}-{which}.json"
-            path.write_bytes(gen.apiserver_templates(webhook, which)[0])
-            files[f"{webhook}-{which}"] = [path]
+        for which in ("pod", "replica", "unique"):
+            paths = []
+            for k, body in enumerate(gen.apiserver_templates(webhook, which)):
+                path = out / f"apiserver-{webhook}-{which}-{k:02d}.json"
+                path.write_bytes(body)
+                paths.append(path)
+            files[f"{webhook}-{which}"] = paths
     return files
 
 
@@ -94,27 +102,39 @@ def trees(specs: list[str]) -> dict[str, Path]:
     return out
 
 
+def _efficiency(base: list[dict[str, Any]], got: list[dict[str, Any]]) -> list[float]:
+    """Per round: the baseline's CPU per review over ``got``'s."""
+    return [b["server_cpu_ms_per_review"] / r["server_cpu_ms_per_review"]
+            for b, r in zip(base, got, strict=True)]  # fmt: skip
+
+
 def summarize(runs: dict[str, dict[str, list[dict[str, Any]]]]) -> dict[str, Any]:
     """Per scenario and tree: medians of CPU per review, CPU efficiency (bare CPU / ours in
-    the same round), reviews/s and p99 ratios to the bare server."""
+    the same round; and against the valid bare server when it ran), reviews/s and p99
+    ratios to the bare server."""
     out: dict[str, Any] = {}
     for scenario, by_server in runs.items():
         bare = by_server["bare"]
+        valid = by_server.get(VALID)
         rows = {}
         for name, got in by_server.items():
             cpu = [r["server_cpu_ms_per_review"] for r in got]
-            eff = [b["server_cpu_ms_per_review"] / r["server_cpu_ms_per_review"]
-                   for b, r in zip(bare, got, strict=True)]  # fmt: skip
+            eff = _efficiency(bare, got)
+            eff_valid = _efficiency(valid, got) if valid is not None else []
             rps = [r["reviews_per_s"] / b["reviews_per_s"] for b, r in zip(bare, got, strict=True)]
             p99 = [r["p99_ms"] / b["p99_ms"] for b, r in zip(bare, got, strict=True)]
             rows[name] = {
                 "cpu_ms_per_review": round(statistics.median(cpu), 4),
                 "cpu_efficiency": round(statistics.median(eff), 3),
+                "cpu_efficiency_valid": (
+                    round(statistics.median(eff_valid), 3) if eff_valid else None
+                ),
                 "rps_ratio": round(statistics.median(rps), 3),
                 "p99_ratio": round(statistics.median(p99), 2),
                 "reviews_per_s": round(statistics.median(r["reviews_per_s"] for r in got)),
                 "p99_ms": round(statistics.median(r["p99_ms"] for r in got), 2),
                 "rounds": {"cpu": cpu, "efficiency": [round(e, 3) for e in eff],
+                           "efficiency_valid": [round(e, 3) for e in eff_valid],
                            "p99_ratio": [round(x, 2) for x in p99]},
             }  # fmt: skip
         out[scenario] = rows
@@ -123,16 +143,21 @@ def summarize(runs: dict[str, dict[str, list[dict[str, Any]]]]) -> dict[str, Any
 
 def table(summary: dict[str, Any]) -> str:
     lines = [
-        "| scenario | server | CPU ms/review | CPU efficiency vs bare | reviews/s (ratio) "
-        "| p99 ms (ratio) | efficiency per round |",
-        "|---|---|---:|---:|---:|---:|---|",
+        "| scenario | server | CPU ms/review | CPU efficiency vs bare | vs bare-valid "
+        "| reviews/s (ratio) | p99 ms (ratio) | efficiency per round (vs bare; vs bare-valid) |",
+        "|---|---|---:|---:|---:|---:|---:|---|",
     ]
     for scenario, rows in summary.items():
         for name, r in rows.items():
+            valid = r.get("cpu_efficiency_valid")
+            per_round = ", ".join(map(str, r["rounds"]["efficiency"]))
+            if r["rounds"].get("efficiency_valid"):
+                per_round += "; " + ", ".join(map(str, r["rounds"]["efficiency_valid"]))
             lines.append(
                 f"| {scenario} | {name} | {r['cpu_ms_per_review']:.3f} | {r['cpu_efficiency']:.2f} "
+                f"| {'' if valid is None else f'{valid:.2f}'} "
                 f"| {r['reviews_per_s']:,} ({r['rps_ratio']:.2f}) | {r['p99_ms']:.2f} "
-                f"({r['p99_ratio']:.2f}x) | {', '.join(map(str, r['rounds']['efficiency']))} |"
+                f"({r['p99_ratio']:.2f}x) | {per_round} |"
             )
     return "\n".join(lines) + "\n"
 
@@ -162,6 +187,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                     log_level=args.log_level, executable=exe, name=name,
                 )  # fmt: skip
             servers["bare"] = bench.start_bare(work / "certs", work, workers=args.workers)
+            servers[VALID] = bench.start_bare(
+                work / "certs", work, workers=args.workers, valid=True
+            )
             opts = {"duration": args.duration, "connections": args.connections,
                     "threads": args.threads}  # fmt: skip
             runs: dict[str, dict[str, list[dict[str, Any]]]] = {}

@@ -2,14 +2,15 @@
 callgrind, which do not depend on what else the machine runs (issue 27).
 
     .venv/bin/python benchmarks/server_count.py [--stream unique|replicas|impossible|
-        apiserver|apiserver-replicas] [--webhook mutate|validate] [--calls 200]
+        apiserver|apiserver-replicas|apiserver-unique] [--webhook mutate|validate] [--calls 200]
         [--tree DIR ...] [--top 0] [--stage answer|loads|parse|intent|decide]
 
 Each ``--tree`` (default: this checkout) is a checkout with its own ``.venv``; its code
 answers the reviews, this checkout's benchmarks/gen.py builds them (the inputs of
 benchmarks/server.py: 10,000 nodes, the twelve realistic pods or the impossible one, each
 request its own uid, with ``unique`` each a different pod; ``apiserver`` and
-``apiserver-replicas``: the bodies a real kube-apiserver sent, see server_ab.py). The worker is set up as with
+``apiserver-replicas``: the bodies a real kube-apiserver sent, see server_ab.py;
+``apiserver-unique``: those with every pod different). The worker is set up as with
 ``serve --workers 2`` (``PROMETHEUS_MULTIPROC_DIR`` set, logging at info to /dev/null),
 ``webhook.review.pipeline.answer`` is called once per body to warm up, then valgrind's
 instrumentation is switched on (``callgrind_control -i on``) and only what runs inside
@@ -47,6 +48,9 @@ STREAMS["impossible"] = ("impossible", True)
 # service-account volume (gen.apiserver_template): a named pod, a ReplicaSet's replica.
 STREAMS["apiserver"] = ("pod", False)
 STREAMS["apiserver-replicas"] = ("replica", False)
+# The same bodies with the pod's spec varied and a label new on every request: every pod
+# different as a real apiserver sends them (gen.apiserver_unique_templates).
+STREAMS["apiserver-unique"] = ("unique", False)
 # What is counted per review: all of it (``answer``), or one part of it on the same bodies
 # after the same warm-up: orjson.loads alone, parse_review (loads and the envelope
 # check), the pod's templates and their intent (core.intent), the handler's decision
@@ -103,7 +107,7 @@ def inner(args: argparse.Namespace) -> None:
 
     runtime = bench.build_runtime(args.nodes, args.config)
     kind, unique = STREAMS[args.stream]
-    if kind in ("pod", "replica"):
+    if kind in ("pod", "replica", "unique"):
         bodies = gen.apiserver_templates(args.webhook, kind)
 
         def vary(body: bytes, n: int, *, unique: bool) -> bytes:

@@ -180,6 +180,35 @@ def test_apiserver_templates_vary_uid_name_and_token_volume(webhook: str, which:
         assert doc == recorded
 
 
+@pytest.mark.parametrize("webhook", ["mutate", "validate"])
+async def test_apiserver_unique_stream_is_every_pod_different(webhook: str) -> None:
+    """The every-pod-different apiserver stream: valid Pods as recorded but for their
+    spec's resources, containers, QoS and labels, one label new per request; a real
+    decision for each (no cache hit), and the QoS classes and container counts vary."""
+    templates = gen.apiserver_templates(webhook, "unique")
+    assert len(templates) == 12
+    rt = _small_runtime()
+    qos, containers = set(), set()
+    for n in range(48):
+        body = gen.vary_template(templates[n % len(templates)], n)
+        review = orjson.loads(body)
+        pod = review["request"]["object"]
+        assert pod["metadata"]["labels"][gen.UNIQUE_LABEL] == f"{n:x}"
+        assert review["request"]["uid"] == f"{n:x}"
+        if n < len(templates):
+            kubernetes_validate.validate(pod, K8S, strict=True)
+            [template] = pod_templates(pod)
+            qos.add(read_intent(template).intent.qos)
+            containers.add(len(pod["spec"]["containers"]))
+        result = await answer(body, webhook=webhook, runtime=rt)
+        assert result.status == 200
+        assert orjson.loads(result.body)["response"]["uid"] == f"{n:x}"
+    assert qos == {"Guaranteed", "Burstable", "BestEffort"}
+    assert containers == {1, 2}
+    assert rt.metrics.decision_cache.value(result="hit") == 0
+    assert rt.decisions.raw_hits == 0
+
+
 async def test_replicas_are_cache_hits_and_unique_pods_never_are() -> None:
     """What the benchmark's two kinds of scenario measure (benchmarks/server.py checks
     the same on the running server after its wrk runs)."""
@@ -231,6 +260,7 @@ def test_server_ab_efficiency_is_bare_cpu_over_ours_per_round() -> None:
         "mutate": {
             "new": [run(0.2, 5000, 6.0), run(0.4, 3000, 9.0)],
             "bare": [run(0.1, 10000, 4.0), run(0.3, 6000, 6.0)],
+            "bare-valid": [run(0.15, 8000, 5.0), run(0.4, 5000, 7.0)],
         }
     }
     got = server_ab.summarize(runs)["mutate"]
@@ -238,7 +268,15 @@ def test_server_ab_efficiency_is_bare_cpu_over_ours_per_round() -> None:
     assert got["new"]["cpu_efficiency"] == 0.625  # median of the rounds' ratios
     assert got["new"]["rps_ratio"] == 0.5 and got["new"]["p99_ratio"] == 1.5
     assert got["bare"]["cpu_efficiency"] == 1.0
-    assert "| mutate | new | 0.300 | 0.62 |" in server_ab.table({"mutate": got})
+    # against the minimal valid webhook of the same rounds too
+    assert got["new"]["rounds"]["efficiency_valid"] == [0.75, 1.0]
+    assert got["new"]["cpu_efficiency_valid"] == 0.875
+    assert "| mutate | new | 0.300 | 0.62 | 0.88 |" in server_ab.table({"mutate": got})
+    # without the valid baseline (an older result) the column stays empty
+    del runs["mutate"]["bare-valid"]
+    got = server_ab.summarize(runs)["mutate"]
+    assert got["new"]["cpu_efficiency_valid"] is None
+    assert "| mutate | new | 0.300 | 0.62 |  |" in server_ab.table({"mutate": got})
 
 
 def test_wrk_script_posts_json_and_reports_percentiles() -> None:
@@ -291,9 +329,10 @@ def test_soak_memory_growth_and_verdict() -> None:
     assert "worker 2: RSS grew 25.0%" in problems[0]
 
 
-async def test_bare_server_answers_a_valid_review_over_tls(tmp_path: Path) -> None:
+@pytest.mark.parametrize("valid", [False, True])
+async def test_bare_server_answers_a_valid_review_over_tls(tmp_path: Path, valid: bool) -> None:
     paths = ensure_serving_certs(tmp_path)
-    runner = web.AppRunner(bare_server.make_app())
+    runner = web.AppRunner(bare_server.make_app(valid=valid))
     await runner.setup()
     site = web.TCPSite(
         runner, "127.0.0.1", 0, ssl_context=build_server_context(paths.cert, paths.key)
@@ -317,6 +356,10 @@ async def test_bare_server_answers_a_valid_review_over_tls(tmp_path: Path) -> No
     assert review["apiVersion"] == "admission.k8s.io/v1"
     assert review["kind"] == "AdmissionReview"
     assert review["response"]["allowed"] is True
+    # the valid baseline echoes the request's uid, as an apiserver requires; the other
+    # answers a fixed one without parsing
+    uid = orjson.loads(body)["request"]["uid"]
+    assert (review["response"]["uid"] == uid) is valid
 
 
 def test_rss_and_cpu_read_this_process() -> None:

@@ -35,7 +35,10 @@ def is_scheduler_owned(key: str) -> bool:
 
 def forged_allocation(keys: Iterable[str], ctx: Ctx) -> None:
     """An error per scheduler-owned key among ``keys`` (the template's annotations)."""
-    for key in sorted(k for k in keys if k.startswith("hami.io/") and is_scheduler_owned(k)):
+    hami = [k for k in keys if k.startswith("hami.io/")]
+    if not hami:
+        return
+    for key in sorted(k for k in hami if is_scheduler_owned(k)):
         ctx.add(
             ctx.ann(key),
             "error",

@@ -32,6 +32,16 @@ def _total_bytes(raw: Mapping[Any, Any], cap: int) -> int:
     return len(keys.encode()) + len(values.encode())
 
 
+def _all_strings(raw: dict[Any, Any]) -> bool:
+    """Every key and value a str (C-level joins: no per-key Python)."""
+    try:
+        "".join(raw)
+        "".join(raw.values())
+    except TypeError:
+        return False
+    return True
+
+
 def _largest(raw: Mapping[Any, Any]) -> str:
     """``N annotations``, naming the largest when there are few to look through."""
     n = len(raw)
@@ -85,6 +95,8 @@ def string_annotations(meta: Mapping[str, Any], ctx: Ctx) -> dict[str, str] | No
             f"metadata.annotations: {found}, over {whose}; none read. {_largest(raw)}",
         )
         return None
+    if type(raw) is dict and _all_strings(raw):
+        return dict(raw)  # the usual map: nothing to report, no per-key work
     out: dict[str, str] = {}
     for key, value in raw.items():
         k = str(key)

@@ -17,14 +17,14 @@ from core.model import (
     ContainerDemand,
     is_map,
 )
-from core.quantity import format_quantity, is_whole_cpu, to_core_units
+from core.quantity import format_quantity, is_whole_cpu, str_to_core_units, to_core_units
 
 QoS = Literal["Guaranteed", "Burstable", "BestEffort"]
 QOS_RESOURCES = ("cpu", "memory")
 _HAMI_PERCENT = frozenset(d.HAMI_PERCENT_RESOURCES)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # private to one read_intent call; not frozen: a cheaper __init__
 class RawContainer:
     name: str
     kind: Literal["init", "sidecar", "app"]
@@ -66,11 +66,17 @@ def _quantities(res: Any, field_name: str, cpath: str, ctx: Ctx, scan: _Scan) ->
             f"{cpath}.resources.{field_name}", over(f"resources.{field_name}", found, cap)
         )
         return out
+    names = scan.names
     for name, value in res.items():
         rname = name if type(name) is str else str(name)
-        scan.names.add(rname)
+        names.add(rname)
         try:
-            out[rname] = to_core_units(rname, value)
+            # "2", "500m", "8Gi": the bounded memo of core.quantity, called directly
+            out[rname] = (
+                str_to_core_units(rname, value)
+                if type(value) is str
+                else to_core_units(rname, value)
+            )
         except InvalidInput as exc:
             path = f"{cpath}.resources.{field_name}[{clip(rname)}]"
             ctx.add(path, "error", "invalid-quantity", f"{clip(rname)}: {exc}")
@@ -159,24 +165,35 @@ _NO_NAME = object()
 
 def pod_qos(containers: list[RawContainer]) -> QoS:
     """Kubernetes QoS class (pkg/apis/core/helper/qos GetPodQOS), init containers included,
-    over cpu and memory only."""
-    requests: dict[str, int] = {}
-    limits: dict[str, int] = {}
+    over cpu and memory only (QOS_RESOURCES, unrolled: the sums of the positive requests
+    and limits; GetPodQOS's maps are equal exactly when both sums are)."""
+    req_cpu = req_mem = lim_cpu = lim_mem = 0
     guaranteed = True
     for c in containers:
         creq, clim = c.requests, c.limits
-        for r in QOS_RESOURCES:
-            v = creq.get(r, 0)
+        if creq:
+            v = creq.get("cpu", 0)
             if v > 0:
-                requests[r] = requests.get(r, 0) + v
-            v = clim.get(r, 0)
+                req_cpu += v
+            v = creq.get("memory", 0)
             if v > 0:
-                limits[r] = limits.get(r, 0) + v
-            else:
-                guaranteed = False
-    if not requests and not limits:
+                req_mem += v
+        if not clim:
+            guaranteed = False
+            continue
+        v = clim.get("cpu", 0)
+        if v > 0:
+            lim_cpu += v
+        else:
+            guaranteed = False
+        v = clim.get("memory", 0)
+        if v > 0:
+            lim_mem += v
+        else:
+            guaranteed = False
+    if not (req_cpu or req_mem or lim_cpu or lim_mem):
         return "BestEffort"
-    if guaranteed and requests == limits:
+    if guaranteed and req_cpu == lim_cpu and req_mem == lim_mem:
         return "Guaranteed"
     return "Burstable"
 
@@ -198,10 +215,15 @@ def pod_requests(containers: list[RawContainer] | tuple[ContainerDemand, ...]) -
                 sidecars[r] = sidecars.get(r, 0) + v
             for r, v in sidecars.items():
                 init_peak[r] = max(init_peak.get(r, 0), v)
-        else:
+        elif sidecars:
             for r in set(c.requests) | set(sidecars):
                 v = c.requests.get(r, 0) + sidecars.get(r, 0)
                 init_peak[r] = max(init_peak.get(r, 0), v)
+        else:  # no sidecar started before it: its own requests (the same, without sets)
+            for r, v in c.requests.items():
+                peak = init_peak.get(r)
+                if peak is None or v > peak:
+                    init_peak[r] = v
     for r, v in init_peak.items():
         total[r] = max(total.get(r, 0), v)
     return total

@@ -159,7 +159,14 @@ def read_intent(template: PodTemplate) -> IntentResult:
     """Parse, normalize and validate one pod template (see the module docstring)."""
     ctx = Ctx(template.path, limits=template.limits)
     raw_annotations = template.metadata.get("annotations")
-    original = dict(raw_annotations) if is_map(raw_annotations) else {}
+    # Compared with, never changed (string_annotations copies): no copy of a plain dict.
+    original = (
+        raw_annotations
+        if type(raw_annotations) is dict
+        else dict(raw_annotations)
+        if is_map(raw_annotations)
+        else {}
+    )
     # Over the API server's size: none is read, and the result keeps them as written.
     annotations = string_annotations(template.metadata, ctx)
     readable = annotations is not None
@@ -176,7 +183,8 @@ def read_intent(template: PodTemplate) -> IntentResult:
     forged_allocation(annotations, ctx)
 
     raw, resources = scan_containers(template.spec, ctx)
-    keys = set(annotations) | set(template.extra_annotations)
+    extra_keys = template.extra_annotations
+    keys = set(annotations) | set(extra_keys) if extra_keys else annotations.keys()
     scheduler = detect_scheduler(
         scheduler_name, keys, volcano_job=template.strict_cpu, resources=resources
     )
@@ -214,5 +222,5 @@ def read_intent(template: PodTemplate) -> IntentResult:
     if hami_weights is not None:
         intent = replace(intent, hami_weights=hami_weights)
     if not readable:
-        return IntentResult(intent, ctx.findings(), original, False)
+        return IntentResult(intent, ctx.findings(), dict(original), False)
     return IntentResult(intent, ctx.findings(), annotations, annotations != original)

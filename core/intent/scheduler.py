@@ -17,6 +17,8 @@ Scheduler detection (docs/contracts.md: Policy semantics):
 
 from __future__ import annotations
 
+from collections.abc import Set as AbstractSet
+
 from core.intent import dialects as d
 from core.intent.annotations import JsonDoc
 from core.intent.findings import Ctx
@@ -34,6 +36,7 @@ KEY_OWNER = {
     d.HAMI_SCORING_WEIGHTS: "hami",
 }
 
+_OWNED_KEYS = tuple(sorted(KEY_OWNER))  # in the order findings are reported
 _KOORD_KEYS = frozenset(d.KOORD_KEYS)
 _HAMI_KEYS = frozenset(d.HAMI_KEYS)
 _HAMI_ONLY_RESOURCES = frozenset(d.HAMI_ONLY_RESOURCES)
@@ -41,7 +44,7 @@ _HAMI_ONLY_RESOURCES = frozenset(d.HAMI_ONLY_RESOURCES)
 
 def detect_scheduler(
     scheduler_name: str,
-    keys: set[str],
+    keys: AbstractSet[str],
     *,
     volcano_job: bool,
     resources: set[str],
@@ -131,7 +134,7 @@ def other_keys_no_effect(
     ctx: Ctx,
     mirrored: set[str],
 ) -> None:
-    for key in sorted(k for k in KEY_OWNER if k in annotations):  # not every key: bounded
+    for key in [k for k in _OWNED_KEYS if k in annotations]:  # not every key: bounded
         owner = KEY_OWNER.get(key)
         if owner is None or owner == scheduler or key in mirrored:
             continue
@@ -157,7 +160,7 @@ def unscheduled_keys(
     owner = _SCHEDULER_OF.get(scheduler)
     if owner is None or scheduler_name in d.SCHEDULER_BY_NAME:
         return
-    keys = [k for k in sorted(KEY_OWNER) if k in annotations and KEY_OWNER[k] == scheduler]
+    keys = [k for k in _OWNED_KEYS if k in annotations and KEY_OWNER[k] == scheduler]
     if not keys:
         return  # a Volcano Job task: the job controller sets schedulerName
     if scheduler_name in d.DEFAULT_SCHEDULER_NAMES:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from types import MappingProxyType
 from typing import Any, Final
 
 from core.intent.dialects import VOLCANO_NUMA_POLICY
@@ -54,6 +55,9 @@ class PodTemplate:
     extra_paths: Mapping[str, str] = field(default_factory=dict)
     limits: Limits = DEFAULT
     versions: SchedulerVersions = LATEST  # the releases the cluster runs (core.intent.versions)
+
+
+_NO_EXTRA: Final[Mapping[str, str]] = MappingProxyType({})
 
 
 def _mapping(value: Any) -> Mapping[str, Any]:
@@ -150,9 +154,15 @@ def pod_templates(
     if versions != LATEST:
         return [replace(t, versions=versions) for t in pod_templates(obj, limits)]
     kind = obj.get("kind")
-    if kind == "Pod":
-        pod = {"metadata": obj.get("metadata"), "spec": obj.get("spec")}
-        return [_template(obj, "", pod, limits)]
+    if kind == "Pod":  # its own template: the object's metadata and spec, not copied
+        _, namespace, name = object_identity(obj)
+        meta, spec = obj.get("metadata"), obj.get("spec")
+        return [
+            PodTemplate(
+                "Pod", name, namespace, "", meta if is_map(meta) else {},
+                spec if is_map(spec) else {}, _NO_EXTRA, False, _NO_EXTRA, limits,
+            )
+        ]  # fmt: skip
     if is_volcano_job(obj):
         return _volcano_tasks(obj, limits)
     if isinstance(kind, str) and kind in TEMPLATE_PATHS:
