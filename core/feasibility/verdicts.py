@@ -17,11 +17,12 @@ from array import array
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from core.feasibility import compat
 from core.feasibility import kernel as _selected_impl
 from core.feasibility.bitsets import expand
+from core.feasibility.classes import UNPLANNED, VERDICT, classes_of
 from core.feasibility.codes import (
     F_CPU_ONLY,
     F_EMPTY,
@@ -76,74 +77,6 @@ class _ShapeVerdict(NamedTuple):
 # What compatibility and the simulation decide for a node's policy set: a verdict for the
 # whole class, or the kernel run (policy, policy code, flags).
 _Plan = _ShapeVerdict | tuple[str, int, int]
-# Kernel.scan's group codes: a policy code, or a group whose plan is a verdict / not made.
-_VERDICT, _UNPLANNED = -1, -2
-
-
-class _Plans(NamedTuple):
-    """Per node policy group, what compatibility and the simulation decide for one
-    ``compat.plan_key`` (None: not asked yet), and the same as Kernel.scan reads it."""
-
-    plans: list[_Plan | None]
-    codes: array[int]
-    flags: array[int]
-
-
-class _Classes(NamedTuple):
-    """Per snapshot (kept on its kernel, built by the first evaluation): class_selection
-    with every node selected, each class's node policy group (``compat.node_key``, equal
-    for all nodes of a class) and a node of each group, the classes' monotone flags, and
-    the groups' plans by ``compat.plan_key`` (at most MAX_PLAN_KEYS, then started over).
-    The counting pass over 10,000 nodes was ~17% of an impossible pod's decision, the
-    plans and the scan's stops to make them ~35% after that (docs/benchmarks.md)."""
-
-    inside: array[int]
-    outside: array[int]
-    firsts: array[int]
-    group_of: array[int]  # -1: a class without nodes
-    group_nodes: tuple[NodeTopology, ...]
-    monotone: array[int]
-    plans: dict[tuple[object, ...], _Plans]
-
-    def plans_for(self, intent: PodIntent) -> _Plans:
-        key = compat.plan_key(intent)
-        got = self.plans.get(key)
-        if got is None:
-            if len(self.plans) >= MAX_PLAN_KEYS:
-                self.plans.clear()
-            ng = len(self.group_nodes)
-            got = _Plans([None] * ng, array("q", [_UNPLANNED]) * ng, array("q", bytes(8 * ng)))
-            self.plans[key] = got
-        return got
-
-
-# Distinct (scheduler, policy, qos, scope, exclusive) kept per snapshot: a handful in a
-# real cluster; the bound only stops a stream of made-up policy names from growing it.
-MAX_PLAN_KEYS = 64
-
-
-def _classes(snap: Snapshot, module: ModuleType, kernel: Any) -> _Classes:
-    got: _Classes | None = kernel.classes
-    if got is None:
-        inside, outside, firsts = module.class_selection(
-            snap.all_bits, snap.topo_bits, snap.shape_of, snap.topo_of
-        )
-        groups: dict[tuple[object, ...], int] = {}
-        group_of = array("q")
-        for i in firsts:
-            g = -1 if i < 0 else groups.setdefault(compat.node_key(snap.nodes[i]), len(groups))
-            group_of.append(g)
-        nodes = {g: snap.nodes[i] for g, i in zip(group_of, firsts, strict=True) if g >= 0}
-        got = kernel.classes = _Classes(
-            inside,
-            outside,
-            firsts,
-            group_of,
-            tuple(nodes[g] for g in range(len(groups))),
-            array("q", snap.topo_monotone),
-            {},
-        )
-    return got
 
 
 class _Evaluator:
@@ -155,7 +88,7 @@ class _Evaluator:
         self.snap = snap
         self.module = module
         self.kernel = snap.kernel(module)
-        self.classes = _classes(snap, module, self.kernel)
+        self.classes = classes_of(snap, module, self.kernel)
         self.demand = Demand.build(intent, snap)
         self.runs: dict[int, tuple[str, int, int]] = {}  # topology -> (policy, code, flags)
         self.usage: set[int] = set()  # classes whose verdict depends on usage
@@ -174,7 +107,7 @@ class _Evaluator:
         # Written each time, flags before the code: another thread's evaluation may
         # share these (the same values) and scan as soon as the code is set.
         if isinstance(plan, _ShapeVerdict):
-            self.codes[g] = _VERDICT
+            self.codes[g] = VERDICT
         else:
             self.flags[g] = plan[2]
             self.codes[g] = plan[1]
@@ -292,7 +225,7 @@ def evaluate(
             t, empty = tally.scan(t, inside, outside, firsts)
             if t == n_topo:
                 break
-            if ev.codes[ev.classes.group_of[t]] == _UNPLANNED:
+            if ev.codes[ev.classes.group_of[t]] == UNPLANNED:
                 ev.plan(t)
                 continue  # and scan again from t with its group's plan
         tally.counts["not-selected"] += outside[t]

@@ -20,8 +20,8 @@ from core.feasibility.snapshot import Demand, Snapshot
 from core.feasibility.verdicts import evaluate
 from core.model import NodeTopology, PodIntent
 from tests.builders.model import container, cpu_node, intents, pod
+from tests.builders.model import topology_nodes as nodes
 from tests.conftest import IMPLS, PURE
-from tests.core.feasibility.test_differential import nodes
 
 SETTINGS = settings(
     max_examples=80,
