@@ -721,14 +721,7 @@ cdef class Kernel:
             raise InvalidInput(f"policy code {policy} is not one of 0, 1, 2, 3")
         cdef _Demand d
         cdef _KernelResult o
-        # The arrays' own buffers, not typed memoryviews: acquiring three of those was
-        # more than half of a call that fails on the node-level bound (docs/benchmarks.md,
-        # "The impossible pod's scan").
-        d.unit_kind = _int64s(demand.unit_kind, "unit_kind")
-        d.unit_cpu = _int64s(demand.unit_cpu, "unit_cpu")
-        d.unit_res = _int64s(demand.unit_res, "unit_res")
-        d.n_units = demand.n_units
-        d.guaranteed = demand.guaranteed
+        _demand(demand, &d)
         with nogil:
             _check(&self.p, &d, shape, policy, flags, &o)
         return _result(&o)
@@ -746,11 +739,7 @@ cdef class Kernel:
             raise InvalidInput(f"scan: start {start} is out of range 0..{n_topo}")
         cdef _Demand d
         cdef _ScanState sc
-        d.unit_kind = _int64s(demand.unit_kind, "unit_kind")
-        d.unit_cpu = _int64s(demand.unit_cpu, "unit_cpu")
-        d.unit_res = _int64s(demand.unit_res, "unit_res")
-        d.n_units = demand.n_units
-        d.guaranteed = demand.guaranteed
+        _demand(demand, &d)
         usage = clone(array("q"), n_topo, False)
         sc.inside = _column(inside, "inside")
         sc.outside = _column(outside, "outside")
@@ -772,6 +761,18 @@ cdef class Kernel:
             sc.stop, sc.not_selected, sc.never, sc.near,
             _result(&sc.near_result) if sc.near >= 0 else None,
             _result(&sc.stop_result) if sc.has_stop_result else None, usage))
+
+
+cdef int _demand(object demand, _Demand* d) except -1:
+    """``d`` over the Demand's own buffers, not typed memoryviews: acquiring three of those
+    was more than half of a call that fails on the node-level bound (docs/benchmarks.md,
+    "The impossible pod's scan")."""
+    d.unit_kind = _int64s(demand.unit_kind, "unit_kind")
+    d.unit_cpu = _int64s(demand.unit_cpu, "unit_cpu")
+    d.unit_res = _int64s(demand.unit_res, "unit_res")
+    d.n_units = demand.n_units
+    d.guaranteed = demand.guaranteed
+    return 0
 
 
 cdef inline object _result(_KernelResult* o):

@@ -35,6 +35,7 @@ _C_ONLY = {
     "_column",
     "_scan_error",
     "_result",
+    "_demand",  # a Demand's buffers (Kernel.check, Kernel.scan)
     "_check",
     "_scratch_alloc",
     "_scratch_free",
