@@ -70,6 +70,7 @@ from core.feasibility.codes import (
     RES_IGNORED,
     RES_MEMORY,
     KernelResult,
+    ScanResult,
 )
 
 __all__ = [
@@ -689,6 +690,9 @@ cdef class Kernel:
     cdef object packed
     cdef object _views  # keeps the buffers behind ``p`` alive
     cdef _Packed p
+    # What core.feasibility.verdicts keeps per snapshot (the kernel is built once per
+    # snapshot and implementation): set by its first evaluation, not read here.
+    cdef public object classes
 
     def __init__(self, packed):
         if packed.n_res < 1:
@@ -717,18 +721,154 @@ cdef class Kernel:
             raise InvalidInput(f"policy code {policy} is not one of 0, 1, 2, 3")
         cdef _Demand d
         cdef _KernelResult o
-        # The arrays' own buffers, not typed memoryviews: acquiring three of those was
-        # more than half of a call that fails on the node-level bound (docs/benchmarks.md,
-        # "The impossible pod's scan").
-        d.unit_kind = _int64s(demand.unit_kind, "unit_kind")
-        d.unit_cpu = _int64s(demand.unit_cpu, "unit_cpu")
-        d.unit_res = _int64s(demand.unit_res, "unit_res")
-        d.n_units = demand.n_units
-        d.guaranteed = demand.guaranteed
+        _demand(demand, &d)
         with nogil:
             _check(&self.p, &d, shape, policy, flags, &o)
-        return _tuple_new(KernelResult, (o.admitted, o.mask, o.preferred, o.reason, o.unit,
-                                         o.resource, o.need, o.limit))
+        return _result(&o)
+
+    def scan(self, demand, Py_ssize_t start, inside, outside, firsts, shape_of, group_of,
+             codes, flags, monotone):
+        """The "node empty" run over topology classes from ``start`` while each is
+        never-fits on it (see the reference): one call instead of one per class."""
+        cdef Py_ssize_t n_topo = len(inside), ng = len(codes)
+        if not len(outside) == len(firsts) == len(group_of) == len(monotone) == n_topo:
+            raise InvalidInput(f"scan: per-class columns must all have {n_topo} items")
+        if len(flags) != ng:
+            raise InvalidInput(f"scan: {ng} group codes but {len(flags)} group flags")
+        if not 0 <= start <= n_topo:
+            raise InvalidInput(f"scan: start {start} is out of range 0..{n_topo}")
+        cdef _Demand d
+        cdef _ScanState sc
+        _demand(demand, &d)
+        usage = clone(array("q"), n_topo, False)
+        sc.inside = _column(inside, "inside")
+        sc.outside = _column(outside, "outside")
+        sc.firsts = _column(firsts, "firsts")
+        sc.shape_of = _column(shape_of, "shape_of")
+        sc.n = len(shape_of)
+        sc.group_of = _column(group_of, "group_of")
+        sc.codes = _column(codes, "codes")
+        sc.flags = _column(flags, "flags")
+        sc.ng = ng
+        sc.monotone = _column(monotone, "monotone")
+        sc.usage = (<array>usage).data.as_longlongs
+        with nogil:
+            _scan(&self.p, &d, start, n_topo, &sc)
+        if sc.bad:
+            raise InvalidInput(_scan_error(&sc, self.p.n_shapes))
+        del usage[sc.n_usage:]
+        return _tuple_new(ScanResult, (
+            sc.stop, sc.not_selected, sc.never, sc.near,
+            _result(&sc.near_result) if sc.near >= 0 else None,
+            _result(&sc.stop_result) if sc.has_stop_result else None, usage))
+
+
+cdef int _demand(object demand, _Demand* d) except -1:
+    """``d`` over the Demand's own buffers, not typed memoryviews: acquiring three of those
+    was more than half of a call that fails on the node-level bound (docs/benchmarks.md,
+    "The impossible pod's scan")."""
+    d.unit_kind = _int64s(demand.unit_kind, "unit_kind")
+    d.unit_cpu = _int64s(demand.unit_cpu, "unit_cpu")
+    d.unit_res = _int64s(demand.unit_res, "unit_res")
+    d.n_units = demand.n_units
+    d.guaranteed = demand.guaranteed
+    return 0
+
+
+cdef inline object _result(_KernelResult* o):
+    return _tuple_new(KernelResult, (o.admitted, o.mask, o.preferred, o.reason, o.unit,
+                                     o.resource, o.need, o.limit))
+
+
+cdef const i64* _column(object values, str field) except? NULL:
+    """The int64 items of a per-class or per-group column (an array('q'); NULL if empty)."""
+    if type(values) is not array or (<array>values).ob_descr.typecode != b"q"[0]:
+        raise InvalidInput(f"scan: {field} must be an array('q')")
+    return <const i64*>(<array>values).data.as_longlongs if len(values) else NULL
+
+
+cdef struct _ScanState:  # Kernel.scan's columns and what it found
+    const i64* inside
+    const i64* outside
+    const i64* firsts
+    const i64* shape_of
+    Py_ssize_t n
+    const i64* group_of
+    const i64* codes
+    const i64* flags
+    Py_ssize_t ng
+    const i64* monotone
+    i64* usage
+    Py_ssize_t n_usage
+    Py_ssize_t stop
+    i64 not_selected
+    i64 never
+    Py_ssize_t near
+    _KernelResult near_result
+    int has_stop_result
+    _KernelResult stop_result
+    int bad  # 1 group, 2 node, 3 shape, 4 policy code out of range (at class ``stop``)
+    i64 bad_value
+
+
+cdef str _scan_error(_ScanState* sc, int n_shapes):
+    cdef Py_ssize_t t = sc.stop
+    if sc.bad == 1:
+        return f"class {t}: group {sc.bad_value} is out of range 0..{sc.ng - 1}"
+    if sc.bad == 2:
+        return f"class {t}: node {sc.bad_value} is out of range 0..{sc.n - 1}"
+    if sc.bad == 3:
+        return f"shape {sc.bad_value} is out of range 0..{n_shapes - 1}"
+    return f"policy code {sc.bad_value} is not one of 0, 1, 2, 3"
+
+
+cdef void _scan(_Packed* p, _Demand* d, Py_ssize_t t, Py_ssize_t n_topo,
+                _ScanState* sc) noexcept nogil:
+    """Kernel.scan below the argument checks (the reference's loop)."""
+    cdef i64 n, g, i, s, code
+    cdef _KernelResult o
+    sc.n_usage = 0
+    sc.not_selected = 0
+    sc.never = 0
+    sc.near = -1
+    sc.has_stop_result = 0
+    sc.bad = 0
+    while t < n_topo:
+        sc.stop = t
+        n = sc.inside[t]
+        if n:
+            g = sc.group_of[t]
+            if g < 0 or g >= sc.ng:
+                sc.bad, sc.bad_value = 1, g
+                return
+            code = sc.codes[g]
+            if code < 0 or not sc.monotone[t]:
+                return
+            i = sc.firsts[t]
+            if i < 0 or i >= sc.n:
+                sc.bad, sc.bad_value = 2, i
+                return
+            s = sc.shape_of[i]
+            if s < 0 or s >= p.n_shapes:
+                sc.bad, sc.bad_value = 3, s
+                return
+            if code > 3:
+                sc.bad, sc.bad_value = 4, code
+                return
+            _check(p, d, <int>s, <int>code, <int>(sc.flags[g] | C_F_EMPTY), &o)
+            if o.admitted or o.reason == R_TOO_LARGE:
+                sc.has_stop_result = 1
+                sc.stop_result = o
+                return
+            sc.never += n
+            sc.usage[sc.n_usage] = t
+            sc.n_usage += 1
+            if sc.near < 0 or i < sc.firsts[sc.near]:
+                sc.near = t
+                sc.near_result = o
+        sc.not_selected += sc.outside[t]
+        t += 1
+    sc.stop = n_topo
 
 
 cdef void _check(_Packed* p, _Demand* d, int shape, int policy, int flags,

@@ -62,6 +62,7 @@ from core.feasibility.codes import (
     SHAPE_FIELDS,
     U_INIT,
     KernelResult,
+    ScanResult,
 )
 from core.feasibility.codes import U_APP as U_APP  # read by snapshot.py through the reference
 from core.feasibility.codes import U_SIDECAR as U_SIDECAR
@@ -522,12 +523,15 @@ def allocate_memory(
 class Kernel:
     """The feasibility kernel over one packed snapshot (core.feasibility.snapshot.Packed)."""
 
-    __slots__ = ("packed",)
+    __slots__ = ("classes", "packed")
 
     def __init__(self, packed: Any) -> None:
         if packed.n_res < 1:
             raise InvalidInput("packed snapshot: n_res must be at least 1 (cpu)")
         self.packed = packed
+        # What core.feasibility.verdicts keeps per snapshot (the kernel is built once per
+        # snapshot and implementation): set by its first evaluation, not read here.
+        self.classes: Any = None
 
     def check(self, demand: Any, shape: int, policy: int, flags: int) -> KernelResult:
         """Admit the pod (``demand``: core.feasibility.snapshot.Demand) on node shape ``shape`` under
@@ -550,6 +554,60 @@ class Kernel:
             return short
         st = _State(p, shape, bool(flags & F_EMPTY))
         return _admit_units(p, shape, st, demand, policy, flags)
+
+    def scan(
+        self,
+        demand: Any,
+        start: int,
+        inside: Sequence[int],
+        outside: Sequence[int],
+        firsts: Sequence[int],
+        shape_of: Sequence[int],
+        group_of: Sequence[int],
+        codes: Sequence[int],
+        flags: Sequence[int],
+        monotone: Sequence[int],
+    ) -> ScanResult:
+        """The "node empty" run over topology classes from ``start``, in order, while each
+        class is never-fits on it: a class t with ``inside[t]`` selected nodes (first
+        ``firsts[t]``) is judged on its first node's shape with its group's (``group_of``)
+        policy code and flags; a code below 0 (not known yet, or a verdict without a run),
+        a class not ``monotone``, a run that admits or is too large stop the scan there,
+        for the caller to judge that class. ``outside[t]`` counts unselected nodes."""
+        n_topo = len(inside)
+        if not len(outside) == len(firsts) == len(group_of) == len(monotone) == n_topo:
+            raise InvalidInput(f"scan: per-class columns must all have {n_topo} items")
+        if len(codes) != len(flags):
+            raise InvalidInput(f"scan: {len(codes)} group codes but {len(flags)} group flags")
+        if not 0 <= start <= n_topo:
+            raise InvalidInput(f"scan: start {start} is out of range 0..{n_topo}")
+        not_selected = never = 0
+        near, near_result = -1, None
+        usage = array("q")
+        t = start
+        while t < n_topo:
+            n = inside[t]
+            if n:
+                g = group_of[t]
+                if not 0 <= g < len(codes):
+                    raise InvalidInput(f"class {t}: group {g} is out of range 0..{len(codes) - 1}")
+                if codes[g] < 0 or not monotone[t]:
+                    return ScanResult(t, not_selected, never, near, near_result, None, usage)
+                i = firsts[t]
+                if not 0 <= i < len(shape_of):
+                    raise InvalidInput(
+                        f"class {t}: node {i} is out of range 0..{len(shape_of) - 1}"
+                    )
+                result = self.check(demand, shape_of[i], codes[g], flags[g] | F_EMPTY)
+                if result.admitted or result.reason == R_TOO_LARGE:
+                    return ScanResult(t, not_selected, never, near, near_result, result, usage)
+                never += n
+                usage.append(t)
+                if near < 0 or i < firsts[near]:
+                    near, near_result = t, result
+            not_selected += outside[t]
+            t += 1
+        return ScanResult(n_topo, not_selected, never, near, near_result, None, usage)
 
 
 def _node_level_short(p: Any, shape: int, demand: Any) -> KernelResult | None:

@@ -7,6 +7,7 @@ tests/core/feasibility/test_codes.py proves the two agree.
 
 from __future__ import annotations
 
+from array import array
 from typing import Final, NamedTuple
 
 KERNEL_VERSION: Final = 2
@@ -104,3 +105,21 @@ def ok(mask: int, preferred: int, unit: int = -1) -> KernelResult:
 def fail(reason: int, unit: int, resource: int, need: int = 0, limit: int = 0) -> KernelResult:
     """A rejection with its reason code and figures."""
     return KernelResult(0, 0, 0, reason, unit, resource, need, limit)
+
+
+class ScanResult(NamedTuple):
+    """One ``Kernel.scan`` answer: the topology classes from ``start`` up to ``stop`` (the
+    number of classes when it went through all of them) were never-fits on the "node
+    empty" run or had no selected node. ``not_selected`` and ``never_fits`` count their
+    nodes, ``usage`` lists the never-fits classes in order, ``near`` is the one of them
+    whose first selected node comes first (-1: none) with its run's result
+    ``near_result``; ``stop_result`` is the "node empty" run of class ``stop`` when the
+    scan made it (it fits, is too large, or the class is not monotone), else None."""
+
+    stop: int
+    not_selected: int
+    never_fits: int
+    near: int
+    near_result: KernelResult | None
+    stop_result: KernelResult | None
+    usage: array[int]

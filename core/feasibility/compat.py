@@ -77,6 +77,12 @@ def compat_key(intent: PodIntent) -> tuple[str, str | None, bool]:
     return intent.scheduler, intent.policy, _volcano_skips(intent)
 
 
+def plan_key(intent: PodIntent) -> tuple[object, ...]:
+    """Every intent field :func:`compatible` and :func:`simulation` read: intents with
+    equal keys get the same answers on any node."""
+    return intent.scheduler, intent.policy, intent.qos, intent.scope, intent.exclusive
+
+
 def node_key(node: NodeTopology) -> tuple[object, ...]:
     """Every node field :func:`compatible` and :func:`simulation` read (and whether the
     node has NUMA data): nodes with equal keys get the same answers for any pod."""

@@ -98,14 +98,24 @@ class Demand:
             rows.append(row)
         own = kinds[:]
         kinds.append(ref.U_APP)
-        cpus.append(_pod_level(own, cpus))
-        columns = zip(*rows, strict=True) if rows else iter([()] * nres)
-        rows.append([_pod_level(own, column) for column in columns])
+        if own == [ref.U_APP]:  # one app container: the pod-level unit is that container
+            cpus.append(cpus[0])
+            rows.append(rows[0])
+        else:
+            cpus.append(_pod_level(own, cpus))
+            columns = zip(*rows, strict=True) if rows else iter([()] * nres)
+            rows.append([_pod_level(own, column) for column in columns])
+        flat = [v for row in rows for v in row]
         return cls(
             n_units=len(kinds),
             unit_kind=array("q", kinds),
             unit_cpu=array("q", [min(c, MAX_REQUEST) for c in cpus]),
-            unit_res=array("q", [min(v, MAX_REQUEST) for row in rows for v in row]),
+            unit_res=array(
+                "q",
+                flat
+                if max(flat, default=0) <= MAX_REQUEST
+                else [min(v, MAX_REQUEST) for v in flat],
+            ),
             guaranteed=int(intent.qos == "Guaranteed"),
             missing=tuple(sorted(missing)),
         )

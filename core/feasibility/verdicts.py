@@ -2,15 +2,18 @@
 policy-mismatch, not-selected, unknown-topology.
 
 Node selection (core.feasibility.selection) is computed per label with big-int bitsets,
-then counted per topology class by the kernel (``class_selection``); compatibility and the
-simulation (core.feasibility.compat) once per distinct node policy set
-(``compat.node_key``); the kernel runs once per topology class for the "node empty" run and
-once per shape of the classes whose verdict depends on usage. A failure's reason is worded
-only where a verdict shows it (the near miss, full verdicts).
+then counted per topology class by the kernel (``class_selection``; with every node
+selected, once per snapshot); compatibility and the simulation (core.feasibility.compat)
+once per distinct node policy set (``compat.node_key``, grouped once per snapshot); the
+kernel runs once per topology class for the "node empty" run (``Kernel.scan``: the classes
+that never fit in one call, when only the first fit is wanted) and once per shape of the
+classes whose verdict depends on usage. A failure's reason is worded only where a verdict
+shows it (the near miss, full verdicts).
 """
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import ModuleType
@@ -19,6 +22,7 @@ from typing import NamedTuple
 from core.feasibility import compat
 from core.feasibility import kernel as _selected_impl
 from core.feasibility.bitsets import expand
+from core.feasibility.classes import UNPLANNED, VERDICT, classes_of
 from core.feasibility.codes import (
     F_CPU_ONLY,
     F_EMPTY,
@@ -28,6 +32,7 @@ from core.feasibility.codes import (
     F_POD_SCOPE,
     R_TOO_LARGE,
     KernelResult,
+    ScanResult,
 )
 from core.feasibility.reasons import render_reason
 from core.feasibility.selection import selection
@@ -35,6 +40,7 @@ from core.feasibility.snapshot import POLICY_CODES, Demand, Snapshot
 from core.model import POLICY_NONE, VERDICTS, NodeTopology, NodeVerdict, PodIntent
 
 _NEAR_MISS_ORDER = ("no-room-now", "never-fits", "policy-mismatch")
+_NEVER = _NEAR_MISS_ORDER.index("never-fits")
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,30 +88,46 @@ class _Evaluator:
         self.snap = snap
         self.module = module
         self.kernel = snap.kernel(module)
+        self.classes = classes_of(snap, module, self.kernel)
         self.demand = Demand.build(intent, snap)
         self.runs: dict[int, tuple[str, int, int]] = {}  # topology -> (policy, code, flags)
         self.usage: set[int] = set()  # classes whose verdict depends on usage
-        # compat.node_key -> plan: the 44 classes of the benchmark's 10,000 nodes have 11
-        # distinct keys; compat's calls per class were ~15% of an impossible pod's scan.
-        self.plans: dict[tuple[object, ...], _Plan] = {}
+        # Per node policy group: the 44 classes of the benchmark's 10,000 nodes have 11;
+        # compat's calls per class were ~15% of an impossible pod's scan. ``codes`` and
+        # ``flags``: the plans as Kernel.scan reads them. Shared by the snapshot's
+        # evaluations of intents with the same compat.plan_key.
+        self.plans, self.codes, self.flags = self.classes.plans_for(intent)
 
-    def topology(self, t: int, i: int) -> _ShapeVerdict | None:
-        """The verdict shared by every node of topology class t, or None when it depends
-        on each node's usage. ``i``: a node of the class."""
-        snap = self.snap
-        # The node's own shape: a class may list dead shapes first (no nodes,
-        # core/feasibility/delta.py), and scanning past them cost O(dead) per review.
-        s0 = snap.shape_of[i]
-        node = snap.nodes[i]
-        key = compat.node_key(node)
-        plan = self.plans.get(key)
+    def plan(self, t: int) -> _Plan:
+        """Compatibility and the simulation for class t's node policy group."""
+        g = self.classes.group_of[t]
+        plan = self.plans[g]
         if plan is None:
-            plan = self.plans[key] = self._plan(node)
+            plan = self.plans[g] = self._plan(self.classes.group_nodes[g])
+        # Written each time, flags before the code: another thread's evaluation may
+        # share these (the same values) and scan as soon as the code is set.
+        if isinstance(plan, _ShapeVerdict):
+            self.codes[g] = VERDICT
+        else:
+            self.flags[g] = plan[2]
+            self.codes[g] = plan[1]
+        return plan
+
+    def topology(self, t: int, i: int, empty: KernelResult | None = None) -> _ShapeVerdict | None:
+        """The verdict shared by every node of topology class t, or None when it depends
+        on each node's usage. ``i``: a node of the class; ``empty``: its "node empty" run
+        if Kernel.scan made it."""
+        snap = self.snap
+        plan = self.plan(t)
         if isinstance(plan, _ShapeVerdict):
             return plan
         policy, code, flags = plan
         self.usage.add(t)  # from here on, topo_monotone or the shapes' usage decide
-        empty = self.kernel.check(self.demand, s0, code, flags | F_EMPTY)
+        node = snap.nodes[i]
+        if empty is None:
+            # The node's own shape: a class may list dead shapes first (no nodes,
+            # core/feasibility/delta.py), and scanning past them cost O(dead) per review.
+            empty = self.kernel.check(self.demand, snap.shape_of[i], code, flags | F_EMPTY)
         if empty.reason == R_TOO_LARGE:
             return _ShapeVerdict(
                 "unknown-topology", reason=f"{empty.need} NUMA nodes: left to kubelet"
@@ -189,20 +211,34 @@ def evaluate(
     ev = _Evaluator(intent, snapshot, impl or _selected_impl)
     by_name, by_selector, by_affinity = selection(intent, snapshot)
     selected = by_name & by_selector & by_affinity
-    inside, outside, firsts = ev.module.class_selection(
-        selected, snapshot.topo_bits, snapshot.shape_of, snapshot.topo_of
-    )
+    if selected == snapshot.all_bits:
+        inside, outside, firsts = ev.classes.inside, ev.classes.outside, ev.classes.firsts
+    else:
+        inside, outside, firsts = ev.module.class_selection(
+            selected, snapshot.topo_bits, snapshot.shape_of, snapshot.topo_of
+        )
     tally = _Tally(ev, full)
-    for t, n in enumerate(inside):
+    t, n_topo = 0, len(inside)
+    while t < n_topo:
+        empty = None
+        if not full:  # the classes that never fit in one kernel call, up to the next other
+            t, empty = tally.scan(t, inside, outside, firsts)
+            if t == n_topo:
+                break
+            if ev.codes[ev.classes.group_of[t]] == UNPLANNED:
+                ev.plan(t)
+                continue  # and scan again from t with its group's plan
         tally.counts["not-selected"] += outside[t]
+        n = inside[t]
+        t += 1
         if not n:
             continue
-        shared = ev.topology(t, firsts[t])
+        shared = ev.topology(t - 1, firsts[t - 1], empty)
         if shared is not None:
-            if tally.add(shared, n, firsts[t], snapshot.topo_shapes[t]):
+            if tally.add(shared, n, firsts[t - 1], snapshot.topo_shapes[t - 1]):
                 return tally.early()
             continue
-        for s in snapshot.topo_shapes[t]:
+        for s in snapshot.topo_shapes[t - 1]:
             sel = expand(snapshot.shape_bits[s]) & selected
             if sel and tally.add(ev.shape(s), sel.bit_count(), (sel & -sel).bit_length() - 1, (s,)):
                 return tally.early()
@@ -226,6 +262,27 @@ class _Tally:
         self.near: tuple[int, int, _ShapeVerdict] | None = None
         self.unknown_ok = 0
         self.first_fit: NodeVerdict | None = None
+
+    def scan(
+        self, t: int, inside: array[int], outside: array[int], firsts: array[int]
+    ) -> tuple[int, KernelResult | None]:
+        """Kernel.scan from class t, its never-fits classes recorded as ``add`` would;
+        the class it stopped at and its "node empty" run if made."""
+        ev = self.ev
+        c = ev.classes
+        r: ScanResult = ev.kernel.scan(
+            ev.demand, t, inside, outside, firsts, self.snap.shape_of,
+            c.group_of, ev.codes, ev.flags, c.monotone,
+        )  # fmt: skip
+        self.counts["not-selected"] += r.not_selected
+        self.counts["never-fits"] += r.never_fits
+        self.usage.update(r.usage)
+        if r.near >= 0 and (self.near is None or (_NEVER, firsts[r.near]) < self.near[:2]):
+            first = firsts[r.near]
+            policy = ev.plan(r.near)[0]  # type: ignore[index]
+            failure = (r.near_result, policy, self.snap.nodes[first], True)
+            self.near = (_NEVER, first, _ShapeVerdict("never-fits", failure=failure))  # type: ignore[arg-type]
+        return r.stop, r.stop_result
 
     def add(self, v: _ShapeVerdict, n: int, first: int, shapes: Sequence[int]) -> bool:
         """Record v for ``n`` selected nodes, the first of them ``first``; True when the

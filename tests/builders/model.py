@@ -242,3 +242,47 @@ def intents(draw: st.DrawFn) -> PodIntent:
         containers=tuple(cs),
         pod_requests={},
     )
+
+
+@st.composite
+def numa_zones(draw: st.DrawFn, n: int) -> tuple[NumaZone, ...]:
+    """``n`` random zones of CPU, memory, GPUs and hugepages (the differential suite's)."""
+    out = []
+    for i in range(n):
+        cpu = draw(st.integers(0, 8))
+        mem = draw(st.integers(0, 6)) * GI
+        gpu = draw(st.integers(0, 3))
+        hp = draw(st.integers(0, 2)) * GI
+        cap = {"cpu": cpu * 1000, "memory": mem, GPU: gpu, HP: hp}
+        free = {k: draw(st.integers(0, v // (1000 if k == "cpu" else 1))) for k, v in cap.items()}
+        free["cpu"] *= 1000
+        free["memory"] = free["memory"] // GI * GI
+        free[HP] = free[HP] // GI * GI
+        costs = {j: 10 if j == i else draw(st.sampled_from([11, 12, 20, 30])) for j in range(n)}
+        out.append(NumaZone(id=i, capacity=cap, allocatable=cap, available=free, costs=costs))
+    return tuple(out)
+
+
+@st.composite
+def topology_nodes(draw: st.DrawFn, name: str) -> NodeTopology:
+    """A random node: 1-4 zones (or none), any policy, scope and manager settings."""
+    n = draw(st.integers(1, 4))
+    return NodeTopology(
+        name=name,
+        labels={"pool": draw(st.sampled_from(["a", "b"]))},
+        allocatable=draw(st.sampled_from([{}, {"cpu": 64000, "memory": 64 * GI, GPU: 8}])),
+        capacity={},
+        zones=draw(st.one_of(st.just(()), numa_zones(n)))
+        if draw(st.booleans()) and n == 1
+        else draw(numa_zones(n)),
+        tm_policy=draw(st.sampled_from(["none", "best-effort", "restricted", "single-numa-node"])),
+        tm_scope=draw(st.sampled_from(["container", "pod"])),
+        max_numa_nodes=draw(st.sampled_from([8, 3])),
+        prefer_closest=draw(st.booleans()),
+        cpu_manager_policy=draw(st.sampled_from(["static", "static", "none"])),
+        full_pcpus_only=draw(st.booleans()),
+        threads_per_core=draw(st.sampled_from([1, 2])),
+        memory_manager_policy=draw(st.sampled_from(["Static", "None"])),
+        unaligned_devices={GPU: draw(st.integers(0, 2))},
+        numa_states=tuple(draw(st.sampled_from(["idle", "shared", "single"])) for _ in range(n)),
+    )

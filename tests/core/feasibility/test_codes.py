@@ -30,6 +30,12 @@ _C_ONLY = {
     "_ptr",
     "_int64s",  # a Demand column's buffer (Kernel.check)
     "_count_classes",  # class_selection's nogil pass
+    "_scan",  # Kernel.scan's nogil loop, its state, columns, errors and results
+    "_ScanState",
+    "_column",
+    "_scan_error",
+    "_result",
+    "_demand",  # a Demand's buffers (Kernel.check, Kernel.scan)
     "_check",
     "_scratch_alloc",
     "_scratch_free",

@@ -3,11 +3,16 @@ Test_mergeTopologyPolicy), Volcano's exact match (CCE tables, seed 001), kubelet
 
 from __future__ import annotations
 
-import pytest
+import dataclasses
 
-from core.feasibility.compat import affinity_requirement, compatible, simulation
-from core.model import NodeSelectorRequirement
-from tests.builders.model import container, cpu_node, pod
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from core.feasibility.compat import affinity_requirement, compatible, plan_key, simulation
+from core.model import NodeSelectorRequirement, NodeTopology, PodIntent
+from tests.builders.model import container, cpu_node, intents, pod
+from tests.builders.model import topology_nodes as differential_nodes
 
 POLICIES = ["single-numa-node", "restricted", "best-effort", "none"]
 
@@ -260,3 +265,18 @@ def test_only_koordinator_aligns_the_requests_of_pods_binding_no_cpus(
     intent = pod(container(cpu=2), scheduler=scheduler, policy="restricted", qos="Burstable")
     n = cpu_node([4, 4], [4, 4], policy=kubelet_policy, koord_policy="restricted")
     assert simulation(intent, n).koord_requests is (scheduler == "koordinator")
+
+
+@settings(max_examples=150, deadline=None)
+@given(a=intents(), b=intents(), nodes=st.tuples(*(differential_nodes(f"n{i}") for i in range(3))))
+def test_plan_key_holds_every_intent_field_compatible_and_simulation_read(
+    a: PodIntent, b: PodIntent, nodes: tuple[NodeTopology, ...]
+) -> None:
+    """Evaluations share the plans of equal keys (core.feasibility.classes): an intent
+    that differs from another only outside the key gets the same answers on every node."""
+    fields = ("scheduler", "policy", "qos", "scope", "exclusive")
+    b = dataclasses.replace(b, **{f: getattr(a, f) for f in fields})
+    assert plan_key(a) == plan_key(b)
+    for node in nodes:
+        assert compatible(a, node) == compatible(b, node)
+        assert simulation(a, node) == simulation(b, node)

@@ -18,55 +18,14 @@ from core.feasibility import _kernel_py as ref
 from core.feasibility.snapshot import Demand, Snapshot
 from core.feasibility.verdicts import evaluate
 from core.model import ContainerDemand, NodeTopology, NumaZone, PodIntent
-from tests.builders.model import GI, GPU, HP, intents
+from tests.builders.model import GPU, intents
+from tests.builders.model import topology_nodes as nodes
 from tests.paths import ROOT
 
 PURE = bool(os.environ.get("NUMAGATE_NO_EXTENSIONS"))
 EXAMPLES = int(os.environ.get("NUMAGATE_HYPOTHESIS_EXAMPLES", "100"))
 
 pytestmark = pytest.mark.skipif(PURE, reason="pure build: no compiled kernel to compare")
-
-
-@st.composite
-def zones(draw: st.DrawFn, n: int) -> tuple[NumaZone, ...]:
-    out = []
-    for i in range(n):
-        cpu = draw(st.integers(0, 8))
-        mem = draw(st.integers(0, 6)) * GI
-        gpu = draw(st.integers(0, 3))
-        hp = draw(st.integers(0, 2)) * GI
-        cap = {"cpu": cpu * 1000, "memory": mem, GPU: gpu, HP: hp}
-        free = {k: draw(st.integers(0, v // (1000 if k == "cpu" else 1))) for k, v in cap.items()}
-        free["cpu"] *= 1000
-        free["memory"] = free["memory"] // GI * GI
-        free[HP] = free[HP] // GI * GI
-        costs = {j: 10 if j == i else draw(st.sampled_from([11, 12, 20, 30])) for j in range(n)}
-        out.append(NumaZone(id=i, capacity=cap, allocatable=cap, available=free, costs=costs))
-    return tuple(out)
-
-
-@st.composite
-def nodes(draw: st.DrawFn, name: str) -> NodeTopology:
-    n = draw(st.integers(1, 4))
-    return NodeTopology(
-        name=name,
-        labels={"pool": draw(st.sampled_from(["a", "b"]))},
-        allocatable=draw(st.sampled_from([{}, {"cpu": 64000, "memory": 64 * GI, GPU: 8}])),
-        capacity={},
-        zones=draw(st.one_of(st.just(()), zones(n)))
-        if draw(st.booleans()) and n == 1
-        else draw(zones(n)),
-        tm_policy=draw(st.sampled_from(["none", "best-effort", "restricted", "single-numa-node"])),
-        tm_scope=draw(st.sampled_from(["container", "pod"])),
-        max_numa_nodes=draw(st.sampled_from([8, 3])),
-        prefer_closest=draw(st.booleans()),
-        cpu_manager_policy=draw(st.sampled_from(["static", "static", "none"])),
-        full_pcpus_only=draw(st.booleans()),
-        threads_per_core=draw(st.sampled_from([1, 2])),
-        memory_manager_policy=draw(st.sampled_from(["Static", "None"])),
-        unaligned_devices={GPU: draw(st.integers(0, 2))},
-        numa_states=tuple(draw(st.sampled_from(["idle", "shared", "single"])) for _ in range(n)),
-    )
 
 
 SETTINGS = settings(
