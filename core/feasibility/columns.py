@@ -135,26 +135,36 @@ class EditedColumn(Generic[T]):
         return Column(tuple(chunks), self._len)  # type: ignore[arg-type]
 
 
-# Zone k's free amounts at k, then the NUMA states: maps of str -> int and a tuple of
-# str, so the collector stops tracking it (docs/inventory.md, "Usage out of the records").
+# Each zone's free amounts (resource, amount, ...) closed by None, then the NUMA states:
+# one flat tuple of str and int. The collector stops tracking a tuple of atoms; one that
+# holds a dict (even of atoms) it tracks for good (docs/inventory.md, "Usage beside the
+# records").
 Usage = tuple[Any, ...]
 
 
 def usage_of(node: NodeTopology) -> Usage:
-    return (*(z.available for z in node.zones), node.numa_states)
+    flat: list[Any] = []
+    for z in node.zones:
+        flat.extend(chain.from_iterable(z.available.items()))
+        flat.append(None)
+    flat.extend(node.numa_states)
+    return tuple(flat)
 
 
 def with_usage(node: NodeTopology, usage: Usage) -> NodeTopology:
     """``node`` with the free amounts and NUMA states of ``usage`` (a fresh record, not
     kept: kept records are what the collector walks)."""
-    zones = tuple(
-        z if z.available is a else NumaZone(z.id, z.capacity, z.allocatable, a, z.costs)
-        for z, a in zip(node.zones, usage, strict=False)
-    )
+    zones, k = [], 0
+    for z in node.zones:
+        end = usage.index(None, k)
+        free = dict(zip(usage[k:end:2], usage[k + 1 : end : 2], strict=True))
+        zones.append(NumaZone(z.id, z.capacity, z.allocatable, free, z.costs))
+        k = end + 1
     values = _FIELDS(node)
     return NodeTopology(
-        *values[:_ZONES], zones, *values[_ZONES + 1 : _STATES], usage[-1], *values[_STATES + 1 :]
-    )
+        *values[:_ZONES], tuple(zones), *values[_ZONES + 1 : _STATES], usage[k:],
+        *values[_STATES + 1 :],
+    )  # fmt: skip
 
 
 _FIELDS = attrgetter(*NodeTopology.__dataclass_fields__)
