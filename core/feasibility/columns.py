@@ -194,13 +194,7 @@ class Nodes(Sequence[NodeTopology]):
     def __len__(self) -> int:
         return len(self.base)
 
-    @overload
-    def __getitem__(self, i: int) -> NodeTopology: ...
-    @overload
-    def __getitem__(self, i: slice) -> tuple[NodeTopology, ...]: ...
-    def __getitem__(self, i: int | slice) -> NodeTopology | tuple[NodeTopology, ...]:
-        if isinstance(i, slice):
-            return tuple(self)[i]
+    def __getitem__(self, i: int) -> NodeTopology:  # type: ignore[override]  # no slices
         u = self.usage[i]
         return self.base[i] if u is None else with_usage(self.base[i], u)
 
