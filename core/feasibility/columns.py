@@ -14,7 +14,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
 from itertools import chain
-from typing import Generic, TypeVar, overload
+from operator import attrgetter
+from typing import Any, Generic, TypeVar, overload
+
+from core.model import NodeTopology, NumaZone
 
 T = TypeVar("T")
 SHIFT = 8
@@ -130,3 +133,129 @@ class EditedColumn(Generic[T]):
             chunks[c] = tuple(chunks[c])
         self._own = set()
         return Column(tuple(chunks), self._len)  # type: ignore[arg-type]
+
+
+# Each zone's free amounts (resource, amount, ...) closed by None, then the NUMA states:
+# one flat tuple of str and int. The collector stops tracking a tuple of atoms; one that
+# holds a dict (even of atoms) it tracks for good (docs/inventory.md, "Usage beside the
+# records").
+Usage = tuple[Any, ...]
+
+
+def usage_of(node: NodeTopology) -> Usage:
+    flat: list[Any] = []
+    for z in node.zones:
+        flat.extend(chain.from_iterable(z.available.items()))
+        flat.append(None)
+    flat.extend(node.numa_states)
+    return tuple(flat)
+
+
+def with_usage(node: NodeTopology, usage: Usage) -> NodeTopology:
+    """``node`` with the free amounts and NUMA states of ``usage`` (a fresh record, not
+    kept: kept records are what the collector walks)."""
+    zones, k = [], 0
+    for z in node.zones:
+        end = usage.index(None, k)
+        free = dict(zip(usage[k:end:2], usage[k + 1 : end : 2], strict=True))
+        zones.append(NumaZone(z.id, z.capacity, z.allocatable, free, z.costs))
+        k = end + 1
+    values = _FIELDS(node)
+    return NodeTopology(
+        *values[:_ZONES], tuple(zones), *values[_ZONES + 1 : _STATES], usage[k:],
+        *values[_STATES + 1 :],
+    )  # fmt: skip
+
+
+_FIELDS = attrgetter(*NodeTopology.__dataclass_fields__)
+_ZONES = list(NodeTopology.__dataclass_fields__).index("zones")
+_STATES = list(NodeTopology.__dataclass_fields__).index("numa_states")
+
+
+class Nodes(Sequence[NodeTopology]):
+    """The snapshot's node records: ``base`` as of each node's last change other than
+    usage, and ``usage`` (None: the base's own) for the nodes whose usage changed since.
+    A usage change under churn then writes atoms only, which the cyclic collector does
+    not track, instead of a record, its zones tuple and its zones (tracked, ~4 objects
+    per node: the full passes in a worker at 100,000 nodes walked them). A record with
+    its usage is made when read."""
+
+    __slots__ = ("base", "usage")
+
+    def __init__(self, base: Column[NodeTopology], usage: Column[Usage | None]) -> None:
+        self.base = base
+        self.usage = usage
+
+    @classmethod
+    def of(cls, nodes: Iterable[NodeTopology]) -> Nodes:
+        base = Column.of(nodes)
+        return cls(base, Column.of([None] * len(base)))
+
+    def __len__(self) -> int:
+        return len(self.base)
+
+    def __getitem__(self, i: int) -> NodeTopology:  # type: ignore[override]  # no slices
+        u = self.usage[i]
+        return self.base[i] if u is None else with_usage(self.base[i], u)
+
+    def __iter__(self) -> Iterator[NodeTopology]:
+        for node, u in zip(self.base, self.usage, strict=True):
+            yield node if u is None else with_usage(node, u)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Nodes | Column | tuple | list):
+            return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"Nodes({list(self)!r})"
+
+    def __reduce__(self) -> tuple[object, tuple[Column[NodeTopology], Column[Usage | None]]]:
+        return (Nodes, (self.base, self.usage))
+
+    def edit(self) -> EditedNodes:
+        return EditedNodes(self)
+
+
+class EditedNodes:
+    """A draft of ``Nodes``: a record written replaces the base (its usage with it);
+    ``set_usage`` keeps the base and writes the usage only."""
+
+    __slots__ = ("base", "usage")
+
+    def __init__(self, nodes: Nodes) -> None:
+        self.base = nodes.base.edit()
+        self.usage = nodes.usage.edit()
+
+    def __len__(self) -> int:
+        return len(self.base)
+
+    def __getitem__(self, i: int) -> NodeTopology:
+        u = self.usage[i]
+        return self.base[i] if u is None else with_usage(self.base[i], u)
+
+    def __setitem__(self, i: int, node: NodeTopology) -> None:
+        self.base[i] = node
+        self.usage[i] = None
+
+    def set_usage(self, i: int, node: NodeTopology) -> None:
+        """Node i's usage becomes ``node``'s; the rest of ``node`` equals the record's
+        (core/inventory/usage_only.py)."""
+        self.usage[i] = usage_of(node)
+
+    def move(self, src: int, dst: int) -> None:
+        self.base[dst] = self.base[src]
+        self.usage[dst] = self.usage[src]
+
+    def append(self, node: NodeTopology) -> None:
+        self.base.append(node)
+        self.usage.append(None)
+
+    def pop(self) -> None:
+        self.base.pop()
+        self.usage.pop()
+
+    def freeze(self) -> Nodes:
+        return Nodes(self.base.freeze(), self.usage.freeze())

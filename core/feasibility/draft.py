@@ -86,7 +86,10 @@ class Draft:
     def update(self, i: int, node: NodeTopology, *, usage_only: bool = False) -> None:
         """``usage_only``: core/inventory/usage_only.py holds against node i's record."""
         old = self.nodes[i]
-        self.nodes[i] = node
+        if usage_only:
+            self.nodes.set_usage(i, node)  # the record stays; only atoms are written
+        else:
+            self.nodes[i] = node
         if old.labels is not node.labels and old.labels != node.labels:
             self._labels(i, old.labels, add=False)
             self._labels(i, node.labels, add=True)
@@ -116,7 +119,7 @@ class Draft:
         if i != last:
             moved = self.nodes[last]
             self._move(last, i, moved)
-            self.nodes[i] = moved
+            self.nodes.move(last, i)
             names[moved.name] = i
         self.nodes.pop()
         self.shape_of.pop()

@@ -21,7 +21,7 @@ from typing import Any
 from core.feasibility import _kernel_py as ref
 from core.feasibility.bitsets import bitset, compact, label_indexes
 from core.feasibility.codes import SHAPE_FIELDS
-from core.feasibility.columns import Column
+from core.feasibility.columns import Column, Nodes
 from core.feasibility.rows import (
     MAX_REQUEST,
     ShapeRows,
@@ -217,7 +217,7 @@ def _usage_key(node: NodeTopology) -> tuple[Any, ...]:
 class Snapshot:
     """An immutable, packed inventory. Build with ``Snapshot.build(nodes)``."""
 
-    nodes: Column[NodeTopology]
+    nodes: Nodes  # records, with usage apart (columns.py)
     packed: Packed
     # Integer columns are array('q'): copied by memcpy and never traversed by the garbage
     # collector (core/feasibility/delta.py copies them once per batch of watch events).
@@ -278,7 +278,7 @@ class Snapshot:
         topo_bits = [bitset(sorted(m)) for m in topo_members]
         label_bits, key_bits, values_of = label_indexes(nodes)
         return cls(
-            nodes=Column.of(nodes),
+            nodes=Nodes.of(nodes),
             packed=_pack([nodes[i] for i in reps]),
             shape_of=array("q", shape_of),
             shape_bits=Column.of(bits),

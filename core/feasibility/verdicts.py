@@ -70,8 +70,9 @@ class _ShapeVerdict(NamedTuple):
     reason: str = ""
     compatible: bool = True
     # A kernel failure, worded only when shown (render_reason for every class was ~17% of
-    # an impossible pod's scan): the result, the policy, the node, whether judged empty.
-    failure: tuple[KernelResult, str, NodeTopology, bool] | None = None
+    # an impossible pod's scan): the result, the policy, the node's index (its record is
+    # read then: a churned node's usage is decoded on read, columns.Nodes), whether empty.
+    failure: tuple[KernelResult, str, int, bool] | None = None
 
 
 # What compatibility and the simulation decide for a node's policy set: a verdict for the
@@ -133,7 +134,7 @@ class _Evaluator:
                 "unknown-topology", reason=f"{empty.need} NUMA nodes: left to kubelet"
             )
         if not empty.admitted and snap.topo_monotone[t]:
-            return _ShapeVerdict("never-fits", failure=(empty, policy, node, True))
+            return _ShapeVerdict("never-fits", failure=(empty, policy, i, True))
         self.runs[t] = (policy, code, flags) if empty.admitted else (policy, code, -1 - flags)
         return None
 
@@ -164,7 +165,8 @@ class _Evaluator:
     def shape(self, s: int) -> _ShapeVerdict:
         """The verdict for the nodes of shape s (their topology class admits when empty)."""
         snap = self.snap
-        node = snap.nodes[snap.shape_rep[s]]
+        rep = snap.shape_rep[s]
+        node = snap.nodes.base[rep]  # zone ids only: usage never changes them
         policy, code, flags = self.runs[snap.topo_of[s]]
         empty_fails = flags < 0
         flags = -1 - flags if empty_fails else flags
@@ -173,14 +175,15 @@ class _Evaluator:
             return _ShapeVerdict("fits", self._ids(node, now.mask), bool(now.preferred))
         if empty_fails:  # usage above allocatable in the inventory: judge it as reported
             empty = self.kernel.check(self.demand, s, code, flags | F_EMPTY)
-            return _ShapeVerdict("never-fits", failure=(empty, policy, node, True))
-        return _ShapeVerdict("no-room-now", failure=(now, policy, node, False))
+            return _ShapeVerdict("never-fits", failure=(empty, policy, rep, True))
+        return _ShapeVerdict("no-room-now", failure=(now, policy, rep, False))
 
     def reason(self, v: _ShapeVerdict) -> str:
         """``v``'s reason, worded now if it is a kernel failure."""
         if v.failure is None:
             return v.reason
-        result, policy, node, empty = v.failure
+        result, policy, i, empty = v.failure
+        node = self.snap.nodes[i]
         return render_reason(
             result,
             policy=policy,
@@ -342,7 +345,7 @@ def _all_verdicts(
     snap = ev.snap
     reasons: dict[int, str] = {}  # shape -> its reason, worded once
     out = []
-    for i, node in enumerate(snap.nodes):
+    for i, node in enumerate(snap.nodes.base):  # names only
         if (sel >> i) & 1:
             s = snap.shape_of[i]
             v = results[s]

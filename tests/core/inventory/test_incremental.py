@@ -195,6 +195,41 @@ def test_usage_churn_reuses_dead_shapes_and_keeps_every_verdict() -> None:
     assert most_shapes < 12 + 2 * 16 + 12
 
 
+def test_a_usage_change_keeps_the_record_and_writes_only_untracked_atoms() -> None:
+    """A usage-only change leaves the node's record as it was and writes its free amounts
+    and NUMA states beside it, as atoms the cyclic collector stops tracking; reading the
+    node gives the new record, in the new snapshot only."""
+    import gc
+
+    settings = {"topologyManagerPolicy": "single-numa-node"}
+    inventory = IncrementalInventory()
+
+    def put(name: str, free: tuple[str, str]) -> None:
+        obj = nrt(name, [zone(i, {"cpu": ("32", "31", free[i])}) for i in (0, 1)],
+                  attributes=settings)  # fmt: skip
+        inventory.set(parse_object(obj, inventory.units))
+
+    for name in ("a", "b"):
+        put(name, ("31", "31"))
+    editor = SnapshotEditor(Snapshot.build(inventory.nodes()))
+    editor.apply(inventory.flush())
+    before = editor.snapshot
+    put("a", ("3", "30"))
+    after = editor.apply(inventory.flush())
+    i = after.name_index["a"]
+    assert after.nodes.base[i] is before.nodes.base[i]  # no new record kept
+    assert after.nodes[i] == inventory.nodes()[0] and before.nodes[i] != after.nodes[i]
+    assert [z.available["cpu"] for z in after.nodes[i].zones] == [3000, 30000]
+    gc.collect()
+    assert after.nodes.usage[i] is not None and not gc.is_tracked(after.nodes.usage[i])
+    put("a", ("5", "5"))
+    put("b", ("1", "1"))
+    inventory.flush()
+    structural = {"a": editor.snapshot.nodes[i], "b": None}  # a removed: b moves to 0 or 1
+    snap = editor.apply({**inventory.flush(), **structural})
+    assert list(snap.nodes) == [after.nodes[i]]
+
+
 def test_usage_rows_are_the_rows_of_the_record() -> None:
     """A new shape of a known topology class copies the class's rows but for available
     amounts and NUMA states: the same rows as computed from the record."""
