@@ -69,9 +69,9 @@ def classes_of(snap: Snapshot, module: ModuleType, kernel: Any) -> Classes:
         groups: dict[tuple[object, ...], int] = {}
         group_of = array("q")
         for i in firsts:
-            g = -1 if i < 0 else groups.setdefault(compat.node_key(snap.nodes[i]), len(groups))
+            g = -1 if i < 0 else groups.setdefault(compat.node_key(snap.nodes.base[i]), len(groups))
             group_of.append(g)
-        nodes = {g: snap.nodes[i] for g, i in zip(group_of, firsts, strict=True) if g >= 0}
+        nodes = {g: snap.nodes.base[i] for g, i in zip(group_of, firsts, strict=True) if g >= 0}
         got = kernel.classes = Classes(
             inside,
             outside,

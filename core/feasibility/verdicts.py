@@ -124,7 +124,6 @@ class _Evaluator:
             return plan
         policy, code, flags = plan
         self.usage.add(t)  # from here on, topo_monotone or the shapes' usage decide
-        node = snap.nodes[i]
         if empty is None:
             # The node's own shape: a class may list dead shapes first (no nodes,
             # core/feasibility/delta.py), and scanning past them cost O(dead) per review.
@@ -283,8 +282,8 @@ class _Tally:
         if r.near >= 0 and (self.near is None or (_NEVER, firsts[r.near]) < self.near[:2]):
             first = firsts[r.near]
             policy = ev.plan(r.near)[0]  # type: ignore[index]
-            failure = (r.near_result, policy, self.snap.nodes[first], True)
-            self.near = (_NEVER, first, _ShapeVerdict("never-fits", failure=failure))  # type: ignore[arg-type]
+            failure = (r.near_result, policy, first, True)
+            self.near = (_NEVER, first, _ShapeVerdict("never-fits", failure=failure))
         return r.stop, r.stop_result
 
     def add(self, v: _ShapeVerdict, n: int, first: int, shapes: Sequence[int]) -> bool:
