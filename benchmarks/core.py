@@ -23,9 +23,9 @@ sys.path.insert(0, str(ROOT))
 
 from core.feasibility import _kernel_py as ref  # noqa: E402
 from core.feasibility.decision import decide  # noqa: E402
-from core.feasibility.snapshot import Snapshot  # noqa: E402
 from core.feasibility.verdicts import evaluate  # noqa: E402
 from core.model import ContainerDemand, NodeTopology, NumaZone, PodIntent  # noqa: E402
+from core.snapshot.snapshot import Snapshot  # noqa: E402
 
 GI = 2**30
 POLICIES = ["none", "best-effort", "restricted", "single-numa-node"]
@@ -174,7 +174,7 @@ def bench_size(n: int, comp, ref_max: int) -> dict:
 def kernel_speedup(snap: Snapshot, intent: PodIntent, comp) -> tuple[float, float]:
     """Reference time / compiled time over the same Kernel.check calls, and the compiled
     kernel's microseconds per check (KernelResult included)."""
-    from core.feasibility.snapshot import Demand
+    from core.snapshot.snapshot import Demand
 
     demand = Demand.build(intent, snap)
     shapes = range(min(snap.packed.n_shapes, 200))

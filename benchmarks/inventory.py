@@ -48,9 +48,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks import gen  # noqa: E402
-from core.feasibility.delta import SnapshotEditor  # noqa: E402
-from core.feasibility.snapshot import Snapshot  # noqa: E402
 from core.inventory.incremental import IncrementalInventory, parse_object  # noqa: E402
+from core.snapshot.delta import SnapshotEditor  # noqa: E402
+from core.snapshot.snapshot import Snapshot  # noqa: E402
 from webhook.inventory.fed import FedInventory  # noqa: E402
 from webhook.inventory.feed import Fanout, Feed  # noqa: E402
 from webhook.inventory.live import NODE_RESOURCE_TOPOLOGIES  # noqa: E402

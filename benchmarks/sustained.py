@@ -1,7 +1,7 @@
 """Sustained churn in one process (issue 14): what grows while every node's free amounts
 keep changing. The generated cluster is loaded into the incremental inventory and a
 snapshot editor with reserved arrays, as the server has it (core/inventory/incremental.py,
-core/feasibility/delta.py); NRT usage events (the churn of the test API
+core/snapshot/delta.py); NRT usage events (the churn of the test API
 server: each NRT in turn, shuffled once) are applied in batches of ``--rate * --batch``
 events per ``--batch`` seconds of simulated time. The collector runs as Python sets it,
 as in the server (issue 31: no freeze, no collection per batch). The inventory process's
@@ -39,13 +39,13 @@ sys.path[:0] = [str(HERE.parent), str(HERE)]
 import gen  # noqa: E402
 from inventory import rss_mib  # noqa: E402
 
-from core.feasibility.delta import SnapshotEditor  # noqa: E402
-from core.feasibility.snapshot import Snapshot  # noqa: E402
 from core.feasibility.verdicts import evaluate  # noqa: E402
 from core.intent.read import read_intent  # noqa: E402
 from core.intent.workloads import pod_templates  # noqa: E402
 from core.inventory.incremental import IncrementalInventory, parse_object  # noqa: E402
 from core.model import PodIntent  # noqa: E402
+from core.snapshot.delta import SnapshotEditor  # noqa: E402
+from core.snapshot.snapshot import Snapshot  # noqa: E402
 from tests.webhook.fake_apiserver_churn import nrt_available  # noqa: E402
 
 

@@ -2,7 +2,7 @@
 
 The live DRA inventory makes a new view per flush of watch events; copying a mapping of
 10,000 nodes (or pools, or claims) per flush costs more than the events' own work
-(measured in benchmarks/dra.py --live, docs/dra.md), as core/feasibility/columns.py found
+(measured in benchmarks/dra.py --live, docs/dra.md), as core/snapshot/columns.py found
 for the NRT snapshot. A :class:`ChunkedMap` keeps its entries in CHUNKS dicts by key hash:
 :meth:`ChunkedMap.edit` copies the outer tuple and the chunks it writes to and shares the
 rest with the old map, which is never written, so a reader of an old view sees it whole."""

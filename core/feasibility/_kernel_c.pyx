@@ -161,7 +161,7 @@ cdef struct _KernelResult:  # codes.KernelResult
     i64 limit
 
 
-cdef struct _Packed:  # core.feasibility.snapshot.Packed, as pointers
+cdef struct _Packed:  # core.snapshot.snapshot.Packed, as pointers
     const i64* shape_info
     const i64* zones
     const i64* node_alloc
@@ -174,7 +174,7 @@ cdef struct _Packed:  # core.feasibility.snapshot.Packed, as pointers
     int n_shapes
 
 
-cdef struct _Demand:  # core.feasibility.snapshot.Demand, as pointers
+cdef struct _Demand:  # core.snapshot.snapshot.Demand, as pointers
     const i64* unit_kind
     const i64* unit_cpu
     const i64* unit_res
@@ -685,7 +685,7 @@ cdef inline const i64* _ptr(const i64[::1] view):
 
 
 cdef class Kernel:
-    """The feasibility kernel over one packed snapshot (core.feasibility.snapshot.Packed)."""
+    """The feasibility kernel over one packed snapshot (core.snapshot.snapshot.Packed)."""
 
     cdef object packed
     cdef object _views  # keeps the buffers behind ``p`` alive

@@ -1,7 +1,7 @@
 """Reference implementation of the NUMA feasibility kernel: the kubelet Topology Manager
 and its hint providers, rule by rule (research/kubelet-topology-manager.md).
 
-The kernel reads the packed snapshot (core/feasibility/snapshot.py) and a packed pod demand, and
+The kernel reads the packed snapshot (core/snapshot/snapshot.py) and a packed pod demand, and
 answers for one node shape with a ``KernelResult`` (core/feasibility/codes.py): admitted
 or not, the admitted NUMA mask, whether it is preferred, and a reason code.
 ``core/feasibility/_kernel_c.pyx`` has the same helpers under the same names, cut at the
@@ -521,7 +521,7 @@ def allocate_memory(
 
 
 class Kernel:
-    """The feasibility kernel over one packed snapshot (core.feasibility.snapshot.Packed)."""
+    """The feasibility kernel over one packed snapshot (core.snapshot.snapshot.Packed)."""
 
     __slots__ = ("classes", "packed")
 
@@ -534,7 +534,7 @@ class Kernel:
         self.classes: Any = None
 
     def check(self, demand: Any, shape: int, policy: int, flags: int) -> KernelResult:
-        """Admit the pod (``demand``: core.feasibility.snapshot.Demand) on node shape ``shape`` under
+        """Admit the pod (``demand``: core.snapshot.snapshot.Demand) on node shape ``shape`` under
         topology manager policy ``policy`` (0 none .. 3 single-numa-node)."""
         p = self.packed
         if not 0 <= shape < p.n_shapes:
@@ -945,7 +945,7 @@ def class_selection(
 ) -> tuple[array[int], array[int], array[int]]:
     """Per topology class: how many of its nodes are in the bitset ``selected``, how many
     are not, and the first selected node (-1: none). ``topo_bits``, ``shape_of`` and
-    ``topo_of`` as in core.feasibility.snapshot.Snapshot: the same classes told two ways;
+    ``topo_of`` as in core.snapshot.snapshot.Snapshot: the same classes told two ways;
     this reference reads the class bitsets, the compiled kernel makes one pass over
     ``shape_of`` (a popcount of a 10,000-bit int costs as much as that whole pass)."""
     if selected < 0:

@@ -1,4 +1,4 @@
-"""Bitsets of node indexes, and the label index of a snapshot (core/feasibility/snapshot.py)."""
+"""Bitsets of node indexes, and the label index of a snapshot (core/snapshot/snapshot.py)."""
 
 from __future__ import annotations
 

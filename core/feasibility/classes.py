@@ -10,8 +10,8 @@ from types import ModuleType
 from typing import Any, NamedTuple
 
 from core.feasibility import compat
-from core.feasibility.snapshot import Snapshot
 from core.model import NodeTopology, PodIntent
+from core.snapshot.snapshot import Snapshot
 
 # Kernel.scan's group codes: a policy code, or a group whose plan is a verdict / not made.
 VERDICT, UNPLANNED = -1, -2

@@ -12,7 +12,7 @@ from typing import Final, NamedTuple
 
 KERNEL_VERSION: Final = 2
 
-# Policy codes (kubelet spellings in core.model; core.feasibility.snapshot.POLICY_CODES).
+# Policy codes (kubelet spellings in core.model; core.snapshot.snapshot.POLICY_CODES).
 P_NONE: Final = 0
 P_BEST_EFFORT: Final = 1
 P_RESTRICTED: Final = 2

@@ -15,9 +15,9 @@ from core.feasibility.codes import (
     RES_MEMORY,
     KernelResult,
 )
-from core.feasibility.snapshot import Demand, resource_kind
 from core.model import NodeTopology, PodIntent
 from core.quantity import format_quantity
+from core.snapshot.snapshot import Demand, resource_kind
 
 
 def _unit_name(intent: PodIntent, unit: int) -> str:

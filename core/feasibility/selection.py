@@ -5,8 +5,8 @@ nodeaffinity semantics)."""
 from __future__ import annotations
 
 from core.errors import InvalidInput
-from core.feasibility.snapshot import Snapshot
 from core.model import NodeSelectorRequirement, NodeSelectorTerm, PodIntent
+from core.snapshot.snapshot import Snapshot
 
 
 def _requirement_bits(req: NodeSelectorRequirement, snap: Snapshot, *, field: bool) -> int:

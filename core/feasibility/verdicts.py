@@ -36,8 +36,8 @@ from core.feasibility.codes import (
 )
 from core.feasibility.reasons import render_reason
 from core.feasibility.selection import selection
-from core.feasibility.snapshot import POLICY_CODES, Demand, Snapshot
 from core.model import POLICY_NONE, VERDICTS, NodeTopology, NodeVerdict, PodIntent
+from core.snapshot.snapshot import POLICY_CODES, Demand, Snapshot
 
 _NEAR_MISS_ORDER = ("no-room-now", "never-fits", "policy-mismatch")
 _NEVER = _NEAR_MISS_ORDER.index("never-fits")
@@ -126,7 +126,7 @@ class _Evaluator:
         self.usage.add(t)  # from here on, topo_monotone or the shapes' usage decide
         if empty is None:
             # The node's own shape: a class may list dead shapes first (no nodes,
-            # core/feasibility/delta.py), and scanning past them cost O(dead) per review.
+            # core/snapshot/delta.py), and scanning past them cost O(dead) per review.
             empty = self.kernel.check(self.demand, snap.shape_of[i], code, flags | F_EMPTY)
         if empty.reason == R_TOO_LARGE:
             return _ShapeVerdict(

@@ -4,7 +4,7 @@ A watch event changes one object; only the node it belongs to is merged again
 (core/inventory/merge.py), from the parsed parts kept per object. ``set``/``delete``
 record the change and the node name it touches; ``flush`` merges the touched names and
 returns their new records (None: nothing is known about that name any more), which
-core/feasibility/delta.py patches into the snapshot. The result after any sequence of
+core/snapshot/delta.py patches into the snapshot. The result after any sequence of
 changes equals ``build_inventory`` of the final objects (a property test checks it),
 except the order of errors and that two objects of one kind with one name cannot
 happen here (the key is the name).

@@ -5,7 +5,7 @@ koordlet rewrite each NUMA zone's free amounts (``available``), koordlet its NUM
 (``numa_states``). Two places take a shorter path for such a change: the incremental
 inventory on a parsed NRT (it patches the node's record instead of merging its parts
 again, core/inventory/incremental.py) and the snapshot editor on a node record (the node
-keeps its topology class and packed resources, core/feasibility/delta.py). Both ask
+keeps its topology class and packed resources, core/snapshot/delta.py). Both ask
 :func:`usage_only`, which reads the dataclasses' own fields: every field but the usage
 ones is equal (nested records compared the same way), and a usage map keeps its keys (the
 packed resource table is made of them). A field added to a record is compared unless it

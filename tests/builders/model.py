@@ -15,8 +15,8 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from core.feasibility.snapshot import POLICY_CODES, Demand, Snapshot
 from core.model import ContainerDemand, NodeTopology, NodeVerdict, NumaZone, PodIntent
+from core.snapshot.snapshot import POLICY_CODES, Demand, Snapshot
 
 GI = 2**30
 MI = 2**20

@@ -8,7 +8,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from core.feasibility.snapshot import Snapshot
 from core.feasibility.verdicts import evaluate
 from core.intent.read import read_intent
 from core.intent.workloads import pod_templates
@@ -16,6 +15,7 @@ from core.inventory.build import build_inventory
 from core.model import NodeTopology, NodeVerdict, PodIntent
 from core.scoring.args import ScoringArgs
 from core.scoring.rank import rank
+from core.snapshot.snapshot import Snapshot
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,6 @@ from typing import Any
 
 import orjson
 
-from core.feasibility.snapshot import Snapshot
 from core.feasibility.verdicts import evaluate
 from core.intent.workloads import PodTemplate
 from core.model import VERDICTS, NodeTopology, NodeVerdict, PodIntent
@@ -28,6 +27,7 @@ from core.mutation.patch import PatchOp, annotation_ops, apply_ops, escape_point
 from core.quantity import format_quantity
 from core.scoring.args import ScoringArgs
 from core.scoring.rank import rank
+from core.snapshot.snapshot import Snapshot
 from webhook.dra.report import render_claims
 from webhook.review.pipeline import HANDLERS, Runtime, deadline_for, decide_review
 from webhook.review.response import Outcome, clean_warnings

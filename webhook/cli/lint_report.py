@@ -134,12 +134,12 @@ def feasibility_from_inventory(
     inventory_objects: Iterable[Mapping[str, Any]],
 ) -> tuple[FeasibilityCheck, tuple[str, ...]]:
     """Build the feasibility check from inventory objects with the shared core interfaces
-    (core.inventory.build, core.feasibility.snapshot, core.feasibility.verdicts and decision). Returns the check and the inventory's
+    (core.inventory.build, core.snapshot.snapshot, core.feasibility.verdicts and decision). Returns the check and the inventory's
     own errors (each names the object and the field)."""
     from core.feasibility.decision import decide
-    from core.feasibility.snapshot import Snapshot
     from core.feasibility.verdicts import evaluate
     from core.inventory.build import build_inventory
+    from core.snapshot.snapshot import Snapshot
 
     inventory = build_inventory(inventory_objects)
     snapshot = Snapshot.build(inventory.nodes)

@@ -50,11 +50,11 @@ def explain_pods(
     """One entry per pod numagate can explain (docs/contracts.md: Verdicts verdicts, core.feasibility)."""
     from core.dra.inventory import read_inventory as read_dra
     from core.feasibility.decision import decide
-    from core.feasibility.snapshot import Snapshot
     from core.feasibility.verdicts import evaluate
     from core.intent.read import read_intent
     from core.intent.workloads import pod_templates
     from core.inventory.build import build_inventory
+    from core.snapshot.snapshot import Snapshot
     from webhook.dra.report import claims_report
 
     nodes = build_inventory(inventory).nodes

@@ -19,10 +19,10 @@ from collections import deque
 from collections.abc import Callable
 from multiprocessing.connection import Client, Connection
 
-from core.feasibility.delta import SnapshotEditor
-from core.feasibility.snapshot import Snapshot
 from core.inventory.incremental import with_available
 from core.model import NodeTopology
+from core.snapshot.delta import SnapshotEditor
+from core.snapshot.snapshot import Snapshot
 from webhook.inventory.feed import Batch, Status, Whole
 from webhook.inventory.state import InventoryState
 from webhook.inventory.updates import install_update

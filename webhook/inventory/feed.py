@@ -38,9 +38,9 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Listener
 from typing import TYPE_CHECKING, Any, Protocol
 
-from core.feasibility.snapshot import Snapshot
 from core.inventory.incremental import IncrementalInventory
 from core.model import NodeTopology
+from core.snapshot.snapshot import Snapshot
 from webhook.heap import limit_malloc_arenas, release_free_heap
 from webhook.inventory.file_build import die_with_parent
 from webhook.inventory.updates import (

@@ -28,9 +28,9 @@ from pathlib import Path
 from typing import Any
 
 from core.errors import CoreError
-from core.feasibility.snapshot import Snapshot
 from core.inventory.build import build_inventory
 from core.model import NodeTopology
+from core.snapshot.snapshot import Snapshot
 from webhook.inventory.file_build import ISOLATE_ABOVE_BYTES, FileBuildProcess
 from webhook.inventory.loader import LoadError, parse_objects, read_text
 from webhook.logs import get_logger

@@ -17,8 +17,8 @@ from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from core.feasibility.snapshot import Snapshot
 from core.inventory.incremental import IncrementalInventory, ObjectKey, parse_object
+from core.snapshot.snapshot import Snapshot
 from webhook.inventory.live import LiveSource
 from webhook.inventory.reflector import Key, Reflector, fingerprint
 from webhook.inventory.state import InventoryState, InventoryView

@@ -13,9 +13,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from core.errors import InvalidInput
-from core.feasibility.delta import SnapshotEditor
-from core.feasibility.snapshot import Snapshot
 from core.inventory.incremental import IncrementalInventory, parse_object
+from core.snapshot.delta import SnapshotEditor
+from core.snapshot.snapshot import Snapshot
 from tests.builders.events import events, object_key
 from tests.builders.model import cpu_node
 from tests.conftest import IMPLS, PURE
@@ -97,7 +97,7 @@ def test_compiled_check_names_a_demand_column_that_is_not_int64() -> None:
     import dataclasses
 
     from core.feasibility import _kernel_c  # type: ignore[attr-defined]
-    from core.feasibility.snapshot import Demand
+    from core.snapshot.snapshot import Demand
     from tests.builders.model import container, pod
 
     snap = Snapshot.build([cpu_node([4], [4])])

@@ -13,7 +13,7 @@ import pytest
 
 from core.feasibility import _kernel_py as ref
 from core.feasibility import codes
-from core.feasibility.snapshot import Demand, Snapshot
+from core.snapshot.snapshot import Demand, Snapshot
 from tests.builders.model import container, cpu_node, pod
 from tests.paths import ROOT
 

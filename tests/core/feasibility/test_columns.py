@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from core.feasibility.columns import CHUNK, Column
+from core.snapshot.columns import CHUNK, Column
 
 Op = tuple[str, int, int]
 ops = st.lists(

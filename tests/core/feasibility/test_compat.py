@@ -138,8 +138,8 @@ def test_affinity_requirement_koordinator() -> None:
 
 def test_affinity_requirement_selects_exactly_the_compatible_nodes() -> None:
     from core.feasibility.selection import selection
-    from core.feasibility.snapshot import Snapshot
     from core.model import NodeSelectorTerm
+    from core.snapshot.snapshot import Snapshot
 
     key = "node.koordinator.sh/numa-topology-policy"
     spelled = {

@@ -9,9 +9,9 @@ from types import ModuleType
 import pytest
 
 from core.feasibility.decision import decide, unchecked
-from core.feasibility.snapshot import Snapshot
 from core.feasibility.verdicts import evaluate
 from core.model import Decision
+from core.snapshot.snapshot import Snapshot
 from tests.builders.model import container, cpu_node, node, pod
 
 

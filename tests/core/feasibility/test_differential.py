@@ -15,9 +15,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from core.feasibility import _kernel_py as ref
-from core.feasibility.snapshot import Demand, Snapshot
 from core.feasibility.verdicts import evaluate
 from core.model import ContainerDemand, NodeTopology, NumaZone, PodIntent
+from core.snapshot.snapshot import Demand, Snapshot
 from tests.builders.model import GPU, intents
 from tests.builders.model import topology_nodes as nodes
 from tests.paths import ROOT

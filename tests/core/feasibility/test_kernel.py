@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from core.errors import InvalidInput
-from core.feasibility.snapshot import Demand, Snapshot
+from core.snapshot.snapshot import Demand, Snapshot
 from tests.builders.model import GI, container, cpu_node, ids, node, pod, run, zone
 
 

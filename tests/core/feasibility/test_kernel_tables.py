@@ -14,7 +14,7 @@ from types import ModuleType
 
 import pytest
 
-from core.feasibility.snapshot import Demand, Snapshot
+from core.snapshot.snapshot import Demand, Snapshot
 from tests.builders.model import (
     GI,
     MI,

@@ -7,10 +7,10 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from core.feasibility.delta import SnapshotEditor
-from core.feasibility.snapshot import ShapeRows, Snapshot, rows_of
 from core.feasibility.verdicts import evaluate
 from core.inventory.incremental import IncrementalInventory, parse_object
+from core.snapshot.delta import SnapshotEditor
+from core.snapshot.snapshot import ShapeRows, Snapshot, rows_of
 from tests.builders.model import container
 from tests.builders.model import intent as pod_intent
 from tests.builders.objects import nrt, zone

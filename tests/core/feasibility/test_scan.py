@@ -16,9 +16,9 @@ from hypothesis import strategies as st
 
 from core.errors import InvalidInput
 from core.feasibility.codes import F_EMPTY, R_TOO_LARGE
-from core.feasibility.snapshot import Demand, Snapshot
 from core.feasibility.verdicts import evaluate
 from core.model import NodeTopology, PodIntent
+from core.snapshot.snapshot import Demand, Snapshot
 from tests.builders.model import container, cpu_node, intents, pod
 from tests.builders.model import topology_nodes as nodes
 from tests.conftest import IMPLS, PURE

@@ -9,11 +9,11 @@ from importlib import resources
 import yaml
 
 from core.feasibility.decision import decide
-from core.feasibility.snapshot import Snapshot
 from core.feasibility.verdicts import evaluate
 from core.intent.read import read_intent
 from core.intent.workloads import pod_templates
 from core.inventory.build import build_inventory
+from core.snapshot.snapshot import Snapshot
 
 
 def _snapshot() -> Snapshot:

@@ -9,10 +9,10 @@ import pytest
 
 from core.errors import InvalidInput
 from core.feasibility.decision import decide
-from core.feasibility.snapshot import Snapshot
 from core.feasibility.verdicts import evaluate
 from core.model import NodeSelectorRequirement as Req
 from core.model import NodeSelectorTerm as Term
+from core.snapshot.snapshot import Snapshot
 from tests.builders.model import GI, container, cpu_node, node, pod, zone
 
 

@@ -10,17 +10,17 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from core.feasibility.decision import decide
-from core.feasibility.delta import SnapshotEditor
-from core.feasibility.rows import ShapeRows, resource_names, shape_rows, usage_rows
-from core.feasibility.snapshot import Snapshot, rows_of
-from core.feasibility.snapshot import (
-    _topology_key as topology_key,
-)
 from core.feasibility.verdicts import evaluate
 from core.inventory.build import build_inventory
 from core.inventory.incremental import IncrementalInventory, ObjectKey, parse_object
 from core.inventory.merge import merge
 from core.model import PodIntent
+from core.snapshot.delta import SnapshotEditor
+from core.snapshot.rows import ShapeRows, resource_names, shape_rows, usage_rows
+from core.snapshot.snapshot import Snapshot, rows_of
+from core.snapshot.snapshot import (
+    _topology_key as topology_key,
+)
 from tests.builders.events import NAMES, events, object_key
 from tests.builders.model import container, intents
 from tests.builders.model import intent as pod_intent
@@ -327,9 +327,9 @@ def test_a_change_of_free_amounts_only_skips_the_merge_and_the_topology_key(
     (incremental._with_usage) and keeps its topology class (core/inventory/usage_only.py), with the
     result of the whole path; any other change, or a free amount the NRT leaves out
     (merge derives it from bound pods), takes the whole path."""
-    import core.feasibility.delta as delta
-    import core.feasibility.draft as draft
     import core.inventory.incremental as incremental
+    import core.snapshot.delta as delta
+    import core.snapshot.draft as draft
 
     merged, keyed = [], []
     monkeypatch.setattr(incremental, "merge", lambda *a: merged.append(a[0]) or merge(*a))

@@ -12,15 +12,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.feasibility.delta import SnapshotEditor
-from core.feasibility.rows import resource_names
-from core.feasibility.snapshot import Snapshot, _topology_key
 from core.feasibility.verdicts import evaluate
 from core.inventory.incremental import IncrementalInventory, _usage_only, parse_object
 from core.inventory.nrt import NrtData
 from core.inventory.records import Settings, Units, ZoneRecord
 from core.inventory.usage_only import USAGE_FIELDS, usage_only
 from core.model import NodeTopology, NumaZone
+from core.snapshot.delta import SnapshotEditor
+from core.snapshot.rows import resource_names
+from core.snapshot.snapshot import Snapshot, _topology_key
 from tests.builders.model import container, intent
 from tests.builders.objects import nrt, zone
 

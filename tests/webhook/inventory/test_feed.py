@@ -23,11 +23,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from core.feasibility.snapshot import Snapshot
 from core.feasibility.verdicts import evaluate
 from core.inventory.build import build_inventory
 from core.inventory.incremental import ObjectKey
 from core.model import PodIntent
+from core.snapshot.snapshot import Snapshot
 from tests.builders.events import events
 from tests.builders.model import container, intent, intents
 from tests.builders.objects import nrt, zone

@@ -18,10 +18,10 @@ from typing import Any
 
 import pytest
 
-from core.feasibility.snapshot import Snapshot
 from core.feasibility.verdicts import evaluate
 from core.inventory.build import build_inventory
 from core.model import PodIntent
+from core.snapshot.snapshot import Snapshot
 from tests.builders.model import container, intent
 from tests.launch import wait_for
 from tests.webhook.fake_apiserver import (

@@ -16,7 +16,7 @@ from typing import Any
 import orjson
 import pytest
 
-from core.feasibility.snapshot import Snapshot
+from core.snapshot.snapshot import Snapshot
 from tests.builders.objects import build_review, koord_pod, manifest, replica
 from tests.paths import FIXTURES
 from tests.reliability.corpus import build_corpus

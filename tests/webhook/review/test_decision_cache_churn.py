@@ -9,9 +9,9 @@ import copy
 import random
 from typing import Any
 
-from core.feasibility.delta import SnapshotEditor
-from core.feasibility.snapshot import Snapshot
 from core.inventory.incremental import IncrementalInventory, parse_object
+from core.snapshot.delta import SnapshotEditor
+from core.snapshot.snapshot import Snapshot
 from tests.builders.objects import build_review, koord_pod, node, nrt, replica, zone
 from tests.webhook.harness import call
 from webhook.config import parse_config

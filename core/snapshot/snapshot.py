@@ -21,8 +21,9 @@ from typing import Any
 from core.feasibility import _kernel_py as ref
 from core.feasibility.bitsets import bitset, compact, label_indexes
 from core.feasibility.codes import SHAPE_FIELDS
-from core.feasibility.columns import Column, Nodes
-from core.feasibility.rows import (
+from core.model import NodeTopology, PodIntent
+from core.snapshot.columns import Column, Nodes
+from core.snapshot.rows import (
     MAX_REQUEST,
     ShapeRows,
     node_allocatable_known,
@@ -30,7 +31,6 @@ from core.feasibility.rows import (
     resource_names,
     shape_rows,
 )
-from core.model import NodeTopology, PodIntent
 
 POLICY_CODES: Mapping[str, int] = {
     "none": 0,
@@ -220,7 +220,7 @@ class Snapshot:
     nodes: Nodes  # records, with usage apart (columns.py)
     packed: Packed
     # Integer columns are array('q'): copied by memcpy and never traversed by the garbage
-    # collector (core/feasibility/delta.py copies them once per batch of watch events).
+    # collector (core/snapshot/delta.py copies them once per batch of watch events).
     shape_of: array[int]  # node index -> shape
     shape_bits: Column[int]  # shape -> compact bitset of node indexes (bitsets.compact)
     shape_rep: array[int]  # shape -> first node index

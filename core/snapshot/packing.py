@@ -31,8 +31,8 @@ from array import array
 from collections.abc import Sequence
 
 from core.feasibility.codes import SHAPE_FIELDS
-from core.feasibility.rows import ShapeRows
-from core.feasibility.snapshot import Packed, packed_from
+from core.snapshot.rows import ShapeRows
+from core.snapshot.snapshot import Packed, packed_from
 
 _FIELDS = ("shape_info", "zones", "node_alloc", "unaligned", "dist", "states", "idle_states")
 _SLOT_ARRAYS = frozenset({"shape_info", "node_alloc", "unaligned", "dist"})

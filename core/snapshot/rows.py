@@ -1,5 +1,5 @@
 """A node's rows of the packed arrays (``ShapeRows``): what one shape contributes to the
-table the kernel reads (core/feasibility/snapshot.py, ``Packed``), computed whole for a
+table the kernel reads (core/snapshot/snapshot.py, ``Packed``), computed whole for a
 new topology class (``shape_rows``) or only its usage part for a known one
 (``usage_rows``); read back from a packed table by snapshot.rows_of."""
 

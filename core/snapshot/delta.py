@@ -6,10 +6,10 @@ one (copy-on-write: the request path may still be reading the previous snapshot,
 the event loop or from a kernel thread, so nothing it can see is written).
 
 Cost per batch: the changed nodes' keys and rows, a few big-int operations per node, the
-chunks of the per-node columns it writes (core/feasibility/columns.py) and one memcpy of
+chunks of the per-node columns it writes (core/snapshot/columns.py) and one memcpy of
 the integer columns and, when usage moved, of ``shape_info``; new shapes and moved usage
 are written into the packed arrays past what earlier snapshots read
-(core/feasibility/packing.py): O(changed nodes) Python work.
+(core/snapshot/packing.py): O(changed nodes) Python work.
 A removed node's index is filled by the last node (its bits move), so indexes stay
 dense; the order of ``nodes`` is therefore the order of arrival, not the names' (a full
 build sorts by name).
@@ -17,7 +17,7 @@ build sorts by name).
 Shapes nobody uses any more stay in the evaluation order (``topo_shapes``) until an
 eighth of their class is dead (they have no nodes: evaluation skips them); then their
 slots of the packed arrays are freed, and reused by new shapes with as many NUMA zones
-in the next copy of the arrays (core/feasibility/packing.py), so the arrays stay close
+in the next copy of the arrays (core/snapshot/packing.py), so the arrays stay close
 to the live shapes under churn. A usage change of a node alone in its shape (most events
 under churn) keeps its shape and moves its usage rows instead (draft.py, ``_move_usage``).
 A node with a resource the packed table does not have needs a new table: ``apply`` then builds the snapshot whole (``rebuilt`` counts those).
@@ -29,12 +29,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from core.feasibility.bitsets import count
-from core.feasibility.draft import Draft, ShapeKey, label_values
-from core.feasibility.packing import PackedStore
-from core.feasibility.rows import resource_names
-from core.feasibility.snapshot import Snapshot, SortMemo, _topology_key, _usage_key
 from core.inventory.usage_only import usage_only
 from core.model import NodeTopology
+from core.snapshot.draft import Draft, ShapeKey, label_values
+from core.snapshot.packing import PackedStore
+from core.snapshot.rows import resource_names
+from core.snapshot.snapshot import Snapshot, SortMemo, _topology_key, _usage_key
 
 # Reserved slots beyond one per node (``reserve``): the dead shapes classes list, the
 # freed slots and zone regions that wait for the next copy of the arrays (packing.py).

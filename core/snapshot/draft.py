@@ -1,4 +1,4 @@
-"""One batch of a snapshot edit (``SnapshotEditor.apply``, core/feasibility/delta.py): the
+"""One batch of a snapshot edit (``SnapshotEditor.apply``, core/snapshot/delta.py): the
 next snapshot as copies of what the batch changes (the per-node columns' chunks, the
 integer columns, the label indexes), the changed nodes moved between shapes and topology
 classes, new shapes' rows written past what earlier snapshots read, dead shapes dropped
@@ -12,9 +12,10 @@ from typing import Any, Protocol
 
 from core.feasibility._kernel_py import SHAPE_FIELDS
 from core.feasibility.bitsets import BitIndex, ValueIndex, expand, with_member, without_member
-from core.feasibility.packing import PackedStore
-from core.feasibility.rows import ShapeRows, shape_rows, usage_rows, usage_values
-from core.feasibility.snapshot import (
+from core.model import NodeTopology
+from core.snapshot.packing import PackedStore
+from core.snapshot.rows import ShapeRows, shape_rows, usage_rows, usage_values
+from core.snapshot.snapshot import (
     Snapshot,
     SortMemo,
     _available_within_allocatable,
@@ -22,7 +23,6 @@ from core.feasibility.snapshot import (
     _usage_key,
     rows_of,
 )
-from core.model import NodeTopology
 
 ShapeKey = tuple[Any, Any]
 
@@ -34,7 +34,7 @@ DEAD_FRACTION = 8
 
 
 class SnapshotEditor(Protocol):
-    """The writer-side indexes a draft reads and updates (core/feasibility/delta.py)."""
+    """The writer-side indexes a draft reads and updates (core/snapshot/delta.py)."""
 
     snapshot: Snapshot
     store: PackedStore
