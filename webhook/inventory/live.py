@@ -82,6 +82,7 @@ class LiveSource:
         absent_retry: float = 60.0,
         debounce: float = 0.2,
         page_size: int = PAGE_SIZE,
+        cache_list_max: int = Timing.cache_list_max,
         rng: random.Random | None = None,
     ) -> None:
         if watch_timeout < 1:
@@ -93,7 +94,13 @@ class LiveSource:
         if include_pods and BOUND_PODS not in chosen:
             chosen = (*chosen, BOUND_PODS)
         timing = Timing(
-            watch_timeout, request_timeout, backoff_initial, backoff_max, absent_retry, page_size
+            watch_timeout,
+            request_timeout,
+            backoff_initial,
+            backoff_max,
+            absent_retry,
+            page_size,
+            cache_list_max,
         )
         if (on_change is None) == (updates is None):
             raise ValueError("LiveSource: give exactly one of on_change and updates")

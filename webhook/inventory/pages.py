@@ -67,3 +67,16 @@ def pages_ahead(fetch: Fetch, name: str) -> Iterator[Any]:
     finally:
         abandoned.set()
         taken.release()  # a thread waiting for the caller wakes and ends
+
+
+def list_size(body: Any) -> int | None:
+    """How many objects a list holds, from its first page: the page's items and the
+    ``metadata.remainingItemCount`` of the rest; None when the apiserver does not say (a
+    continue token without a count, as with some selectors)."""
+    if not isinstance(body, dict) or not isinstance(body.get("items"), list):
+        return None
+    meta = body.get("metadata") if isinstance(body.get("metadata"), dict) else {}
+    remaining = meta.get("remainingItemCount")
+    if isinstance(remaining, int) and not isinstance(remaining, bool):
+        return len(body["items"]) + remaining
+    return None if continue_token(body) else len(body["items"])

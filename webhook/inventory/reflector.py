@@ -1,8 +1,7 @@
 """One resource type, listed then watched: the loop client-go's ``tools/cache/reflector.go``
 runs (kubernetes.io "API concepts", "Efficient detection of changes").
 
-1. list (paged with ``limit``/``continue``) and remember the list's
-   ``metadata.resourceVersion``;
+1. list (paged: ``limit``/``continue``) and keep its ``metadata.resourceVersion``;
 2. watch from that version with ``allowWatchBookmarks=true`` and a server-side
    ``timeoutSeconds``, applying ADDED/MODIFIED/DELETED to an in-memory map and taking the
    ``resourceVersion`` of every event, BOOKMARK included, so a reconnect resumes where
@@ -46,7 +45,7 @@ from webhook.inventory.objects import (
     read_page,
     resource_version_of,
 )
-from webhook.inventory.pages import pages_ahead
+from webhook.inventory.pages import list_size, pages_ahead
 from webhook.inventory.stream import (
     Backoff,
     api_get,
@@ -74,9 +73,8 @@ class Reflector:
         *,
         keep_objects: bool = True,
     ) -> None:
-        """``keep_objects``: keep each object (``items`` maps key -> object); else only
-        its fingerprint (its resourceVersion), enough to tell what a relist changed,
-        when the listener keeps what it needs of each object itself."""
+        """``keep_objects``: keep each object in ``items``; else (the listener keeps what
+        it needs) only its fingerprint, its resourceVersion: what a relist changed."""
         self.resource = resource
         self._client = api_client
         self._listener = listener
@@ -206,18 +204,21 @@ class Reflector:
         self._replace(version, listed, resource_version)
 
     def _fetch_page(self, version: str, token: str | None) -> Any:
-        """One page of the list, decoded (in the list's fetching thread). A type
-        ``from_cache`` with no resourceVersion yet (the first list; after a 404/403) lists
-        at ``resourceVersion=0``, as client-go's reflector does: served from the
-        apiserver's watch cache, whole (the cache ignores ``limit``), where paged lists go
-        to etcd (10,000 NRTs: 6-7 s of the apiserver's CPU paged, 0.8-1.2 s from the
-        cache; docs/inventory.md). After a 410 the relist is consistent (no
-        resourceVersion, paged), as client-go's is."""
+        """One page of the list, decoded (in the list's fetching thread). A ``from_cache``
+        type's first list (no resourceVersion yet) of at most ``cache_list_max`` objects is
+        at ``resourceVersion=0``, as client-go's: whole from the watch cache, far cheaper
+        for the apiserver than pages from etcd (docs/inventory.md); a relist after a 410
+        is consistent and paged, as client-go's."""
         params: dict[str, Any] = {"limit": self._timing.page_size}
         if token:
             params["continue"] = token
         elif self.resource.from_cache and self.resource_version is None:
-            params["resourceVersion"] = "0"
+            size = list_size(self._get(version, {"limit": 1}))  # one object and the count
+            if size is not None and size <= self._timing.cache_list_max:
+                params["resourceVersion"] = "0"
+        return self._get(version, params)
+
+    def _get(self, version: str, params: dict[str, Any]) -> Any:
         response = self._request(version, params, self._timing.request_timeout)
         try:
             data = response.data
