@@ -80,7 +80,7 @@ class Timing:
     # A ``from_cache`` type is listed whole only up to this many objects: the whole list
     # is decoded at once, and 100,000 NRTs listed so held a replica at 1,679 MiB RSS (1
     # worker) against 887-912 MiB paged (docs/inventory.md).
-    cache_list_max: int = 20_000
+    cache_list_max: int = 10_000
 
 
 def decode(data: bytes) -> Any:
