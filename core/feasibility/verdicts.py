@@ -230,17 +230,17 @@ def evaluate(
             if ev.codes[ev.classes.group_of[t]] == UNPLANNED:
                 ev.plan(t)
                 continue  # and scan again from t with its group's plan
-        tally.counts["not-selected"] += outside[t]
-        n = inside[t]
-        t += 1
+        cur, t = t, t + 1
+        tally.counts["not-selected"] += outside[cur]
+        n = inside[cur]
         if not n:
             continue
-        shared = ev.topology(t - 1, firsts[t - 1], empty)
+        shared = ev.topology(cur, firsts[cur], empty)
         if shared is not None:
-            if tally.add(shared, n, firsts[t - 1], snapshot.topo_shapes[t - 1]):
+            if tally.add(shared, n, firsts[cur], snapshot.topo_shapes[cur]):
                 return tally.early()
             continue
-        for s in snapshot.topo_shapes[t - 1]:
+        for s in snapshot.topo_shapes[cur]:
             sel = expand(snapshot.shape_bits[s]) & selected
             if sel and tally.add(ev.shape(s), sel.bit_count(), (sel & -sel).bit_length() - 1, (s,)):
                 return tally.early()
