@@ -28,8 +28,8 @@ no dead shape is left behind.
 from __future__ import annotations
 
 from array import array
-from dataclasses import replace
 from collections.abc import Sequence
+from dataclasses import replace
 
 from core.feasibility.codes import SHAPE_FIELDS
 from core.snapshot.rows import ShapeRows
