@@ -7,6 +7,7 @@ bytes, every other resource (devices, extended resources) as a plain count.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeGuard
@@ -160,6 +161,29 @@ class NodeTopology:
     # HAMi card usage from bound pods' hami.io/vgpu-devices-allocated:
     # card id -> (slots, memory MiB, cores percent).
     gpu_usage: Mapping[str, tuple[int, int, int]] = field(default_factory=dict)
+
+    def __setstate__(self, state: list[Any]) -> None:
+        # Unpickled (a worker's Whole, a Batch's records): the policy strings are shared.
+        # As parsed, every record held its own copies: ~10 MiB in a worker at 100,000
+        # nodes (docs/inventory.md, "Where a worker's memory goes").
+        for name, value in zip(_NODE_FIELDS, state, strict=True):
+            if name in _POLICY_FIELDS and value is not None:
+                value = sys.intern(value)
+            object.__setattr__(self, name, value)
+
+
+_NODE_FIELDS = tuple(NodeTopology.__dataclass_fields__)
+_POLICY_FIELDS = frozenset(
+    {
+        "tm_policy",
+        "tm_scope",
+        "cpu_manager_policy",
+        "memory_manager_policy",
+        "koord_policy",
+        "volcano_policy",
+        "volcano_cpu_manager_policy",
+    }
+)
 
 
 @dataclass(frozen=True, slots=True)

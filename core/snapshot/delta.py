@@ -25,13 +25,14 @@ A node with a resource the packed table does not have needs a new table: ``apply
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Mapping
 from typing import Any
 
 from core.feasibility.bitsets import count
 from core.inventory.usage_only import usage_only
 from core.model import NodeTopology
-from core.snapshot.draft import Draft, ShapeKey, label_values
+from core.snapshot.draft import Draft, label_values
 from core.snapshot.packing import PackedStore
 from core.snapshot.rows import resource_names
 from core.snapshot.snapshot import Snapshot, SortMemo, _topology_key, _usage_key
@@ -56,9 +57,10 @@ class SnapshotEditor:
         self._index(snapshot)
 
     def _index(self, snap: Snapshot) -> None:
-        self.shape_index: dict[ShapeKey, int] = {}
-        self.shape_key: list[ShapeKey | None] = []
+        self.shape_index: dict[int, int] = {}
+        self.shape_hash = array("q", bytes(8 * len(snap.shape_rep)))
         self.topo_index: dict[Any, int] = {}
+        self.topo_keys: list[Any] = [None] * len(snap.topo_bits)
         self.count = [count(b) for b in snap.shape_bits]
         self.store = PackedStore(snap.packed)
         if self._reserve:
@@ -71,12 +73,15 @@ class SnapshotEditor:
         self.dead: dict[int, list[tuple[int, int]]] = {}
         memo: SortMemo = {}
         for s, rep in enumerate(snap.shape_rep):
+            if rep < 0:  # dead (a Whole of an edited snapshot): no key, never found
+                continue
             node = snap.nodes[rep]
             tkey = _topology_key(node, memo)
             key = (tkey, _usage_key(node))
-            self.shape_index[key] = s
-            self.shape_key.append(key)
+            h = self.shape_hash[s] = hash(key)
+            self.shape_index.setdefault(h, s)
             self.topo_index.setdefault(tkey, snap.topo_of[s])
+            self.topo_keys[snap.topo_of[s]] = tkey
         self.values: dict[str, set[str]] = {k: set(vs) for k, vs in label_values(snap).items()}
         # How many nodes report each resource: one no node reports any more must leave the
         # packed table, as a whole build leaves it out (verdicts.py: unadvertised resources

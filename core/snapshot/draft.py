@@ -39,9 +39,10 @@ class SnapshotEditor(Protocol):
     snapshot: Snapshot
     store: PackedStore
     count: list[int]
-    shape_index: dict[ShapeKey, int]
-    shape_key: list[ShapeKey | None]
+    shape_index: dict[int, int]  # hash of a live shape's key -> the shape
+    shape_hash: array[int]  # shape -> the hash of its key
     topo_index: dict[Any, int]
+    topo_keys: list[Any]  # class -> its topology key
     dead: dict[int, list[tuple[int, int]]]
     values: dict[str, set[str]]
 
@@ -86,6 +87,14 @@ class Draft:
     def update(self, i: int, node: NodeTopology, *, usage_only: bool = False) -> None:
         """``usage_only``: core/inventory/usage_only.py holds against node i's record."""
         old = self.nodes[i]
+        s = self.shape_of[i]
+        # Once: the topology key is the costliest part of an event, and a usage-only
+        # event (most of them under churn) keeps its node's.
+        tkey = self.ed.topo_keys[self.topo_of[s]] if usage_only else _topology_key(node, self.memo)
+        key = (tkey, _usage_key(node))
+        h = hash(key)
+        # Before node i is written: it may be the shape's representative.
+        same = self.ed.shape_hash[s] == h and self._key_of(s) == key
         if usage_only:
             self.nodes.set_usage(i, node)  # the record stays; only atoms are written
         else:
@@ -94,17 +103,12 @@ class Draft:
             self._labels(i, old.labels, add=False)
             self._labels(i, node.labels, add=True)
             self.structural = True
-        s = self.shape_of[i]
-        # Once: the topology key is the costliest part of an event, and a usage-only
-        # event (most of them under churn) keeps its node's.
-        tkey = self.ed.shape_key[s][0] if usage_only else _topology_key(node, self.memo)  # type: ignore[index]
-        key = (tkey, _usage_key(node))
-        if self.ed.shape_key[s] == key:
+        if same:
             return
-        if usage_only and self._move_usage(s, node, key):
+        if usage_only and self._move_usage(s, node, h, key):
             return
         # first, so an unchanged shape is not freed and re-made
-        self._place(i, node, key, in_class=self.topo_of[s])
+        self._place(i, node, key, in_class=self.topo_of[s], skip=s)
         same_class = self.topo_of[self.shape_of[i]] == self.topo_of[s]
         self.structural = self.structural or not same_class
         self._unplace(i, s, keep_topology=same_class)
@@ -139,10 +143,16 @@ class Draft:
     # -- shapes ----------------------------------------------------------------------------
 
     def _place(
-        self, i: int, node: NodeTopology, key: ShapeKey | None = None, in_class: int = -1
+        self,
+        i: int,
+        node: NodeTopology,
+        key: ShapeKey | None = None,
+        in_class: int = -1,
+        skip: int = -1,
     ) -> None:
-        """Node i joins its shape (``in_class``: its class's bitset has it already)."""
-        s = self._shape_for(node, key)
+        """Node i joins its shape (``in_class``: its class's bitset has it already;
+        ``skip``: its old shape, whose representative may be node i, written already)."""
+        s = self._shape_for(node, key, skip)
         self.shape_bits[s] = with_member(self.shape_bits[s], i)
         if self.topo_of[s] != in_class:  # a wide int per event otherwise
             self.topo_bits[self.topo_of[s]] |= 1 << i
@@ -159,10 +169,8 @@ class Draft:
         if not keep_topology:
             self.topo_bits[t] &= ~(1 << i)
         if ed.count[s] == 0:
-            key = ed.shape_key[s]
-            if key is not None and ed.shape_index.get(key) == s:
-                del ed.shape_index[key]
-            ed.shape_key[s] = None
+            if ed.shape_index.get(ed.shape_hash[s]) == s:
+                del ed.shape_index[ed.shape_hash[s]]
             n = self.rows[s].n if s in self.rows else self.old.packed.shape_info[s * SHAPE_FIELDS]
             dead = ed.dead.setdefault(t, [])
             dead.append((s, n))
@@ -174,7 +182,7 @@ class Draft:
             self.shape_rep[s] = (b & -b).bit_length() - 1
         self.usage_gen[t] += 1
 
-    def _move_usage(self, s: int, node: NodeTopology, key: ShapeKey) -> bool:
+    def _move_usage(self, s: int, node: NodeTopology, h: int, key: ShapeKey) -> bool:
         """``node``'s new usage given to its shape s, when s is its alone and no shape has
         that usage already: the rows move to a new zone region (``PackedStore.move_usage``),
         the slot, its bits and its place in the class's evaluation order stay. Under churn
@@ -182,31 +190,43 @@ class Draft:
         a new shape per event instead (a slot, its rows, a dead shape in the class's order
         until compaction) doubled the patch (docs/inventory.md)."""
         ed = self.ed
-        if ed.count[s] != 1 or key in ed.shape_index:
+        if ed.count[s] != 1 or self._find(h, key, skip=s) is not None:
             return False
         t, n = self.topo_of[s], ed.store.arrays["shape_info"][s * SHAPE_FIELDS]
         available, states = usage_values(node, self.old.packed.res_names, n)
         ed.store.move_usage(s, available, states)
-        old = ed.shape_key[s]
-        if old is not None and ed.shape_index.get(old) == s:
-            del ed.shape_index[old]
-        ed.shape_index[key] = s
-        ed.shape_key[s] = key
+        if ed.shape_index.get(ed.shape_hash[s]) == s:
+            del ed.shape_index[ed.shape_hash[s]]
+        ed.shape_index.setdefault(h, s)
+        ed.shape_hash[s] = h
         self.topo_monotone[t] = self.topo_monotone[t] and _available_within_allocatable(node)
         self.usage_gen[t] += 1  # cached answers that read class t's usage are void
         self.moved = True
         return True
 
-    def _shape_for(self, node: NodeTopology, key: ShapeKey | None = None) -> int:
+    def _key_of(self, s: int) -> ShapeKey:
+        """Live shape s's key, from its representative's record: the editor keeps only
+        the keys' hashes (the keys were ~60 MiB in a worker at 100,000 distinct shapes,
+        docs/inventory.md). Read only when a hash matches."""
+        node = self.nodes[self.shape_rep[s]]
+        return self.ed.topo_keys[self.topo_of[s]], _usage_key(node)
+
+    def _find(self, h: int, key: ShapeKey, skip: int = -1) -> int | None:
+        """The live shape whose key is ``key`` (a hash found is checked against the key)."""
+        s = self.ed.shape_index.get(h)
+        return s if s is not None and s != skip and self._key_of(s) == key else None
+
+    def _shape_for(self, node: NodeTopology, key: ShapeKey | None = None, skip: int = -1) -> int:
         ed = self.ed
         key = key or (_topology_key(node, self.memo), _usage_key(node))
-        tkey = key[0]
-        s = ed.shape_index.get(key)
+        tkey, h = key[0], hash(key)
+        s = self._find(h, key, skip)
         if s is not None:
             return s
         t = ed.topo_index.get(tkey)
         if t is None:
             t = ed.topo_index[tkey] = len(self.topo_bits)
+            ed.topo_keys.append(tkey)
             self.topo_bits.append(0)
             self.topo_shapes.append(array("q"))
             self.topo_monotone.append(True)
@@ -221,11 +241,13 @@ class Draft:
             self.shape_rep.append(-1)
             self.topo_of.append(t)
             ed.count.append(0)
-            ed.shape_key.append(None)
+            ed.shape_hash.append(0)
         self.shape_bits[s] = 0
         self.rows[s] = rows
-        ed.shape_index[key] = s
-        ed.shape_key[s] = key
+        # Two keys of one hash: the second shape is not indexed (a later node of its key
+        # makes a shape of its own: the same verdicts, one more shape).
+        ed.shape_index.setdefault(h, s)
+        ed.shape_hash[s] = h
         self.appended.setdefault(t, []).append(s)
         self.topo_monotone[t] = self.topo_monotone[t] and _available_within_allocatable(node)
         return s

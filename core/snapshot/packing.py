@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Sequence
+from dataclasses import replace
 
 from core.feasibility.codes import SHAPE_FIELDS
 from core.snapshot.rows import ShapeRows
@@ -46,7 +47,10 @@ class PackedStore:
     """Owns the arrays behind a lineage of Packed tables (one resource table)."""
 
     def __init__(self, packed: Packed) -> None:
-        self.base = packed
+        # The resource table only: holding ``packed`` itself kept its arrays (39 MiB at
+        # 100,000 distinct shapes) alive for the editor's life once ``reserve`` or a
+        # renewal had copied them (docs/inventory.md, "Where a worker's memory goes").
+        self.base = replace(packed, **dict.fromkeys(_FIELDS, array("q")))
         self.n_shapes = packed.n_shapes
         self.zone_count = packed.zone_count
         self.dist_len = packed.n_shapes and _dist_end(packed)
