@@ -10,8 +10,10 @@ pickled, as in the inventory process (webhook/inventory/feed.py).
 pages of 250 objects as orjson writes them, one page a line (objects shaped as a
 kube-apiserver lists them: uid, resourceVersion, creationTimestamp, managedFields; kwok
 Nodes with their status). ``run`` prints the CPU seconds of the lists and of the first
-build. Instructions per object: run it under ``valgrind --tool=callgrind`` for a DIR of N
-objects and one of 0 and divide the difference by N (docs/inventory.md).
+build. Instructions per object: ``--hold`` waits for a line on stdin after the imports and
+the reading of the pages, so that callgrind counts only the lists and the build (valgrind
+--tool=callgrind --instr-atstart=no, then ``callgrind_control -i on PID`` and the line);
+a DIR of N objects minus one of 0, over N (benchmarks/parse_cost.sh does it).
 """
 
 from __future__ import annotations
@@ -118,14 +120,13 @@ def objects(kind: str, count: int) -> Iterator[dict[str, Any]]:
         return
     # A node of every Node; an NRT or a Numatopology as its exporter says (gen.py's mix).
     want = {"node": "Node", "nrt": "NodeResourceTopology", "numatopology": "Numatopology"}[kind]
-    made = i = 0
-    for obj in gen.inventory_objects(max(count, 1) * 6):
+    made = 0
+    for i, obj in enumerate(gen.inventory_objects(max(count, 1) * 6)):
         if made >= count:
             return
         if obj["kind"] == want:
             yield _node(obj, i) if kind == "node" else _custom(obj, i)
             made += 1
-        i += 1
 
 
 def write(out: Path, count: int) -> None:
@@ -141,7 +142,12 @@ def write(out: Path, count: int) -> None:
                 if n + 1 < len(pages):
                     meta["continue"] = f"page-{n + 1}"
                     meta["remainingItemCount"] = len(items) - (n + 1) * PAGE
-                body = {"kind": "List", "apiVersion": versions[kind], "metadata": meta, "items": page}
+                body = {
+                    "kind": "List",
+                    "apiVersion": versions[kind],
+                    "metadata": meta,
+                    "items": page,
+                }
                 f.write(orjson.dumps(body) + b"\n")
         print(f"{kind}: {len(items)} objects, {len(pages)} pages", file=sys.stderr)
 
@@ -154,8 +160,9 @@ class _Response:
         pass
 
 
-def run(where: Path, kinds: Sequence[str]) -> dict[str, float]:
-    """Every kind's list through a Reflector into one Feed, then the first build: CPU s."""
+def run(where: Path, kinds: Sequence[str], hold: bool = False) -> dict[str, float]:
+    """Every kind's list through a Reflector into one Feed, then the first build: CPU s.
+    ``hold``: wait for a line on stdin first (once everything is imported and read)."""
     from webhook.inventory import live
     from webhook.inventory.feed import Fanout, Feed
     from webhook.inventory.reflector import Reflector, Timing
@@ -164,15 +171,22 @@ def run(where: Path, kinds: Sequence[str]) -> dict[str, float]:
                  "numatopology": live.NUMATOPOLOGIES, "pod": live.BOUND_PODS}  # fmt: skip
     feed = Feed(Fanout())
     feed.synced = lambda: False  # until every kind listed: no build before
+    if hasattr(feed, "pause_collector"):  # as the inventory process does (not before issue 26)
+        feed.pause_collector()
     timing = Timing(60, 30.0, 0.2, 3.0, 60.0, PAGE)
     figures: dict[str, float] = {}
-    for kind in kinds:
-        pages = (where / f"{kind}.pages").read_bytes().splitlines()
+    every = {kind: (where / f"{kind}.pages").read_bytes().splitlines() for kind in kinds}
+    if hold:
+        print("holding", flush=True)
+        sys.stdin.readline()
+    for kind, pages in every.items():
         resource = dataclasses.replace(resources[kind], from_cache=False)
         reflector = Reflector(resource, None, feed, timing, threading.Event(), random.Random(1),
                               keep_objects=False)  # type: ignore[arg-type]  # fmt: skip
 
-        def request(version: str, params: dict[str, Any], timeout: float, pages: list[bytes] = pages) -> Any:
+        def request(
+            version: str, params: dict[str, Any], timeout: float, pages: list[bytes] = pages
+        ) -> Any:
             token = params.get("continue")
             return _Response(pages[int(token.split("-")[1]) if token else 0])
 
@@ -194,8 +208,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("dir", type=Path)
     p.add_argument("--count", type=int, default=10_000, help="write: objects per kind")
     p.add_argument("--kind", action="append", choices=KINDS, help="run: these kinds (default all)")
-    p.add_argument("--repeat", type=int, default=1, help="run: this many times, each figure printed")
+    p.add_argument(
+        "--repeat", type=int, default=1, help="run: this many times, each figure printed"
+    )
     p.add_argument("--profile", type=Path, help="run: cProfile stats into this file")
+    p.add_argument("--hold", action="store_true", help="run: wait for a line on stdin first")
     args = p.parse_args(argv)
     if args.what == "write":
         write(args.dir, args.count)
@@ -205,7 +222,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         profile = cProfile.Profile() if args.profile else None
         if profile:
             profile.enable()
-        figures = run(args.dir, kinds)
+        figures = run(args.dir, kinds, args.hold)
         if profile:
             profile.disable()
             profile.dump_stats(args.profile)

@@ -27,6 +27,7 @@ process's start and restarts webhook/inventory/owner.py.
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import pickle
 import signal
@@ -69,6 +70,12 @@ HEARTBEAT_SECONDS = 1.0
 # for a core (a CPU limit, a busy node), reviews go first and the inventory lags a little
 # (its events are ~0.2 of a core at 100,000 nodes; the workers' share is what p99 needs).
 NICENESS = 10
+# The first list and build allocate millions of objects that all live until the Whole is
+# sent: the cyclic collector would traverse them again and again for nothing (a quarter of
+# the inventory process's CPU to ready at 10,000 nodes, docs/inventory.md). It is off
+# until the first Whole is sent, and never longer than this (a cluster that does not list
+# must not keep it off: failed requests leave cycles behind).
+COLLECTOR_PAUSE_MAX = 120.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,6 +193,19 @@ class Feed:
         self._unbuilt: list[Queued] = []  # events taken in before the first build
         self._wake = threading.Event()
         fanout.wake = self._wake.set
+        self.collector_until: float | None = None  # see pause_collector
+
+    def pause_collector(self, seconds: float = COLLECTOR_PAUSE_MAX) -> None:
+        """The cyclic collector off (process-wide) until the first Whole is sent, at most
+        ``seconds`` (COLLECTOR_PAUSE_MAX says why). The inventory process only."""
+        gc.disable()
+        self.collector_until = time.monotonic() + seconds
+
+    def _resume_collector(self) -> None:
+        until = self.collector_until
+        if until is not None and (self.built or time.monotonic() >= until):
+            self.collector_until = None
+            gc.enable()
 
     # Listener (reflector threads)
     def on_event(self, reflector: Any, kind: str, key: Any, item: dict[str, Any]) -> None:
@@ -219,6 +239,7 @@ class Feed:
                 self._send_whole()
             else:
                 drain_unbuilt(self._queue, self.inventory, self._unbuilt)
+            self._resume_collector()
             return
         while True:
             self._send_batch()
@@ -293,9 +314,12 @@ def accept_forever(listener: Listener, fanout: Fanout) -> None:
             return  # the listener was closed
 
 
-def watch_cluster(spec: FeederSpec, listener: Listener) -> tuple[Feed, LiveSource]:
+def watch_cluster(
+    spec: FeederSpec, listener: Listener, *, pause_collector: bool = False
+) -> tuple[Feed, LiveSource]:
     """The watches started, for the workers that connect to ``listener``; the caller runs
-    the Feed's loop (``feed_cluster``; tests run it in a thread)."""
+    the Feed's loop (``feed_cluster``; tests run it in a thread). ``pause_collector``:
+    the process's collector off until the first Whole (``Feed.pause_collector``)."""
     from webhook.inventory.kube import build_api_client, describe
     from webhook.inventory.live import LiveSource
 
@@ -310,6 +334,8 @@ def watch_cluster(spec: FeederSpec, listener: Listener) -> tuple[Feed, LiveSourc
         target=accept_forever, args=(listener, fanout), name="inventory-accept", daemon=True
     ).start()
     feed = Feed(fanout, window=spec.window)
+    if pause_collector:
+        feed.pause_collector()
     live = LiveSource(client, updates=feed, include_pods=spec.include_pods, **spec.live)
     feed.synced = lambda: live.synced
     feed.last_sync = lambda: live.last_sync
@@ -319,10 +345,16 @@ def watch_cluster(spec: FeederSpec, listener: Listener) -> tuple[Feed, LiveSourc
     return feed, live
 
 
-def feed_cluster(spec: FeederSpec, listener: Listener, stop: threading.Event | None = None) -> None:
+def feed_cluster(
+    spec: FeederSpec,
+    listener: Listener,
+    stop: threading.Event | None = None,
+    *,
+    pause_collector: bool = False,
+) -> None:
     """Watch the cluster and serve the workers that connect to ``listener`` until ``stop``
     (the process: until it is killed)."""
-    feed, live = watch_cluster(spec, listener)
+    feed, live = watch_cluster(spec, listener, pause_collector=pause_collector)
     try:
         feed.run(stop)
     finally:
@@ -342,7 +374,7 @@ def feeder_main(spec: FeederSpec) -> None:
     limit_malloc_arenas()  # before the watch threads start, as in the worker
     setup_logging(spec.log_level)
     try:
-        feed_cluster(spec, listen(spec.address))
+        feed_cluster(spec, listen(spec.address), pause_collector=True)
     except Exception:  # the parent restarts us; the log line says why
         log.exception("inventory process failed")
         raise SystemExit(1) from None

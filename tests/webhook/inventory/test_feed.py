@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import os
 import pickle
 import shutil
@@ -455,3 +456,42 @@ async def test_a_failing_inventory_process_says_why_and_is_restarted(
         owner.stop()
     err = capfd.readouterr().err
     assert '"msg":"inventory process failed"' in err and "missing-kubeconfig" in err
+
+
+@pytest.fixture
+def collector_restored() -> Any:
+    """The tests below switch the process's collector: back on whatever they do."""
+    yield
+    gc.enable()
+
+
+@pytest.mark.usefixtures("collector_restored")
+def test_the_collector_is_off_until_the_first_whole() -> None:
+    """The inventory process's collector stays off through the first lists (the queued
+    objects go into the inventory) and comes back on once the first Whole is sent."""
+    feed, _, worker = _feed()
+    synced = [False]
+    feed.synced = lambda: synced[0]
+    feed.pause_collector()
+    assert not gc.isenabled()
+    _event(feed, api_node("n1"))
+    feed.step()  # not every type listed: no build yet
+    assert not gc.isenabled() and not worker.sent
+    synced[0] = True
+    feed.step()
+    assert [type(m) for m in _messages(worker.sent)] == [Whole]
+    assert gc.isenabled() and feed.collector_until is None
+
+
+@pytest.mark.usefixtures("collector_restored")
+def test_the_collector_comes_back_when_the_lists_never_end() -> None:
+    """A cluster that never lists every type (an apiserver that keeps failing) must not
+    keep the collector off: it is back on after the pause's bound, with no Whole sent."""
+    feed, _, worker = _feed()
+    feed.synced = lambda: False
+    feed.pause_collector(seconds=0.05)
+    feed.step()
+    assert not gc.isenabled()
+    time.sleep(0.06)
+    feed.step()
+    assert gc.isenabled() and not worker.sent
