@@ -225,11 +225,13 @@ def _share_parts(data: Parsed, share: Sharer) -> None:
         data.capacity = share.mapping(data.capacity)
     elif isinstance(data, NrtData | VolcanoData) and data.zones:
         for zone in data.zones.values():
-            zone.capacity = share.mapping(zone.capacity)
-            zone.allocatable = share.mapping(zone.allocatable)
+            # Int amounts and distances: by content (``amounts``); the free amounts too
+            # would keep a key per node (free memory differs from node to node).
+            zone.capacity = share.amounts(zone.capacity)
+            zone.allocatable = share.amounts(zone.allocatable)
             if share.usage:
                 zone.available = share.mapping(zone.available)
-            zone.costs = share.mapping(zone.costs)
+            zone.costs = share.amounts(zone.costs)
 
 
 def _usage_only(old: Parsed, new: Parsed) -> bool:

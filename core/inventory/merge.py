@@ -130,10 +130,16 @@ def _freeze_zone(
         # are koord-scheduler's alone (the kubelet hands them out to other schedulers' pods,
         # whose verdicts read the same zones: no denial on them).
         allocatable = {**allocatable, "cpu": max(0, cpu - 1000 * kept)}
-    available = {
-        resource: record.available.get(resource, max(0, amount - used.get(resource, 0)))
-        for resource, amount in allocatable.items()
-    }
+    source = record.available
+    if not used and held == _NONE_HELD and tuple(source) == tuple(allocatable):
+        # The source gave every free amount (an NRT): its own map, shared already, not
+        # a copy for the sharer to hash again (the first build's most common zone).
+        available = source
+    else:
+        available = {
+            resource: source.get(resource, max(0, amount - used.get(resource, 0)))
+            for resource, amount in allocatable.items()
+        }
     if held != _NONE_HELD and cpu:
         given = record.available.get("cpu")
         free = allocatable["cpu"] - used.get("cpu", 0) if given is None else given - 1000 * kept

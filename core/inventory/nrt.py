@@ -176,6 +176,46 @@ def _read_zone(
     return (numa, zone) if ok else None
 
 
+def _plain_zone(raw: Mapping[str, Any], units: Units) -> tuple[int, ZoneRecord] | None:
+    """The usual zone (every resource with its amounts, distances to canonical zones),
+    read without building paths or messages: an NRT has a few and a list has thousands of
+    NRTs. None when anything is unusual: :func:`_read_zone` then reads it with every check
+    and message (the same result for a zone this accepts: tests/core/inventory)."""
+    numa = zone_id(raw.get("name"))
+    resources, costs = raw.get("resources"), raw.get("costs")
+    if numa is None or numa > MAX_NUMA_ID or type(resources) is not list:
+        return None
+    convert = units.convert
+    zone = ZoneRecord()
+    capacity, allocatable, available = zone.capacity, zone.allocatable, zone.available
+    try:
+        for entry in resources:
+            if type(entry) is not dict:
+                return None
+            name, total, usable = entry.get("name"), entry.get("capacity"), entry.get("allocatable")
+            if type(name) is not str or name in capacity or total is None or usable is None:
+                return None
+            capacity[name] = convert(name, total)
+            allocatable[name] = convert(name, usable)
+            free = entry.get("available")
+            if free is not None:
+                available[name] = convert(name, free)
+    except InvalidInput:
+        return None
+    if costs is not None:
+        if type(costs) is not list:
+            return None
+        distances = zone.costs
+        for cost in costs:
+            if type(cost) is not dict:
+                return None
+            target, value = zone_id(cost.get("name")), cost.get("value")
+            if target is None or target > MAX_NUMA_ID or type(value) is not int or value < 0:
+                return None
+            distances[target] = value
+    return numa, zone
+
+
 def read_zones(zones: object, report: Reporter, units: Units) -> dict[int, ZoneRecord] | None:
     """NUMA zones by id, or None when any NUMA zone is malformed (all errors reported)."""
     if not isinstance(zones, list):
@@ -191,7 +231,7 @@ def read_zones(zones: object, report: Reporter, units: Units) -> dict[int, ZoneR
             continue
         if raw.get("type") != "Node":
             continue  # Socket, Core, cache zones: not NUMA nodes (helper.go)
-        got = _read_zone(raw, path, report, units)
+        got = _plain_zone(raw, units) or _read_zone(raw, path, report, units)
         if got is None:
             ok = False
         elif got[0] in out:

@@ -32,27 +32,41 @@ class Sharer:
         # id -> map, for the maps this sharer returned (it holds them, so their ids stay
         # theirs): a map shared already is recognised without building its key.
         self._own: dict[int, dict[Any, Any]] = {}
+        # Int-valued maps by content (``amounts``): zone tables repeat across nodes.
+        self._amounts: dict[tuple[Any, ...], dict[Any, int]] = {}
+        self._empty: dict[Any, Any] = {}
 
     def __len__(self) -> int:
         """Entries held (the incremental inventory starts a new sharer past a bound)."""
-        return len(self._strings) + len(self._maps) + len(self._zones) + len(self._tuples)
+        return (
+            len(self._strings)
+            + len(self._maps)
+            + len(self._zones)
+            + len(self._tuples)
+            + len(self._amounts)
+        )
 
     def text(self, value: str) -> str:
         return self._strings.setdefault(value, value)
 
     def mapping(self, raw: Mapping[Any, Any]) -> dict[Any, Any]:
+        if not raw:
+            return self._empty  # a node without labels, devices, bound pods
         if self._own.get(id(raw)) is raw:
             return raw  # type: ignore[return-value]
         items = tuple(raw.items())
-        # Types are part of the content: True == 1, and a map holding True must stay
-        # distinct. Order too: {a, b} and {b, a} are not merged.
-        types = tuple(map(type, raw.values()))
-        key = hash((items, types))
+        key = hash(items)
         held = self._maps.get(key)
         if held is not None:
             for got in held if type(held) is list else (held,):
-                if tuple(got.items()) == items and tuple(map(type, got.values())) == types:
+                # Types are part of the content: True == 1, and a map holding True must
+                # stay distinct. Order too: {a, b} and {b, a} are not merged. The types
+                # are compared on a hit only (most label maps are a miss: one node's own).
+                if tuple(got.items()) == items and _types(got) == _types(raw):
                     return got
+        return self._keep(key, held, raw)
+
+    def _keep(self, key: int, held: Any, raw: Mapping[Any, Any]) -> dict[Any, Any]:
         text = self.text
         got = {
             text(k) if type(k) is str else k: text(v) if type(v) is str else v
@@ -65,6 +79,19 @@ class Sharer:
         else:
             self._maps[key] = [held, got]
         self._own[id(got)] = got
+        return got
+
+    def amounts(self, raw: dict[Any, int]) -> dict[Any, int]:
+        """``mapping`` of a map whose values are all ``int`` (a zone's amounts and
+        distances, as the parsers make them): no types to tell apart, so the content alone
+        is the key, and a hit costs one lookup (the first list shares ~12 such maps per
+        NRT: the most frequent call of the build)."""
+        if self._own.get(id(raw)) is raw:
+            return raw
+        items = tuple(raw.items())
+        got = self._amounts.get(items)
+        if got is None:
+            got = self._amounts[items] = self.mapping(raw)
         return got
 
     def zone(self, zone: NumaZone) -> NumaZone:
@@ -95,3 +122,7 @@ class Sharer:
             return shared
         # Shared zones are unique per content, so their identities are a content key.
         return self._zone_tuples.setdefault(tuple(map(id, shared)), shared)
+
+
+def _types(raw: Mapping[Any, Any]) -> tuple[type, ...]:
+    return tuple(map(type, raw.values()))
