@@ -13,6 +13,13 @@ and, at a fixed offered rate below saturation (``--offered``, a quarter of the m
 without numagate by default), the achieved rate and the create latency without and with numagate.
 The binaries come from ``make e2e-build``.
 
+With ``--baseline DIR`` numagate's phases run from this checkout and from DIR's (its own
+.venv), alternately, ``--rounds`` times, after one set of phases without numagate: a
+before/after in one session on the same control plane. Beside the apiserver's p99 and
+share of calls under 5 ms, each phase prints numagate's own (its review time, from
+``numagate_admission_duration_seconds``): what the apiserver sees above it is the call's
+way there and back, the apiserver's own work, and waiting for a core.
+
 ``--ready-only STARTS`` measures the time to ready alone: per size, numagate started
 STARTS times (with ``--baseline DIR``, alternately from this checkout and from DIR's, its
 own .venv: a before/after in one session on the same control plane), each start's steps
@@ -47,7 +54,7 @@ sys.path[:0] = [str(HERE.parent)]
 
 from tests.e2e.cluster import KOORD_LABEL, koord, nrt, pod, webhooks_to_url  # noqa: E402
 from tests.e2e.controlplane import ControlPlane, fake_node, free_port  # noqa: E402
-from tests.launch import http, start_process  # noqa: E402
+from tests.launch import http  # noqa: E402
 
 POLICIES = ("SingleNUMANode", "Restricted", "BestEffort", None)
 KUBELET = {"SingleNUMANode": "single-numa-node", "Restricted": "restricted", "BestEffort": "best-effort", None: "none"}  # fmt: skip
@@ -355,6 +362,27 @@ def histogram(plane: ControlPlane) -> dict[str, dict[float, float]]:
     return out
 
 
+def own_histogram(port: int, ca: Path) -> dict[str, dict[float, float]]:
+    """numagate's own review duration buckets (``numagate_admission_duration_seconds``, from
+    the request's headers in to its answer built; all labels summed), keyed as the
+    apiserver's webhooks are: the two read side by side tell a slow call spent inside
+    numagate from one spent in the apiserver, the connection or waiting for a core."""
+    names = {"mutate": WEBHOOKS[0], "validate": WEBHOOKS[1]}
+    out: dict[str, dict[float, float]] = {w: {} for w in WEBHOOKS}
+    text = http(port, ca, "GET", "/metrics", name="127.0.0.1")[1].decode()
+    for line in text.splitlines():
+        if not line.startswith("numagate_admission_duration_seconds_bucket{"):
+            continue
+        labels, value = line.rsplit(" ", 1)
+        hook = names.get(labels.split('webhook="', 1)[1].split('"', 1)[0])
+        if hook is None:
+            continue
+        le = labels.split('le="', 1)[1].split('"', 1)[0]
+        bound = float("inf") if le == "+Inf" else float(le)
+        out[hook][bound] = out[hook].get(bound, 0.0) + float(value)
+    return out
+
+
 def p99(before: dict[float, float], after: dict[float, float]) -> tuple[float, float, int]:
     """(p99 in ms interpolated linearly within its bucket, share under 5 ms, calls)."""
     bounds = sorted(after)
@@ -362,15 +390,16 @@ def p99(before: dict[float, float], after: dict[float, float]) -> tuple[float, f
     total = counts[-1] if counts else 0
     if not total:
         return float("nan"), float("nan"), 0
+    under5 = counts[bounds.index(0.005)] / total
     target, lower, lower_count = 0.99 * total, 0.0, 0.0
     for bound, count in zip(bounds, counts, strict=True):
         if count >= target:
             if bound == float("inf"):
-                return float("inf"), counts[0] / total, int(total)
+                return float("inf"), under5, int(total)
             share = (target - lower_count) / max(count - lower_count, 1e-9)
-            return 1000 * (lower + share * (bound - lower)), counts[0] / total, int(total)
+            return 1000 * (lower + share * (bound - lower)), under5, int(total)
         lower, lower_count = bound, count
-    return float("nan"), counts[0] / total, int(total)
+    return float("nan"), under5, int(total)
 
 
 def server_time(port: int, ca: Path) -> dict[str, float]:
@@ -413,6 +442,29 @@ def churn(api: Api, n: int, stop: threading.Event, threads: int = 4) -> list[int
     return done
 
 
+def start_serve(checkout: Path, port: int, certs: Path, plane: ControlPlane, work: Path,
+                workers: int) -> subprocess.Popen[bytes]:  # fmt: skip
+    """``numagate serve --kubeconfig`` from ``checkout`` (its .venv), ready (/readyz 200)."""
+    python = checkout / ".venv" / "bin" / "python"
+    cmd = [str(python), "-m", "webhook", "serve", "--host", "127.0.0.1", "--port", str(port),
+           "--cert-dir", str(certs), "--kubeconfig", str(plane.kubeconfig), "--config",
+           str(work / "config.yaml"), "--workers", str(workers)]  # fmt: skip
+    log = (work / f"serve-{port}.log").open("wb")
+    proc = subprocess.Popen(cmd, cwd=work, stdout=log, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(
+                f"numagate exited: {(work / f'serve-{port}.log').read_text()[-2000:]}"
+            )
+        with contextlib.suppress(OSError, IndexError):
+            if http(port, certs / "ca.crt", "GET", "/readyz", name="127.0.0.1")[0] == 200:
+                return proc
+        time.sleep(0.05)
+    proc.kill()
+    raise RuntimeError("numagate not ready after 600 s")
+
+
 def measure(
     plane: ControlPlane, api: Api, args: argparse.Namespace, n: int, work: Path
 ) -> dict[str, Any]:
@@ -439,20 +491,33 @@ def measure(
     rate = args.offered * args.pods / result["without_s"]
     result["paced_without"] = paced(api, args.clients, pods(f"pace-off-{n}", args.pods, 8), rate)
     result["latency_without"] = latency(api, pods(f"lat-off-{n}", args.latency_pods, 6))
-    # numagate, from the real API (the admin's kubeconfig: RBAC is the e2e suite's test).
-    certs = work / f"certs-{n}"
+    # numagate, from the real API (the admin's kubeconfig: RBAC is the e2e suite's test);
+    # with --baseline, the same phases again from the other checkout, alternately.
+    checkouts = [HERE.parent] + ([Path(args.baseline)] if args.baseline else [])
+    result["checkouts"] = {}
+    for rnd in range(args.rounds):
+        for checkout in checkouts:
+            tag = f"{n}-{rnd}-{checkout.name}"
+            run = with_numagate(plane, api, args, n, work, meter, rate, checkout, tag)
+            result["checkouts"].setdefault(str(checkout), []).append(run)
+    return result
+
+
+def with_numagate(plane: ControlPlane, api: Api, args: argparse.Namespace, n: int, work: Path,
+                  meter: CpuMeter, rate: float, checkout: Path, tag: str) -> dict[str, Any]:  # fmt: skip
+    """numagate from ``checkout`` registered: saturated, one at a time, paced, idle, churn."""
+    result: dict[str, Any] = {}
+    certs = work / f"certs-{tag}"
     port = free_port()
+    ca_path = certs / "ca.crt"
     started = time.perf_counter()
-    serve = start_process(["--port", str(port), "--cert-dir", str(certs), "--kubeconfig", str(plane.kubeconfig),
-                           "--config", str(work / "config.yaml")], cwd=work, workers=args.workers, ca=certs / "ca.crt", timeout=600)  # fmt: skip
+    serve = start_serve(checkout, port, certs, plane, work, args.workers)
     try:
-        while http(port, certs / "ca.crt", "GET", "/readyz", name="127.0.0.1")[0] != 200:
-            time.sleep(0.05)
         result["ready_s"] = time.perf_counter() - started
-        meter.parts["numagate"] = serve.proc.pid
+        meter.parts["numagate"] = serve.pid
         if args.pin:
-            pin(serve.proc.pid, {1})
-        ca = base64.b64encode((certs / "ca.crt").read_bytes()).decode()
+            pin(serve.pid, {1})
+        ca = base64.b64encode(ca_path.read_bytes()).decode()
         docs = webhooks_to_url([d for d in yaml.safe_load_all(plane.kubectl("kustomize", str(HERE.parent / "manifests" / "base")).stdout)
                                 if d and d["kind"].endswith("WebhookConfiguration")], port)  # fmt: skip
         for doc in docs:
@@ -460,19 +525,23 @@ def measure(
                 hook["clientConfig"]["caBundle"] = ca
         plane.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(docs))
         time.sleep(2)
-        parallel(api, args.clients, pods(f"warm-on-{n}", 200, 3))
-        before = histogram(plane)
+        parallel(api, args.clients, pods(f"warm-on-{tag}", 200, 3))
+
+        def both() -> tuple[dict[str, dict[float, float]], dict[str, dict[float, float]]]:
+            return histogram(plane), own_histogram(port, ca_path)
+
+        before = both()
         c0, a0 = meter.read(), passive_opens()
-        result["with_s"] = parallel(api, args.clients, pods(f"on-{n}", args.pods, 4))
+        result["with_s"] = parallel(api, args.clients, pods(f"on-{tag}", args.pods, 4))
         result["cpu_with"] = meter.per(c0, meter.read(), args.pods)
         result["accepts_with"] = (passive_opens() - a0) / args.pods
-        mid = histogram(plane)
+        mid = both()
         c0 = meter.read()
-        result["latency_with"] = latency(api, pods(f"lat-on-{n}", args.latency_pods, 7))
+        result["latency_with"] = latency(api, pods(f"lat-on-{tag}", args.latency_pods, 7))
         result["cpu_one"] = meter.per(c0, meter.read(), args.latency_pods)
-        one = histogram(plane)
-        result["paced_with"] = paced(api, args.clients, pods(f"pace-on-{n}", args.pods, 9), rate)
-        paced_end = histogram(plane)
+        one = both()
+        result["paced_with"] = paced(api, args.clients, pods(f"pace-on-{tag}", args.pods, 9), rate)
+        paced_end = both()
         # Idle: what numagate burns with nothing to review and no NRT change (timers,
         # watches), in ms of CPU per second; part of every per-create figure above.
         c0 = meter.read()
@@ -481,22 +550,25 @@ def measure(
         stop = threading.Event()
         churned = churn(api, n, stop)
         time.sleep(5)
+        churn_start = both()
         c0 = meter.read()
-        result["churn_s"] = parallel(api, args.clients, pods(f"churn-{n}", args.pods, 5))
+        result["churn_s"] = parallel(api, args.clients, pods(f"churn-{tag}", args.pods, 5))
         result["cpu_churn"] = meter.per(c0, meter.read(), args.pods)
         stop.set()
-        after = histogram(plane)
+        after = both()
         result["churn_updates"] = sum(churned)
         result["churn_rate"] = sum(churned) / (result["churn_s"] + 5)
+        phases = {"": (before, mid), "one_": (mid, one), "paced_": (one, paced_end),
+                  "churn_": (churn_start, after)}  # fmt: skip
         for hook in WEBHOOKS:
-            result[f"p99_{hook}"] = p99(before[hook], mid[hook])
-            result[f"p99_one_{hook}"] = p99(mid[hook], one[hook])
-            result[f"p99_paced_{hook}"] = p99(one[hook], paced_end[hook])
-            result[f"p99_churn_{hook}"] = p99(paced_end[hook], after[hook])
-        result["serve_rss_mib"] = round(rss_mib(serve.proc.pid))
-        result["server_time"] = server_time(port, certs / "ca.crt")
+            for name, (start, end) in phases.items():
+                result[f"p99_{name}{hook}"] = p99(start[0][hook], end[0][hook])
+                result[f"own_{name}{hook}"] = p99(start[1][hook], end[1][hook])
+        result["serve_rss_mib"] = round(rss_mib(serve.pid))
+        result["server_time"] = server_time(port, ca_path)
     finally:
-        serve.stop()
+        serve.terminate()
+        serve.wait(30)
         plane.kubectl(
             "delete",
             "mutatingwebhookconfiguration,validatingwebhookconfiguration",
@@ -507,37 +579,48 @@ def measure(
 
 
 def report(r: dict[str, Any], pods_n: int) -> None:
-    without, with_ = pods_n / r["without_s"], pods_n / r["with_s"]
+    without = pods_n / r["without_s"]
     print(f"\n== {r['nodes']} kwok nodes with NRTs ==")
     print(f"control plane: nodes created {r['nodes_s']:.1f} s, NRTs {r['nrts_s']:.1f} s, all Ready after "
           f"{r['all_ready_s']:.1f} s; RSS MiB {r['rss_mib']}")  # fmt: skip
+    print(f"without numagate: {without:.0f} creates/s; one create at a time, median {r['latency_without']:.1f} ms; "
+          f"TCP connections accepted per create {r['accepts_without']:.2f}")  # fmt: skip
+    for checkout, runs in r["checkouts"].items():
+        for i, run in enumerate(runs):
+            print(f"\n-- numagate from {checkout} (round {i + 1}) --")
+            report_run(run, r, pods_n)
+
+
+def report_run(r: dict[str, Any], base: dict[str, Any], pods_n: int) -> None:
+    """One checkout's phases: the apiserver's p99 and share of calls under 5 ms, then
+    numagate's own (its review time alone) for the same calls."""
+    without, with_ = pods_n / base["without_s"], pods_n / r["with_s"]
     print(f"numagate ready from the real API: {r['ready_s']:.2f} s (RSS {r['serve_rss_mib']} MiB)")
     print(f"numagate's own mean review time, ms: {r['server_time']}")
     print(f"pod creates/s: without {without:.0f}, with numagate {with_:.0f}, ratio {with_ / without:.2f}; "
-          f"under NRT churn {pods_n / r['churn_s']:.0f}/s ({r['churn_updates']} NRT updates, {r['churn_rate']:.0f}/s; target {r['nodes'] / 60:.0f}/s)")  # fmt: skip
-    for hook in WEBHOOKS:
-        ms, fast, calls = r[f"p99_{hook}"]
-        oms, ofast, _ = r[f"p99_one_{hook}"]
-        cms, cfast, ccalls = r[f"p99_churn_{hook}"]
-        pms, pfast, _ = r[f"p99_paced_{hook}"]
-        print(f"{hook}: p99 {ms:.1f} ms ({fast:.1%} under 5 ms, {calls} calls); one client at a time "
-              f"{oms:.1f} ms ({ofast:.1%} under 5 ms); paced {pms:.1f} ms ({pfast:.1%} under 5 ms); under churn {cms:.1f} ms ({cfast:.1%} under 5 ms, {ccalls} calls)")  # fmt: skip
+          f"under NRT churn {pods_n / r['churn_s']:.0f}/s ({r['churn_updates']} NRT updates, {r['churn_rate']:.0f}/s; target {base['nodes'] / 60:.0f}/s)")  # fmt: skip
+    for source, label in (("p99", "apiserver"), ("own", "numagate's own")):
+        for hook in WEBHOOKS:
+            cells = []
+            for name, phase in (("", "16 clients"), ("one_", "one at a time"), ("paced_", "paced"), ("churn_", "under churn")):  # fmt: skip
+                ms, fast, calls = r[f"{source}_{name}{hook}"]
+                cells.append(f"{phase} {ms:.1f} ms ({fast:.1%} under 5 ms, {calls})")
+            print(f"{label} p99, {hook}: " + "; ".join(cells))
     print(
-        f"one create at a time, median: {r['latency_without']:.1f} ms without, {r['latency_with']:.1f} ms with numagate"
+        f"one create at a time, median: {base['latency_without']:.1f} ms without, {r['latency_with']:.1f} ms with numagate"
     )
     print(
-        f"TCP connections accepted per create: {r['accepts_without']:.2f} without, {r['accepts_with']:.2f} with numagate"
+        f"TCP connections accepted per create: {base['accepts_without']:.2f} without, {r['accepts_with']:.2f} with numagate"
     )
-    off, on = r["paced_without"], r["paced_with"]
+    off, on = base["paced_without"], r["paced_with"]
     print(f"offered {off['offered']:.0f} creates/s ({off['offered'] / without:.0%} of the maximum without): "
           f"achieved {off['achieved']:.0f} without, {on['achieved']:.0f} with numagate (ratio {on['achieved'] / off['achieved']:.2f}); "
           f"create latency p50/p99 {off['p50_ms']:.1f}/{off['p99_ms']:.1f} ms without, {on['p50_ms']:.1f}/{on['p99_ms']:.1f} ms with")  # fmt: skip
     print(f"numagate idle: {r['idle_ms_per_s']:.1f} ms of CPU per second")
     print("CPU ms per pod create, by process (without / with / one at a time with / under churn):")
     for part in r["cpu_with"]:
-        print(
-            f"  {part:15} {r['cpu_without'].get(part, 0.0):7.2f} {r['cpu_with'][part]:7.2f} {r['cpu_one'][part]:7.2f} {r['cpu_churn'][part]:7.2f}"
-        )
+        print(f"  {part:15} {base['cpu_without'].get(part, 0.0):7.2f} {r['cpu_with'][part]:7.2f} "
+              f"{r['cpu_one'][part]:7.2f} {r['cpu_churn'][part]:7.2f}")  # fmt: skip
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -561,8 +644,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--ready-only", type=int, default=0, metavar="STARTS",
                    help="only numagate's time to ready and its steps, STARTS starts per size")  # fmt: skip
     p.add_argument("--baseline", metavar="DIR",
-                   help="with --ready-only: another checkout (with its .venv), started "
-                        "alternately with this one")  # fmt: skip
+                   help="another checkout (with its .venv): numagate's phases (or, with "
+                        "--ready-only, its starts) run from each, alternately, on one control plane")  # fmt: skip
+    p.add_argument("--rounds", type=int, default=1,
+                   help="numagate's phases this many times per checkout (alternated)")  # fmt: skip
     args = p.parse_args(argv)
     sizes = [int(x) for x in args.nodes.split(",")]
     work = Path(tempfile.mkdtemp(prefix="numagate-e2e-bench-"))

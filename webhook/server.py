@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import gc
 import multiprocessing
 import os
 import shutil
@@ -219,6 +220,20 @@ async def _drain(health: Health, grace: float) -> None:
         )
 
 
+def settle_heap() -> None:
+    """Before serving: collect what start-up left behind, then move every object alive now
+    (the imported modules, mostly) out of the cyclic collector's reach (``gc.freeze``).
+    They live as long as the process, yet each full collection walked them all: the
+    first one in a worker came at its first reviews and took ~100 ms of CPU (~0.5 s of
+    wall time on a busy machine) at 1,000 nodes, nearly all of it these objects
+    (docs/benchmarks.md, "numagate's tail as the apiserver measures it"). Called once, in the
+    process that forks the workers (they inherit the frozen heap, and a collection no
+    longer writes to the pages they share with it), or in the single worker. What is
+    allocated later (the inventory, the requests' objects) is collected as before."""
+    gc.collect()
+    gc.freeze()
+
+
 def _worker_main(opts: ServeOptions, preloaded: bytes | None = None) -> None:
     # A forked worker has prometheus-client as the parent imported it, before the metrics
     # directory was set: its value class is chosen again (the multiprocess files).
@@ -279,6 +294,7 @@ def run_workers(
             owner = _start_owner(opts)
             if owner is not None:
                 opts = dataclasses.replace(opts, inventory_address=owner.address)
+        settle_heap()  # the workers fork from here: see settle_heap
         procs = [
             ctx.Process(target=_worker_main, args=(opts, preloaded), name=f"numagate-worker-{i}")
             for i in range(workers)

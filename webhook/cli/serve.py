@@ -126,7 +126,7 @@ def _serve(
     from certs.authority import CertError, ensure_serving_certs
     from webhook.config import ConfigError, load_config
     from webhook.logs import get_logger, setup_logging
-    from webhook.server import ServeOptions, reserve_port, run_workers, serve_worker
+    from webhook.server import ServeOptions, reserve_port, run_workers, serve_worker, settle_heap
 
     setup_logging(args.log_level)
     if owner is not None:  # spawned before the logger was set up: said now
@@ -168,6 +168,7 @@ def _serve(
         if args.workers == 1:
             if owner is not None:
                 owner.supervise()  # this process forks nothing from here on
+            settle_heap()
             asyncio.run(serve_worker(opts, preloaded=build.result() if build else None))
             return 0
         return run_workers(
