@@ -11,6 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeGuard
 
+from core.frozen import fast_init
+
 
 def is_map(value: Any) -> TypeGuard[Mapping[str, Any]]:
     """``isinstance(value, Mapping)``, fast for the plain dicts JSON and YAML give: the ABC
@@ -48,6 +50,7 @@ VERDICTS: tuple[str, ...] = (
 )
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Finding:
     """One problem found in an object. ``path`` is the field path as lint prints it,
@@ -59,6 +62,7 @@ class Finding:
     message: str
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class ContainerDemand:
     """One container's requests, in core units, in kubelet order (init, then app).
@@ -74,6 +78,7 @@ class ContainerDemand:
     exclusive_cpus: int = 0
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class NodeSelectorRequirement:
     key: str
@@ -81,12 +86,14 @@ class NodeSelectorRequirement:
     values: tuple[str, ...] = ()
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class NodeSelectorTerm:
     match_expressions: tuple[NodeSelectorRequirement, ...] = ()
     match_fields: tuple[NodeSelectorRequirement, ...] = ()
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class PodIntent:
     """Everything numagate needs to know about a pod, normalized across dialects."""
@@ -162,6 +169,7 @@ class NodeTopology:
     gpu_usage: Mapping[str, tuple[int, int, int]] = field(default_factory=dict)
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class NodeVerdict:
     name: str
@@ -184,6 +192,7 @@ Unchecked = Literal[
 ]
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Decision:
     """The cluster-level answer for one pod (docs/contracts.md: Verdicts), made once by

@@ -110,6 +110,11 @@ def _loads(text: str) -> Any:
     return _DECODER.decode(text)
 
 
+# The strict parse alone (raises ValueError or RecursionError), for a reader's fast path
+# that falls back to parse_lenient on any failure.
+strict_loads = _loads
+
+
 def _describe(exc: ValueError) -> str:
     if isinstance(exc, json.JSONDecodeError):
         return f"{exc.msg} at line {exc.lineno}, column {exc.colno}"
