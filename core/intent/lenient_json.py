@@ -11,11 +11,13 @@ import json
 from dataclasses import dataclass
 from typing import Any, Final
 
+from core.frozen import fast_init
 from core.intent.limits import REPAIR_CHARS
 
 NESTED_TOO_DEEPLY: Final = "nested too deeply"
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class JsonResult:
     """``value`` is the parsed document (None when ``error`` is set); ``repairs`` lists what

@@ -105,7 +105,8 @@ def clean_warnings(warnings: Iterable[str]) -> list[str]:
     out: list[str] = []
     seen: set[str] = set()
     for w in warnings:
-        short = shorten(w)
+        line = " ".join(w.split())  # shorten's first step, inline: most warnings fit
+        short = line if len(line) <= MAX_WARNING_CHARS else shorten(line)
         if short and short not in seen:
             seen.add(short)
             out.append(short)
