@@ -16,6 +16,7 @@ from core.intent import dialects as d
 from core.intent.findings import Ctx
 from core.intent.koordinator import Koord, _read_plain, read_koordinator, read_koordinator_full
 from core.intent.limits import DEFAULT
+from tests.core.intent.test_normalize_properties import STYLES, json_text
 
 VALUES = [
     *d.KOORD_POLICIES,
@@ -68,26 +69,8 @@ resource_plain = st.fixed_dictionaries(
 )
 
 
-@st.composite
-def text_of(draw: st.DrawFn, docs: st.SearchStrategy[dict[str, Any]]) -> str:
-    body = draw(docs)
-    out = json.dumps(body, indent=draw(st.sampled_from([None, 1])))
-    style = draw(
-        st.sampled_from(["plain", "plain", "trailing", "comment", "broken", "array", "nan", "deep"])
-    )
-    if style == "trailing" and body:
-        out = out[:-1].rstrip() + ",}"
-    elif style == "comment":
-        out = out.replace("{", "{ // a comment\n", 1)
-    elif style == "broken":
-        out = out.replace('"', "", 2)
-    elif style == "array":
-        out = json.dumps([body])
-    elif style == "nan":
-        out = out[:-1] + (', "x": NaN}' if body else '"x": NaN}')
-    elif style == "deep":
-        out = "[" * 1200 + "]" * 1200
-    return out
+def text_of(docs: st.SearchStrategy[dict[str, Any]]) -> st.SearchStrategy[str]:
+    return json_text(docs, ("plain", "plain", *STYLES[1:], "nan", "deep"))
 
 
 annotations = st.fixed_dictionaries(

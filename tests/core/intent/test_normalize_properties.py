@@ -46,11 +46,18 @@ field_name = st.sampled_from(
 json_doc = st.dictionaries(field_name, json_scalar, max_size=4)
 
 
+STYLES = ("plain", "trailing", "comment", "broken", "array")
+
+
 @st.composite
-def json_text(draw: st.DrawFn) -> str:
-    doc = draw(json_doc)
+def json_text(
+    draw: st.DrawFn, docs: st.SearchStrategy[dict] = json_doc, styles: tuple[str, ...] = STYLES
+) -> str:
+    """A JSON annotation's text: ``docs`` written strictly, or with a trailing comma, a
+    comment, broken quotes, as an array, a NaN field or nested too deeply (``styles``)."""
+    doc = draw(docs)
     out = json.dumps(doc, indent=draw(st.sampled_from([None, 1])))
-    style = draw(st.sampled_from(["plain", "trailing", "comment", "broken", "array"]))
+    style = draw(st.sampled_from(styles))
     if style == "trailing" and doc:
         out = out[:-1].rstrip() + ",}"
     elif style == "comment":
@@ -59,6 +66,10 @@ def json_text(draw: st.DrawFn) -> str:
         out = out.replace('"', "", 2)
     elif style == "array":
         out = json.dumps([doc])
+    elif style == "nan":
+        out = out[:-1] + (', "x": NaN}' if doc else '"x": NaN}')
+    elif style == "deep":
+        out = "[" * 1200 + "]" * 1200
     return out
 
 
