@@ -40,7 +40,7 @@ def fast_init(cls: type[T]) -> type[T]:
     args: list[str] = []
     body: list[str] = []
     for f in dataclasses.fields(cls):
-        if not f.init or f.name.startswith("_"):
+        if not f.init or f.kw_only or f.name.startswith("_"):
             raise TypeError(f"{cls.__name__}.{f.name}: fast_init takes plain fields only")
         space[f"_set_{f.name}"] = cls.__dict__[f.name].__set__
         if f.default is not dataclasses.MISSING:

@@ -160,7 +160,11 @@ def test_fast_init_refuses_what_it_cannot_keep() -> None:
     class NoSlots:
         a: int
 
-    for cls in (Mutable, NoSlots, int):
+    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+    class KeywordOnly:
+        a: int
+
+    for cls in (Mutable, NoSlots, KeywordOnly, int):
         with pytest.raises(TypeError):
             fast_init(cls)
 
