@@ -16,7 +16,7 @@ from core.intent import dialects as d
 from core.intent.findings import Ctx
 from core.intent.koordinator import Koord, _read_plain, read_koordinator, read_koordinator_full
 from core.intent.limits import DEFAULT
-from tests.core.intent.test_normalize_properties import STYLES, json_text
+from tests.core.intent.json_texts import STYLES, json_texts
 
 VALUES = [
     *d.KOORD_POLICIES,
@@ -70,7 +70,7 @@ resource_plain = st.fixed_dictionaries(
 
 
 def text_of(docs: st.SearchStrategy[dict[str, Any]]) -> st.SearchStrategy[str]:
-    return json_text(docs, ("plain", "plain", *STYLES[1:], "nan", "deep"))
+    return json_texts(docs, ("plain", "plain", *STYLES[1:], "nan", "deep"))
 
 
 annotations = st.fixed_dictionaries(
