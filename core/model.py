@@ -12,6 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeGuard
 
+from core.frozen import fast_init
+
 
 def is_map(value: Any) -> TypeGuard[Mapping[str, Any]]:
     """``isinstance(value, Mapping)``, fast for the plain dicts JSON and YAML give: the ABC
@@ -49,6 +51,7 @@ VERDICTS: tuple[str, ...] = (
 )
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Finding:
     """One problem found in an object. ``path`` is the field path as lint prints it,
@@ -60,6 +63,7 @@ class Finding:
     message: str
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class ContainerDemand:
     """One container's requests, in core units, in kubelet order (init, then app).
@@ -75,6 +79,7 @@ class ContainerDemand:
     exclusive_cpus: int = 0
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class NodeSelectorRequirement:
     key: str
@@ -82,12 +87,14 @@ class NodeSelectorRequirement:
     values: tuple[str, ...] = ()
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class NodeSelectorTerm:
     match_expressions: tuple[NodeSelectorRequirement, ...] = ()
     match_fields: tuple[NodeSelectorRequirement, ...] = ()
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class PodIntent:
     """Everything numagate needs to know about a pod, normalized across dialects."""
@@ -186,6 +193,7 @@ _POLICY_FIELDS = frozenset(
 )
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class NodeVerdict:
     name: str
@@ -208,6 +216,7 @@ Unchecked = Literal[
 ]
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Decision:
     """The cluster-level answer for one pod (docs/contracts.md: Verdicts), made once by

@@ -50,6 +50,59 @@ class JsonFormatter(logging.Formatter):
         return orjson.dumps(out, default=str).decode()
 
 
+def _direct_handler(logger: logging.Logger, level: int) -> logging.StreamHandler[Any] | None:
+    """The handler a record of ``logger`` at ``level`` would reach, when that is only
+    setup_logging's JSON handler (no filter or other handler anywhere on the way)."""
+    parent = logger.parent
+    if logger.handlers or logger.filters or not logger.propagate or parent is None:
+        return None
+    if parent.name != LOGGER_NAME or parent.propagate or parent.filters:
+        return None
+    handlers = parent.handlers
+    if len(handlers) != 1:
+        return None
+    handler = handlers[0]
+    if type(handler) is not logging.StreamHandler or type(handler.formatter) is not JsonFormatter:
+        return None
+    if handler.filters or level < handler.level:
+        return None
+    return handler
+
+
+def log_fields(logger: logging.Logger, level: int, msg: str, fields: dict[str, Any]) -> None:
+    """``logger.log(level, msg, extra=fields)`` for a caller that checked
+    ``logger.isEnabledFor(level)``: the same JSON line, written straight to
+    setup_logging's handler when nothing else could see the record (no LogRecord, no
+    handler walk: about half of a denial's log line, issue 27), else through logging."""
+    handler = _direct_handler(logger, level)
+    if handler is None:
+        logger.log(level, msg, extra=fields)
+        return
+    formatter = handler.formatter
+    assert isinstance(formatter, JsonFormatter)
+    created = time.time()
+    out: dict[str, Any] = {
+        "ts": formatter._timestamp(created, (created - int(created)) * 1000),
+        "level": logging.getLevelName(level).lower(),
+        "logger": logger.name,
+        "msg": msg,
+    }
+    for key, value in fields.items():
+        if key in _RESERVED:
+            raise KeyError(f"Attempt to overwrite {key!r} in LogRecord")  # as makeRecord
+        if not key.startswith("_"):
+            out[key] = value
+    line = orjson.dumps(out, default=str).decode() + handler.terminator
+    handler.acquire()
+    try:
+        handler.stream.write(line)
+        handler.flush()
+    except Exception:  # as StreamHandler.emit: logging never breaks the caller
+        handler.handleError(logging.makeLogRecord({"msg": msg, "levelno": level}))
+    finally:
+        handler.release()
+
+
 def setup_logging(level: str = "info", *, stream: Any = None) -> logging.Logger:
     """Configure the ``numagate`` logger to write JSON lines to stderr (idempotent)."""
     # The JSON lines carry none of the caller, thread or process fields, so the logging

@@ -63,7 +63,12 @@ class WebhookMetrics:
         self._define_state(f)
         # What every review updates, batched (webhook.metrics_batch).
         self.reviews = ReviewCounts(
-            self.requests, self.decision_cache, self.duration, self.in_flight
+            self.requests,
+            self.decision_cache,
+            self.duration,
+            self.in_flight,
+            self.violations,
+            self.feasibility,
         )
         self.inventory_updates = InventoryUpdateMetrics(f)
         self.build_info = f.gauge(

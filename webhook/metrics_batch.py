@@ -2,7 +2,9 @@
 prometheus-client in batches (issue 27).
 
 A review updates four metrics: the in-flight gauge (up and down), the decision cache
-counter, the requests counter and the duration histogram (its sum and one bucket). With
+counter, the requests counter and the duration histogram (its sum and one bucket); a
+validating review also the feasibility duration histogram and, for each failed check, the
+violations counter (an impossible pod: three more value updates). With
 ``serve --workers N`` (prometheus-client's multiprocess mode) each of those six value
 updates takes a lock, calls ``os.getpid()`` and packs two doubles into a memory-mapped
 file, four or five Python calls deep: a noticeable share of a cheap review's CPU
@@ -35,22 +37,33 @@ class ReviewCounts:
     """Pending per-review updates of one worker; see the module docstring."""
 
     def __init__(
-        self, requests: Counter, decision_cache: Counter, duration: Histogram, in_flight: Gauge
+        self,
+        requests: Counter,
+        decision_cache: Counter,
+        duration: Histogram,
+        in_flight: Gauge,
+        violations: Counter,
+        feasibility: Histogram,
     ) -> None:
         self._requests_family = requests
         self._cache_family = decision_cache
         self._duration_family = duration
         self._in_flight_family = in_flight
+        self._violations_family = violations
+        self._feasibility_family = feasibility
         # prometheus-client's bucket bounds, +Inf last: an observation goes in the first
         # bucket whose bound is >= it (Histogram.observe), i.e. bisect_left.
         self._bounds: list[float] = list(duration.metric._upper_bounds)
+        self._feasibility_bounds: list[float] = list(feasibility.metric._upper_bounds)
         self._requests: dict[tuple[str, str, str, str], int] = {}
         self._cache: dict[str, int] = {}
         self._durations: dict[str, list[Any]] = {}  # webhook -> [sum, count per bucket]
+        self._feasibility: list[Any] | None = None  # [sum, count per bucket]
+        self._violations: dict[tuple[str, str], int] = {}  # (check, mode) -> count
         self._in_flight: dict[str, int] = {}  # webhook -> reviews being answered now
         self._in_flight_written: dict[str, int] = {}
         self._timer_loop: asyncio.AbstractEventLoop | None = None
-        for family in (requests, decision_cache, duration, in_flight):
+        for family in (requests, decision_cache, duration, in_flight, violations, feasibility):
             family.before_read = self.flush
 
     def started(self, webhook: str) -> None:
@@ -64,6 +77,21 @@ class ReviewCounts:
         """A decision cache result: hit, miss, resting or uncacheable."""
         self._cache[result] = self._cache.get(result, 0) + 1
 
+    def violation(self, check: str, mode: str) -> None:
+        """A failed check, by its enforcement mode."""
+        key = (check, mode)
+        self._violations[key] = self._violations.get(key, 0) + 1
+        self._timer()
+
+    def feasibility(self, seconds: float) -> None:
+        """One review's feasibility evaluation time."""
+        sums = self._feasibility
+        if sums is None:
+            sums = self._feasibility = [0.0] + [0] * len(self._feasibility_bounds)
+        sums[0] += seconds
+        sums[1 + bisect_left(self._feasibility_bounds, seconds)] += 1
+        self._timer()
+
     def finished(
         self, webhook: str, operation: str, allowed: str, code: str, seconds: float
     ) -> None:
@@ -75,6 +103,10 @@ class ReviewCounts:
             sums = self._durations[webhook] = [0.0] + [0] * len(self._bounds)
         sums[0] += seconds
         sums[1 + bisect_left(self._bounds, seconds)] += 1
+        self._timer()
+
+    def _timer(self) -> None:
+        """A flush timer pending on a live loop (or the updates written now)."""
         loop = self._timer_loop
         if loop is None or loop.is_closed():
             self._schedule()
@@ -94,6 +126,8 @@ class ReviewCounts:
         requests, self._requests = self._requests, {}
         cache, self._cache = self._cache, {}
         durations, self._durations = self._durations, {}
+        violations, self._violations = self._violations, {}
+        feasibility, self._feasibility = self._feasibility, None
         names = self._requests_family.labelnames
         for values, n in requests.items():
             self._requests_family.inc(n, **dict(zip(names, values, strict=True)))
@@ -101,6 +135,10 @@ class ReviewCounts:
             self._cache_family.inc(n, result=result)
         for webhook, sums in durations.items():
             self._duration_family.observe_counts(sums[0], sums[1:], webhook=webhook)
+        for (check, mode), n in violations.items():
+            self._violations_family.inc(n, check=check, mode=mode)
+        if feasibility is not None:
+            self._feasibility_family.observe_counts(feasibility[0], feasibility[1:])
         for webhook, n in self._in_flight.items():
             if self._in_flight_written.get(webhook) != n:
                 self._in_flight_family.set(n, webhook=webhook)

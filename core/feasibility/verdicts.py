@@ -36,6 +36,7 @@ from core.feasibility.codes import (
 )
 from core.feasibility.reasons import render_reason
 from core.feasibility.selection import selection
+from core.frozen import fast_init
 from core.model import POLICY_NONE, VERDICTS, NodeTopology, NodeVerdict, PodIntent
 from core.snapshot.snapshot import POLICY_CODES, Demand, Snapshot
 
@@ -43,6 +44,7 @@ _NEAR_MISS_ORDER = ("no-room-now", "never-fits", "policy-mismatch")
 _NEVER = _NEAR_MISS_ORDER.index("never-fits")
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Evaluation:
     """Verdicts in snapshot order (partial when ``partial``), counts by verdict, the best

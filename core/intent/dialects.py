@@ -28,6 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final, Literal
 
+from core.frozen import fast_init
 from core.intent.limits import clip_repr
 from core.model import (
     POLICIES,
@@ -115,6 +116,7 @@ DEFAULT_SCHEDULER_NAMES: Final = ("", "default-scheduler")
 How = Literal["exact", "trimmed", "respelled", "typo", "empty", "unknown"]
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class ValueMatch:
     """How a raw value maps onto a vocabulary.

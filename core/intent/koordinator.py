@@ -13,6 +13,7 @@ from core.intent.annotations import (
     normalize_field,
 )
 from core.intent.findings import Ctx
+from core.intent.lenient_json import strict_loads
 
 _EXCLUSIVE_NOTE = " (only the exact 'Required' enables exclusivity in koord-scheduler)"
 
@@ -164,8 +165,67 @@ class Koord:
     exclusive: str | None
 
 
+# The fields of each annotation and the values that need no work: the owner's exact
+# spelling ("" policy is "no policy"; "" exclusive is rewritten, FullPCPUsOnly too).
+_PLAIN_NUMA: dict[str, tuple[str, ...]] = {
+    d.F_NUMA_POLICY: d.KOORD_POLICIES,
+    d.F_NUMA_EXCLUSIVE: d.KOORD_EXCLUSIVE,
+}
+_PLAIN_RESOURCE: dict[str, tuple[str, ...]] = {
+    d.F_REQUIRED_BIND: d.KOORD_BIND_POLICIES,
+    d.F_PREFERRED_BIND: d.KOORD_BIND_POLICIES,
+    d.F_CPU_EXCLUSIVE: d.KOORD_CPU_EXCLUSIVE_POLICIES,
+}
+
+
+def _plain_doc(
+    key: str, annotations: dict[str, str], plain: dict[str, tuple[str, ...]], ctx: Ctx
+) -> JsonDoc | None:
+    """The annotation as the full reader would leave it, when it is absent or a strict JSON
+    object of known fields in their exact spelling (nothing to report, respell, move or
+    write back); None for anything else."""
+    text = annotations.get(key)
+    if text is None:
+        return JsonDoc(key, None)
+    try:
+        doc = strict_loads(text)
+    except (ValueError, RecursionError):
+        return None
+    if type(doc) is not dict or len(doc) > ctx.limits.json_values or ctx.limits.json_depth < 1:
+        return None
+    for name, value in doc.items():
+        allowed = plain.get(name)
+        if allowed is None or type(value) is not str or value not in allowed:
+            return None
+    return JsonDoc(key, doc)
+
+
+def _read_plain(annotations: dict[str, str], ctx: Ctx) -> Koord | None:
+    """read_koordinator's result for the common shapes (the well-formed pair of the
+    Koordinator docs, or no Koordinator key) without its rounds of respelling and moving,
+    about 160k instructions per pod (docs/benchmarks.md); None: the full reader decides."""
+    numa = _plain_doc(d.KOORD_NUMA_SPEC, annotations, _PLAIN_NUMA, ctx)
+    if numa is None:
+        return None
+    resource = _plain_doc(d.KOORD_RESOURCE_SPEC, annotations, _PLAIN_RESOURCE, ctx)
+    if resource is None:
+        return None
+    fields = resource.doc
+    bind = (
+        None if fields is None else fields.get(d.F_REQUIRED_BIND) or fields.get(d.F_PREFERRED_BIND)
+    )
+    policy, exclusive = _koord_values(numa)
+    return Koord(numa, resource, bind, policy, exclusive)
+
+
 def read_koordinator(annotations: dict[str, str], ctx: Ctx) -> Koord:
     """Parse, respell and move the Koordinator JSON annotations; write them back."""
+    plain = _read_plain(annotations, ctx)
+    return plain if plain is not None else read_koordinator_full(annotations, ctx)
+
+
+def read_koordinator_full(annotations: dict[str, str], ctx: Ctx) -> Koord:
+    """read_koordinator for any input (the fast path's reference)."""
     numa = load_json(d.KOORD_NUMA_SPEC, annotations, ctx)
     numa_broken = d.KOORD_NUMA_SPEC in annotations and numa.doc is None
     resource = load_json(d.KOORD_RESOURCE_SPEC, annotations, ctx)

@@ -11,11 +11,13 @@ import json
 from dataclasses import dataclass
 from typing import Any, Final
 
+from core.frozen import fast_init
 from core.intent.limits import REPAIR_CHARS
 
 NESTED_TOO_DEEPLY: Final = "nested too deeply"
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class JsonResult:
     """``value`` is the parsed document (None when ``error`` is set); ``repairs`` lists what
@@ -108,6 +110,11 @@ _DECODER = json.JSONDecoder(parse_constant=_reject_constant)
 
 def _loads(text: str) -> Any:
     return _DECODER.decode(text)
+
+
+# The strict parse alone (raises ValueError or RecursionError), for a reader's fast path
+# that falls back to parse_lenient on any failure.
+strict_loads = _loads
 
 
 def _describe(exc: ValueError) -> str:

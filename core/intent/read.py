@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
+from core.frozen import fast_init
 from core.intent import dialects as d
 from core.intent.allocation import forged_allocation
 from core.intent.annotations import string_annotations
@@ -49,6 +50,7 @@ from core.model import POLICY_NONE, Finding, PodIntent, Scheduler, is_map
 __all__ = ["IntentResult", "detect_scheduler", "read_intent"]
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class IntentResult:
     intent: PodIntent

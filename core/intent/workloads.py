@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any, Final
 
+from core.frozen import fast_init
 from core.intent.dialects import VOLCANO_NUMA_POLICY
 from core.intent.limits import DEFAULT, Limits, over
 from core.intent.versions import LATEST, SchedulerVersions
@@ -36,6 +37,7 @@ TEMPLATE_PATHS: Final[dict[str, tuple[str, ...]]] = {
 }
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class PodTemplate:
     """One pod spec found in an object, with where it was found.

@@ -116,3 +116,47 @@ def test_observe_counts_checks_the_bucket_count() -> None:
     m = WebhookMetrics(multiprocess=False)
     with pytest.raises(ValueError, match="counts for"):
         m.duration.observe_counts(1.0, [1, 2], webhook="mutate")
+
+
+# (check, mode, feasibility seconds): a validating review's extra updates
+CHECKS = [
+    ("feasibility", "enforce", 0.0004),
+    ("feasibility", "dryrun", 0.0001),
+    ("noRoomNow", "warn", 0.02),
+    ("feasibility", "enforce", 30.0),
+]
+
+
+def _check_samples(m: WebhookMetrics) -> dict[str, float]:
+    names = ("numagate_policy_violations", "numagate_feasibility_duration")
+    return {k: v for k, v in parse(m.render().decode()).items() if k.startswith(names)}
+
+
+def test_batched_violations_and_feasibility_render_as_one_by_one() -> None:
+    direct, batched = WebhookMetrics(multiprocess=False), WebhookMetrics(multiprocess=False)
+    for check, mode, seconds in CHECKS:
+        direct.violations.inc(check=check, mode=mode)
+        direct.feasibility.observe(seconds)
+        batched.reviews.violation(check, mode)
+        batched.reviews.feasibility(seconds)
+    want, got = _check_samples(direct), _check_samples(batched)
+    assert want.keys() == got.keys() and len(want) > 5
+    for key, value in want.items():
+        assert math.isclose(got[key], value), key
+    assert got['numagate_policy_violations_total{check="feasibility",mode="enforce"}'] == 2
+    assert got['numagate_feasibility_duration_seconds_bucket{le="0.0001"}'] == 1
+
+
+def test_violations_are_held_until_the_timer_or_a_read() -> None:
+    m = WebhookMetrics(multiprocess=False)
+
+    async def reviews() -> tuple[float, float]:
+        m.reviews.violation("feasibility", "dryrun")
+        child = m.violations.metric.labels(check="feasibility", mode="dryrun")
+        pending = float(child._value.get())
+        await asyncio.sleep(FLUSH_SECONDS * 3)
+        return pending, float(child._value.get())
+
+    assert asyncio.run(reviews()) == (0, 1)
+    m.reviews.violation("feasibility", "dryrun")  # no loop: written at once
+    assert m.violations.value(check="feasibility", mode="dryrun") == 2

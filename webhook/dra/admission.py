@@ -105,6 +105,10 @@ def _alignment_warnings(template: PodTemplate, found: Alignment) -> list[str]:
     ]
 
 
+# Before any DRA object was read (frozen: one for every review, not one built per review).
+_NO_INVENTORY = DraInventory()
+
+
 async def check_claims(
     pairs: Sequence[tuple[PodTemplate, PodIntent]],
     *,
@@ -120,7 +124,7 @@ async def check_claims(
     ``workload``: the reviewed object, for how many pods of its template run at once)."""
     checks = DraChecks()
     view = dra.view if dra is not None else None
-    inv = view.inventory if view is not None else DraInventory()
+    inv = view.inventory if view is not None else _NO_INVENTORY
     work = [(t, pod_of(t, namespace), i) for t, i in pairs]
     work = [w for w in work if uses_dra(w[1], inv)]
     if not work:

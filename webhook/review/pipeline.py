@@ -11,7 +11,7 @@ import logging
 from dataclasses import dataclass
 
 from webhook.config import MAX_TIMEOUT_SECONDS, Config
-from webhook.logs import get_logger
+from webhook.logs import get_logger, log_fields
 from webhook.metrics import WebhookMetrics
 from webhook.review.decision_cache import Entry, raw_key, review_key, split_body
 from webhook.review.errors import answer_for_error, reject
@@ -43,7 +43,7 @@ def _record_violations(
 ) -> None:
     """Count every failed check; log the dryrun ones (they leave no other trace)."""
     for check, mode, message in outcome.violations:
-        metrics.violations.inc(check=check, mode=mode)
+        metrics.reviews.violation(check, mode)  # batched
         if mode == "dryrun":
             log.info(
                 "dryrun violation",
@@ -84,10 +84,11 @@ def _log_answer(
     level = logging.INFO if notable else logging.DEBUG
     if not log.isEnabledFor(level):
         return
-    log.log(
+    log_fields(
+        log,
         level,
         "admission",
-        extra={
+        {
             "uid": request.uid,
             "webhook": webhook,
             "operation": request.operation,

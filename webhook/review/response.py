@@ -14,6 +14,7 @@ from typing import Any
 
 import orjson
 
+from core.frozen import fast_init
 from webhook.review.wire import API_VERSION, KIND
 
 TEXT = "text/plain; charset=utf-8"
@@ -25,6 +26,7 @@ MAX_WARNING_CHARS = 119
 MAX_WARNINGS = 30
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Outcome:
     """The webhook's answer before it is put on the wire (see the constructors below)."""
@@ -103,7 +105,8 @@ def clean_warnings(warnings: Iterable[str]) -> list[str]:
     out: list[str] = []
     seen: set[str] = set()
     for w in warnings:
-        short = shorten(w)
+        line = " ".join(w.split())  # shorten's first step, inline: most warnings fit
+        short = line if len(line) <= MAX_WARNING_CHARS else shorten(line)
         if short and short not in seen:
             seen.add(short)
             out.append(short)
@@ -142,6 +145,7 @@ def finalize(outcome: Outcome, uid: str, *, mutating: bool) -> dict[str, Any]:
     return {"apiVersion": API_VERSION, "kind": KIND, "response": response}
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class HttpAnswer:
     """What to write back: status, content type and body (shared by server and CLI)."""

@@ -7,6 +7,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from core.frozen import fast_init
 from webhook.config import Config
 from webhook.dra.state import DraState
 from webhook.inventory.state import InventoryState, InventoryView
@@ -14,6 +15,7 @@ from webhook.metrics import WebhookMetrics
 from webhook.review.decision_cache import DecisionCache
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class InventoryRead:
     """The inventory one review reads, taken once when it starts (:meth:`Runtime.read`):

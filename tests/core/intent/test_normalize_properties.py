@@ -3,7 +3,7 @@ changes nothing) and it never drops a key; read_intent never raises on any input
 
 from __future__ import annotations
 
-import json
+from functools import partial
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from core.intent import dialects as d
 from core.intent.read import read_intent
 from core.intent.workloads import PodTemplate
+from tests.core.intent.json_texts import json_texts
 
 POLICY_WORDS = [
     *d.KOORD_POLICIES,
@@ -46,20 +47,7 @@ field_name = st.sampled_from(
 json_doc = st.dictionaries(field_name, json_scalar, max_size=4)
 
 
-@st.composite
-def json_text(draw: st.DrawFn) -> str:
-    doc = draw(json_doc)
-    out = json.dumps(doc, indent=draw(st.sampled_from([None, 1])))
-    style = draw(st.sampled_from(["plain", "trailing", "comment", "broken", "array"]))
-    if style == "trailing" and doc:
-        out = out[:-1].rstrip() + ",}"
-    elif style == "comment":
-        out = out.replace("{", "{ # a comment\n", 1)
-    elif style == "broken":
-        out = out.replace('"', "", 2)
-    elif style == "array":
-        out = json.dumps([doc])
-    return out
+json_text = partial(json_texts, json_doc)
 
 
 hami_chain = st.lists(st.sampled_from(HAMI_WORDS), min_size=1, max_size=3).map(",".join)
