@@ -130,7 +130,13 @@ def _move_misplaced(
         )
         return
     target = numa.doc if numa.doc is not None else {}
-    clashes = [f for f in misplaced if f in target and target[f] != resource.doc[f]]
+    # A null in numa-topology-spec is no value to koord-scheduler (Go's encoding/json leaves
+    # a string field as it was on null), so it yields to the moved one: were it a clash, a
+    # later step that fills the null (the Volcano mirror) would make the move happen only
+    # on the next normalization, and normalizing would not be idempotent.
+    clashes = [
+        f for f in misplaced if target.get(f) is not None and target[f] != resource.doc[f]
+    ]
     if clashes:
         f = clashes[0]
         ctx.add(

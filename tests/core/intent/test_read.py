@@ -411,6 +411,24 @@ def test_mirroring_merges_into_existing_koordinator_json():
     assert r.intent.exclusive == "preferred"
 
 
+def test_a_null_policy_in_numa_spec_takes_the_misplaced_one_in_one_pass():
+    """koord-scheduler reads a JSON null as no value, so the misplaced policy is moved over
+    it at once, not refused as a clash and moved on a second normalization (Hypothesis
+    found this one: the Volcano mirror filled the null, and the next pass moved)."""
+    annotations = {
+        RES: '{"numaTopologyPolicy": "BestEffort"}',
+        VOL: "BestEffort",
+        NUMA: '{"numaTopologyPolicy": null}',
+    }
+    first = run(pod(annotations, schedulerName="koord-scheduler"))
+    assert json.loads(first.annotations[NUMA]) == {"numaTopologyPolicy": "BestEffort"}
+    assert first.annotations[RES] == "{}"
+    assert (ann(RES), "warning", "misplaced-field") in codes(first)
+    assert "conflicting-policies" not in [c[2] for c in codes(first)]
+    second = run(pod(first.annotations, schedulerName="koord-scheduler"))
+    assert second.annotations == first.annotations and not second.changed
+
+
 @pytest.mark.parametrize(
     ("annotations", "scheduler_name", "key"),
     [
