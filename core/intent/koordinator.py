@@ -134,9 +134,7 @@ def _move_misplaced(
     # a string field as it was on null), so it yields to the moved one: were it a clash, a
     # later step that fills the null (the Volcano mirror) would make the move happen only
     # on the next normalization, and normalizing would not be idempotent.
-    clashes = [
-        f for f in misplaced if target.get(f) is not None and target[f] != resource.doc[f]
-    ]
+    clashes = [f for f in misplaced if target.get(f) is not None and target[f] != resource.doc[f]]
     if clashes:
         f = clashes[0]
         ctx.add(
