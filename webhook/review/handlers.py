@@ -20,7 +20,7 @@ import orjson
 
 from core.errors import CoreError
 from core.intent.limits import DEFAULT, Limits
-from core.intent.read import read_intent
+from core.intent.read import read_intent, with_spec_affinity
 from core.intent.versions import LATEST, SchedulerVersions
 from core.intent.workloads import PodTemplate, pod_templates, structure_findings
 from core.model import Finding, PodIntent, is_map
@@ -215,9 +215,7 @@ def judged_intent(
         spec = without_policy_affinity(
             intent, template.spec, inventory.view, settings, stale=inventory.stale
         )
-        return (
-            intent if spec is None else read_intent(dataclasses.replace(template, spec=spec)).intent
-        )
+        return intent if spec is None else with_spec_affinity(intent, template, spec)
     except CoreError:  # what mutate could not plan it did not inject: judge the pod as is
         return intent
 
