@@ -34,20 +34,45 @@ class JsonFormatter(logging.Formatter):
             self._second = second
         return f"{self._prefix}.{int(msecs):03d}Z"
 
-    def format(self, record: logging.LogRecord) -> str:
+    def line(
+        self,
+        created: float,
+        msecs: float,
+        level: str,
+        logger: str,
+        msg: str,
+        fields: dict[str, Any],
+        error: str | None = None,
+    ) -> str:
+        """The JSON line: the fixed keys, then ``fields`` (``extra=``) but the reserved and
+        private ones, then the traceback. Shared by ``format`` and ``log_fields``."""
         out: dict[str, Any] = {
-            "ts": self._timestamp(record.created, record.msecs),
-            "level": record.levelname.lower(),
-            "logger": record.name,
-            "msg": record.getMessage(),
+            "ts": self._timestamp(created, msecs),
+            "level": level.lower(),
+            "logger": logger,
+            "msg": msg,
         }
-        for key, value in record.__dict__.items():
+        for key, value in fields.items():
             if key not in _RESERVED and not key.startswith("_"):
                 out[key] = value
+        if error is not None:
+            out["error"] = error
+        return orjson.dumps(out, default=str).decode()
+
+    def format(self, record: logging.LogRecord) -> str:
+        error = None
         if record.exc_info and record.exc_info[0] is not None:
             # The traceback goes to the log (never to a response body).
-            out["error"] = self.formatException(record.exc_info)
-        return orjson.dumps(out, default=str).decode()
+            error = self.formatException(record.exc_info)
+        return self.line(
+            record.created,
+            record.msecs,
+            record.levelname,
+            record.name,
+            record.getMessage(),
+            record.__dict__,
+            error,
+        )
 
 
 def _direct_handler(logger: logging.Logger, level: int) -> logging.StreamHandler[Any] | None:
@@ -80,19 +105,13 @@ def log_fields(logger: logging.Logger, level: int, msg: str, fields: dict[str, A
         return
     formatter = handler.formatter
     assert isinstance(formatter, JsonFormatter)
-    created = time.time()
-    out: dict[str, Any] = {
-        "ts": formatter._timestamp(created, (created - int(created)) * 1000),
-        "level": logging.getLevelName(level).lower(),
-        "logger": logger.name,
-        "msg": msg,
-    }
-    for key, value in fields.items():
+    for key in fields:
         if key in _RESERVED:
             raise KeyError(f"Attempt to overwrite {key!r} in LogRecord")  # as makeRecord
-        if not key.startswith("_"):
-            out[key] = value
-    line = orjson.dumps(out, default=str).decode() + handler.terminator
+    created = time.time()
+    msecs = (created - int(created)) * 1000
+    name = logging.getLevelName(level)
+    line = formatter.line(created, msecs, name, logger.name, msg, fields) + handler.terminator
     handler.acquire()
     try:
         handler.stream.write(line)
