@@ -23,6 +23,7 @@ from tests.launch import (
     read_response,
     start_process,
     tls_socket,
+    wait_for,
     write_config,
 )
 from tests.paths import ROOT
@@ -97,8 +98,9 @@ def test_first_run_generates_certs_and_prints_a_working_curl_line(tmp_path: Path
 
 @pytest.mark.slow
 def test_two_workers_share_the_port_and_drain_on_sigterm(certs: CertPaths, tmp_path: Path) -> None:
+    delay = 2.0  # long enough that every worker shows 503 before closing, even under load
     config = write_config(
-        tmp_path / "config.json", shutdown={"delaySeconds": 0.5, "gracePeriodSeconds": 10}
+        tmp_path / "config.json", shutdown={"delaySeconds": delay, "gracePeriodSeconds": 10}
     )
     server = start_process(
         ["--cert-dir", str(certs.cert.parent), "--inventory", str(SMALL), "--config", str(config)],
@@ -120,19 +122,10 @@ def test_two_workers_share_the_port_and_drain_on_sigterm(certs: CertPaths, tmp_p
         slow.sendall(head.encode() + body[: len(body) // 2])
         time.sleep(0.2)
         server.proc.send_signal(signal.SIGTERM)
-        time.sleep(0.3)
         # during the delay: still listening, but not ready
-        status, text = http(server.port, certs.ca, "GET", "/readyz")
-        assert status == 503 and b"shutting down" in text
-        # then the listener closes while our body is still in transit ...
-        for _ in range(100):
-            try:
-                http(server.port, certs.ca, "GET", "/healthz")
-            except OSError:
-                break
-            time.sleep(0.05)
-        else:
-            raise AssertionError("the listener did not close")
+        wait_for(lambda: _draining(server.port, certs.ca), delay, "readiness to turn false")
+        # then the listeners close while our body is still in transit ...
+        wait_for(lambda: _refused(server.port, certs.ca), delay + 10, "the listeners to close")
         # ... and the request is still answered
         slow.sendall(body[len(body) // 2 :])
         status, answer = read_response(slow)
@@ -304,3 +297,19 @@ def test_workers_serve_with_the_startup_heap_frozen(tmp_path: Path, workers: int
         assert int(frozen) > 10_000  # the imports' objects, not a handful
         assert module_tracked == "False"  # a module made before serving: frozen
         assert new_tracked == "True"  # made after: the collector still sees it
+
+
+def _draining(port: int, ca: Path) -> bool:
+    status, text = http(port, ca, "GET", "/readyz")
+    return status == 503 and b"shutting down" in text
+
+
+def _refused(port: int, ca: Path) -> bool:
+    """True once a new connection is refused; a probe cut by the close itself polls on."""
+    try:
+        http(port, ca, "GET", "/healthz")
+    except ConnectionRefusedError:
+        return True
+    except OSError:
+        return False
+    return False
