@@ -67,7 +67,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from core.inventory.merge import Parts, merge
+from core.inventory.merge import Parts, add_pod, merge
 from core.inventory.node import NodeInfo, parse_node
 from core.inventory.nrt import NrtData, parse_nrt
 from core.inventory.records import Reporter, Units
@@ -148,7 +148,7 @@ def attach(parts: Parts, kind: str, data: Parsed) -> bool:
     """Put ``data`` into its slot of ``parts``; False when the slot is taken (a duplicate)."""
     if kind == "Pod":
         if data is not None:
-            parts.pods.append(data)  # type: ignore[arg-type]
+            add_pod(parts, data)  # type: ignore[arg-type]
         return True
     slot = SLOTS[kind]
     if getattr(parts, slot) is not None:

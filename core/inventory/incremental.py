@@ -23,7 +23,7 @@ from operator import attrgetter
 from typing import Any
 
 from core.inventory.build import SLOTS, Identified, Parsed, identify, parse
-from core.inventory.merge import Parts, merge
+from core.inventory.merge import Parts, add_pod, merge
 from core.inventory.node import NodeInfo
 from core.inventory.nrt import NrtData
 from core.inventory.records import Units
@@ -96,7 +96,7 @@ class IncrementalInventory:
         many are equal; not for watch events, where they rarely are and each lookup costs
         (a sixth of the event loop under churn, py-spy). The server turns it off after the
         first build."""
-        self.share.usage = on
+        self.share.share_usage(on)
 
     def set(self, parsed: ParsedObject) -> None:
         """Add or replace the object ``parsed.key``."""
@@ -131,7 +131,7 @@ class IncrementalInventory:
             parts = self._parts[name] = Parts()
         kind = parsed.key[0]
         if kind == "Pod":
-            parts.pods.append(parsed.data)  # type: ignore[arg-type]
+            add_pod(parts, parsed.data)  # type: ignore[arg-type]
         else:
             setattr(parts, SLOTS[kind], parsed.data)
         self._dirty.add(name)
@@ -223,8 +223,13 @@ def _share_parts(data: Parsed, share: Sharer) -> None:
         data.annotations = share.mapping(data.annotations)
         data.allocatable = share.mapping(data.allocatable)
         data.capacity = share.mapping(data.capacity)
-    elif isinstance(data, NrtData | VolcanoData) and data.zones:
-        for zone in data.zones.values():
+    elif isinstance(data, NrtData | VolcanoData):
+        data.settings = share.settings(data.settings)
+        if isinstance(data, NrtData):
+            # Mostly empty (no koordlet annotations): one empty map, not two per NRT.
+            data.cpu_numa = data.cpu_numa or share.mapping(data.cpu_numa)
+            data.koord_held = data.koord_held or share.mapping(data.koord_held)
+        for zone in (data.zones or {}).values():
             # Int amounts and distances: by content (``amounts``); the free amounts too
             # would keep a key per node (free memory differs from node to node).
             zone.capacity = share.amounts(zone.capacity)
@@ -236,12 +241,13 @@ def _share_parts(data: Parsed, share: Sharer) -> None:
 
 def _usage_only(old: Parsed, new: Parsed) -> bool:
     """``new`` is the NRT ``old`` with other usage only (core/inventory/usage_only.py:
-    every other field of the NRT and of its zones equal). Then ``new``'s zones take
-    ``old``'s maps, which are shared already (``_share_parts``)."""
+    every other field of the NRT and of its zones equal). Then ``new`` and its zones take
+    ``old``'s values, which are shared already (``_share_parts``)."""
     if not (type(old) is NrtData and type(new) is NrtData and old.zones and new.zones):
         return False
     if not usage_only(old, new):
         return False
+    share_unchanged(old, new)
     for i, zone in new.zones.items():
         share_unchanged(old.zones[i], zone)
     return True

@@ -3,8 +3,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Final
 
 from core.inventory.node import NodeInfo
@@ -23,7 +23,14 @@ class Parts:
     node: NodeInfo | None = None
     nrt: NrtData | None = None
     volcano: VolcanoData | None = None
-    pods: list[PodUsage] = field(default_factory=list)
+    pods: Sequence[PodUsage] = ()  # a list once it has one (most nodes: no list at all)
+
+
+def add_pod(parts: Parts, pod: PodUsage) -> None:
+    if type(parts.pods) is list:
+        parts.pods.append(pod)
+    else:
+        parts.pods = [pod]
 
 
 def merge(name: str, parts: Parts, share: Sharer) -> NodeTopology:

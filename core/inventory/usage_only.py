@@ -93,14 +93,15 @@ def _is_map(value: Any) -> bool:
 
 
 def share_unchanged(old: Any, new: Any) -> None:
-    """After ``usage_only(old, new)`` of two mutable records (an NRT's zones): ``new``
-    takes ``old``'s values of every field but the usage ones, so that equal maps stay one
-    object (the inventory shares them across nodes: memory, and identity makes the next
-    comparison cheap)."""
+    """After ``usage_only(old, new)`` of two mutable records (an NRT, its zones): ``new``
+    takes ``old``'s values of every field that holds no usage, so that equal maps stay
+    one object (the inventory shares them across nodes: memory, and identity makes the
+    next comparison cheap)."""
     for name in _kept(type(old)):
         setattr(new, name, getattr(old, name))
 
 
 @functools.cache
 def _kept(cls: type) -> tuple[str, ...]:
-    return tuple(f.name for f in fields(cls) if f.name not in USAGE_FIELDS)
+    _, nested, usage = _plan(cls)
+    return tuple(f.name for f in fields(cls) if f.name not in nested and f.name not in usage)
