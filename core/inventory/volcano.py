@@ -25,7 +25,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
+from itertools import chain
 from math import ceil
+from operator import itemgetter
 from typing import Any, Final
 
 from core.errors import InvalidInput
@@ -110,6 +112,49 @@ def _checked_cpu(key: str, info: object, report: Reporter) -> CpuInfo | None:
     return _cpu_info(fields["numa"], fields["socket"], fields["core"])  # type: ignore[arg-type]
 
 
+# A cpuDetail every entry of which is {numa, socket, core} as JSON integers, by content:
+# the CPU ids and the entries' three values (see ``_plain_key``).
+PlainKey = tuple[tuple[str, ...], tuple[tuple[int, int, int], ...]]
+_ENTRY: Final = ("numa", "socket", "core")
+_entry = itemgetter(*_ENTRY)
+
+
+def _plain_key(detail: object) -> PlainKey | None:
+    """An exact key for a cpuDetail in the usual form (str CPU ids, each entry exactly the
+    three fields, every value an ``int``: a ``bool`` or a ``float`` would compare equal to
+    one and is left to the checked reader), made in C loops: nodes of one machine type
+    list the same cpuDetail, read once per content (``_cpu_table``). None: read it whole."""
+    if type(detail) is not dict or not detail:
+        return None
+    entries = tuple(detail.values())
+    if {*map(type, entries)} != {dict} or {*map(len, entries)} != {3}:
+        return None
+    try:
+        values = tuple(map(_entry, entries))
+    except KeyError:
+        return None
+    if {*map(type, chain.from_iterable(values))} != {int} or {*map(type, detail)} != {str}:
+        return None
+    return tuple(detail), values
+
+
+@lru_cache(maxsize=1024)
+def _cpu_table(key: PlainKey) -> tuple[dict[int, CpuInfo], int] | None:
+    """The CPUs of a plain cpuDetail and its SMT width (shared: only read), or None when
+    the checked reader has something to say about it."""
+    errors: list[str] = []
+    detail = {cpu: dict(zip(_ENTRY, entry, strict=True)) for cpu, entry in zip(*key, strict=True)}
+    cpus = read_cpu_detail(detail, Reporter("", "", errors))
+    return None if cpus is None or errors else (cpus, threads_per_core(cpus))
+
+
+@lru_cache(maxsize=1024)
+def _reserved_in(key: PlainKey, count: int) -> frozenset[int]:
+    table = _cpu_table(key)
+    assert table is not None  # called only for a plain key's CPUs
+    return reserved_cpus(table[0], count)
+
+
 def read_cpu_detail(detail: object, report: Reporter) -> dict[int, CpuInfo] | None:
     if not is_map(detail) or not detail:
         report.error("spec.cpuDetail", "missing or empty: CPUs cannot be placed on NUMA nodes")
@@ -185,7 +230,11 @@ def _read_policies(policies: object, report: Reporter) -> tuple[str | None, str 
 
 
 def _cpu_zones(
-    spec: Mapping[str, Any], cpus: Mapping[int, CpuInfo], report: Reporter, units: Units
+    spec: Mapping[str, Any],
+    cpus: Mapping[int, CpuInfo],
+    report: Reporter,
+    units: Units,
+    key: PlainKey | None,
 ) -> dict[int, ZoneRecord] | None:
     numares = spec.get("numares")
     entry = numares.get("cpu") if is_map(numares) else None
@@ -208,7 +257,8 @@ def _cpu_zones(
     if capacity is not None and _nonneg_int(capacity) is None:
         report.error("spec.numares.cpu.capacity", f"{capacity!r} is not a non-negative integer")
         return None
-    reserved = reserved_cpus(cpus, _reserved_count(spec.get("resReserved"), report, units))
+    count = _reserved_count(spec.get("resReserved"), report, units)
+    reserved = reserved_cpus(cpus, count) if key is None else _reserved_in(key, count)
     free = allocatable - reserved
     zones: dict[int, ZoneRecord] = {}
     for cpu, info in cpus.items():
@@ -243,9 +293,15 @@ def parse_numatopology(
                     "only cpu is placed on NUMA nodes by Volcano's Numatopology (cpuDetail); "
                     "this entry is not used",
                 )
-    cpus = read_cpu_detail(spec.get("cpuDetail"), report)
+    detail = spec.get("cpuDetail")
+    key = _plain_key(detail)
+    table = _cpu_table(key) if key is not None else None
+    if table is None:
+        key = None
+        cpus = read_cpu_detail(detail, report)
+        table = None if cpus is None else (cpus, threads_per_core(cpus))
     zones = None
-    if cpus is not None:
-        settings.threads_per_core = threads_per_core(cpus)
-        zones = _cpu_zones(spec, cpus, report, units)
+    if table is not None:
+        settings.threads_per_core = table[1]
+        zones = _cpu_zones(spec, table[0], report, units, key)
     return VolcanoData(name, zones, settings, tm, cpu_policy)
