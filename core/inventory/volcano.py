@@ -138,21 +138,39 @@ def _plain_key(detail: object) -> PlainKey | None:
     return tuple(detail), values
 
 
+@dataclass(frozen=True, slots=True)
+class CpuTable:
+    """What a cpuDetail says: its CPUs, its SMT width, each NUMA node's CPUs (in the order
+    of their first CPU)."""
+
+    cpus: dict[int, CpuInfo]
+    threads: int
+    numas: tuple[tuple[int, frozenset[int]], ...]
+
+    @classmethod
+    def of(cls, cpus: dict[int, CpuInfo]) -> CpuTable:
+        numas: dict[int, list[int]] = {}
+        for cpu, info in cpus.items():
+            numas.setdefault(info.numa, []).append(cpu)
+        groups = tuple((numa, frozenset(members)) for numa, members in numas.items())
+        return cls(cpus, threads_per_core(cpus), groups)
+
+
 @lru_cache(maxsize=1024)
-def _cpu_table(key: PlainKey) -> tuple[dict[int, CpuInfo], int] | None:
-    """The CPUs of a plain cpuDetail and its SMT width (shared: only read), or None when
-    the checked reader has something to say about it."""
+def _cpu_table(key: PlainKey) -> CpuTable | None:
+    """The table of a plain cpuDetail (shared: only read), or None when the checked reader
+    has something to say about it."""
     errors: list[str] = []
     detail = {cpu: dict(zip(_ENTRY, entry, strict=True)) for cpu, entry in zip(*key, strict=True)}
     cpus = read_cpu_detail(detail, Reporter("", "", errors))
-    return None if cpus is None or errors else (cpus, threads_per_core(cpus))
+    return None if cpus is None or errors else CpuTable.of(cpus)
 
 
 @lru_cache(maxsize=1024)
 def _reserved_in(key: PlainKey, count: int) -> frozenset[int]:
     table = _cpu_table(key)
     assert table is not None  # called only for a plain key's CPUs
-    return reserved_cpus(table[0], count)
+    return reserved_cpus(table.cpus, count)
 
 
 def read_cpu_detail(detail: object, report: Reporter) -> dict[int, CpuInfo] | None:
@@ -231,11 +249,12 @@ def _read_policies(policies: object, report: Reporter) -> tuple[str | None, str 
 
 def _cpu_zones(
     spec: Mapping[str, Any],
-    cpus: Mapping[int, CpuInfo],
+    table: CpuTable,
     report: Reporter,
     units: Units,
     key: PlainKey | None,
 ) -> dict[int, ZoneRecord] | None:
+    cpus = table.cpus
     numares = spec.get("numares")
     entry = numares.get("cpu") if is_map(numares) else None
     if not is_map(entry):
@@ -260,17 +279,15 @@ def _cpu_zones(
     count = _reserved_count(spec.get("resReserved"), report, units)
     reserved = reserved_cpus(cpus, count) if key is None else _reserved_in(key, count)
     free = allocatable - reserved
-    zones: dict[int, ZoneRecord] = {}
-    for cpu, info in cpus.items():
-        zone = zones.get(info.numa)
-        if zone is None:
-            zone = zones[info.numa] = ZoneRecord({"cpu": 0}, {"cpu": 0}, {"cpu": 0})
-        zone.capacity["cpu"] += 1000
-        if cpu not in reserved:
-            zone.allocatable["cpu"] += 1000
-        if cpu in free:
-            zone.available["cpu"] += 1000
-    return zones
+    # Per NUMA node: every CPU, those not reserved, the free ones (set operations in C).
+    return {
+        numa: ZoneRecord(
+            {"cpu": 1000 * len(members)},
+            {"cpu": 1000 * len(members - reserved)},
+            {"cpu": 1000 * len(members & free)},
+        )
+        for numa, members in table.numas
+    }
 
 
 def parse_numatopology(
@@ -299,9 +316,9 @@ def parse_numatopology(
     if table is None:
         key = None
         cpus = read_cpu_detail(detail, report)
-        table = None if cpus is None else (cpus, threads_per_core(cpus))
+        table = None if cpus is None else CpuTable.of(cpus)
     zones = None
     if table is not None:
-        settings.threads_per_core = table[1]
-        zones = _cpu_zones(spec, table[0], report, units, key)
+        settings.threads_per_core = table.threads
+        zones = _cpu_zones(spec, table, report, units, key)
     return VolcanoData(name, zones, settings, tm, cpu_policy)
