@@ -156,7 +156,8 @@ class CpuTable:
         return cls(cpus, threads_per_core(cpus), groups)
 
 
-@lru_cache(maxsize=1024)
+# A cluster has a few machine types; a table of 128 CPUs and its key hold ~20 KB.
+@lru_cache(maxsize=64)
 def _cpu_table(key: PlainKey) -> CpuTable | None:
     """The table of a plain cpuDetail (shared: only read), or None when the checked reader
     has something to say about it."""
@@ -166,7 +167,7 @@ def _cpu_table(key: PlainKey) -> CpuTable | None:
     return None if cpus is None or errors else CpuTable.of(cpus)
 
 
-@lru_cache(maxsize=1024)
+@lru_cache(maxsize=256)
 def _reserved_in(key: PlainKey, count: int) -> frozenset[int]:
     table = _cpu_table(key)
     assert table is not None  # called only for a plain key's CPUs
