@@ -99,8 +99,15 @@ class IncrementalInventory:
         """Share free amounts (and so zones) between nodes: worth it for a whole list, where
         many are equal; not for watch events, where they rarely are and each lookup costs
         (a sixth of the event loop under churn, py-spy). The server turns it off after the
-        first build."""
+        first build. Then the first list's free amounts leave the sharer's tables: no
+        lookup reads them again, and most are one node's own (~160 bytes of keys each)."""
         self.share.share_usage(on)
+        if on:
+            return
+        for parts in self._parts.values():
+            for data in (parts.nrt, parts.volcano):
+                for zone in (data.zones or {}).values() if data is not None else ():
+                    self.share.forget(zone.available)
 
     def set(self, parsed: ParsedObject) -> None:
         """Add or replace the object ``parsed.key``."""

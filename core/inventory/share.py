@@ -57,6 +57,21 @@ class Sharer:
             self._zones.clear()
             self._zone_tuples.clear()
 
+    def forget(self, shared: dict[Any, Any]) -> None:
+        """Drop ``shared``, a map this sharer returned, from its tables (the map itself stays
+        as it is); one that is also a table of amounts (``amounts``) stays known."""
+        items = tuple(shared.items())
+        if self._own.get(id(shared)) is not shared or self._amounts.get(items) is shared:
+            return
+        del self._own[id(shared)]
+        key = hash(items)
+        held = self._maps.get(key)
+        if held is shared:
+            del self._maps[key]
+        elif type(held) is list:
+            rest = [m for m in held if m is not shared]
+            self._maps[key] = rest[0] if len(rest) == 1 else rest
+
     def text(self, value: str) -> str:
         return self._strings.setdefault(value, value)
 

@@ -9,7 +9,7 @@ from core.inventory.share import Sharer as _Sharer
 from tests.builders.objects import node, nrt, two_zones
 
 
-def objects(names: list[str], cpu: tuple[str, str] = ("32", "31")) -> list[dict]:
+def objects(names: list[str], cpu: tuple[str, ...] = ("32", "31")) -> list[dict]:
     out: list[dict] = []
     for name in names:
         out.append(
@@ -97,3 +97,36 @@ def test_the_incremental_inventory_shares_free_amounts_only_while_asked() -> Non
     assert c.zones == d.zones and c.zones[0].available is not d.zones[0].available
     assert c.zones[0].capacity is d.zones[0].capacity is a.zones[0].capacity
     assert inventory.nodes() == build_inventory(objects(["a-1", "a-2", "a-3", "a-4"])).nodes
+
+
+def test_once_usage_is_not_shared_the_sharer_holds_only_what_is_looked_up_again() -> None:
+    """At the end of the first list (``share_usage(False)``) the whole-zone tables and the
+    free amounts leave the sharer; the records keep theirs, and a free-amount map that is
+    also a table of amounts (an idle zone: free == allocatable) stays known as one."""
+    from core.inventory.incremental import IncrementalInventory, parse_object
+
+    inventory = IncrementalInventory()
+    idle = objects(["a-1"], cpu=("32", "31", "31"))  # free == allocatable: one map for both
+    busy_objects = objects(["a-2", "a-3"], cpu=("32", "31", "7"))
+    for obj in [*busy_objects, *idle]:
+        inventory.set(parse_object(obj, inventory.units))
+    inventory.flush()
+    before = inventory.nodes()
+    share = inventory.share
+    busy, free = inventory.records["a-2"].zones[0], inventory.records["a-1"].zones[0]
+    assert share.mapping(busy.available) is busy.available
+    assert free.available is free.allocatable
+    held = len(share)
+    inventory.share_usage(False)
+    assert inventory.nodes() == before
+    assert not share._zones and not share._zone_tuples
+    assert held - len(share) >= 2  # the whole-zone tables and a busy zone's free amounts
+    assert share.mapping(dict(busy.available)) is not busy.available  # forgotten: a new copy
+    assert share.mapping(dict(free.allocatable)) is free.allocatable  # still known
+    later = objects(["a-4"], cpu=("32", "31", "7"))
+    for obj in later:
+        inventory.set(parse_object(obj, inventory.units))
+    inventory.flush()
+    assert inventory.records["a-4"].zones[0].capacity is busy.capacity
+    everything = [*busy_objects, *idle, *later]
+    assert inventory.nodes() == build_inventory(everything).nodes
