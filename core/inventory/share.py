@@ -60,8 +60,10 @@ class Sharer:
     def forget(self, shared: dict[Any, Any]) -> None:
         """Drop ``shared``, a map this sharer returned, from its tables (the map itself stays
         as it is); one that is also a table of amounts (``amounts``) stays known."""
+        if self._own.get(id(shared)) is not shared:
+            return  # not held (or forgotten already: many zones share one)
         items = tuple(shared.items())
-        if self._own.get(id(shared)) is not shared or self._amounts.get(items) is shared:
+        if self._amounts.get(items) is shared:
             return
         del self._own[id(shared)]
         key = hash(items)
