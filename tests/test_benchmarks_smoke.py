@@ -209,6 +209,43 @@ async def test_apiserver_unique_stream_is_every_pod_different(webhook: str) -> N
     assert rt.decisions.raw_hits == 0
 
 
+async def test_judged_stream_validates_mutated_pods_without_their_affinity(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """server_count.py's ``judged`` stream: each validate body's pod is what mutate made of
+    it over a Koordinator-labelled inventory (its JSONPatch applied, numagate's affinity
+    in), and validate judges every one without that affinity; over gen.py's mixed
+    inventory none would be (the label affinity is not exact there)."""
+    import webhook.review.handlers as handlers
+
+    calls: list[int] = []
+    real = handlers.with_spec_affinity
+
+    def counted(*args: object, **kwargs: object) -> object:
+        calls.append(1)
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(handlers, "with_spec_affinity", counted)
+    cfg = parse_config({}, env={})
+    for labelled, judged in ((True, 12), (False, 0)):
+        state = InventoryState()
+        state.load_objects(gen.inventory_objects(SMALL, labelled=labelled), source="test")
+        rt = Runtime(config=lambda: cfg, inventory=state)
+        calls.clear()
+        for n, template in enumerate(gen.apiserver_templates("validate", "unique")):
+            mutated = await answer(gen.as_mutate_review(template), webhook="mutate", runtime=rt)
+            body = gen.judged_template(template, mutated.body)
+            pod = orjson.loads(body)["request"]["object"]
+            assert pod["spec"]["affinity"]["nodeAffinity"]  # numagate's, not the recording's
+            assert (
+                "affinity"
+                not in orjson.loads(gen.as_mutate_review(template))["request"]["object"]["spec"]
+            )
+            result = await answer(gen.vary_template(body, n), webhook="validate", runtime=rt)
+            assert orjson.loads(result.body)["response"]["uid"] == f"{n:x}"
+        assert len(calls) == judged
+
+
 async def test_replicas_are_cache_hits_and_unique_pods_never_are() -> None:
     """What the benchmark's two kinds of scenario measure (benchmarks/server.py checks
     the same on the running server after its wrk runs)."""
