@@ -290,12 +290,13 @@ def test_verdicts_cover_both_kinds_of_scenario() -> None:
 def test_server_ab_efficiency_is_bare_cpu_over_ours_per_round() -> None:
     import server_ab
 
-    def run(cpu: float, rps: float, p99: float) -> dict[str, float]:
-        return {"server_cpu_ms_per_review": cpu, "reviews_per_s": rps, "p99_ms": p99}
+    def run(cpu: float, rps: float, p99: float, p50: float = 2.0) -> dict[str, float]:
+        return {"server_cpu_ms_per_review": cpu, "reviews_per_s": rps, "p99_ms": p99,
+                "p50_ms": p50}  # fmt: skip
 
     runs = {
         "mutate": {
-            "new": [run(0.2, 5000, 6.0), run(0.4, 3000, 9.0)],
+            "new": [run(0.2, 5000, 6.0, 4.0), run(0.4, 3000, 9.0, 3.0)],
             "bare": [run(0.1, 10000, 4.0), run(0.3, 6000, 6.0)],
             "bare-valid": [run(0.15, 8000, 5.0), run(0.4, 5000, 7.0)],
         }
@@ -304,6 +305,9 @@ def test_server_ab_efficiency_is_bare_cpu_over_ours_per_round() -> None:
     assert got["new"]["rounds"]["efficiency"] == [0.5, 0.75]
     assert got["new"]["cpu_efficiency"] == 0.625  # median of the rounds' ratios
     assert got["new"]["rps_ratio"] == 0.5 and got["new"]["p99_ratio"] == 1.5
+    # p99 ratio = p50 ratio x tail shape: round 1 2.0 x 0.75, round 2 1.5 x 1.0
+    assert got["new"]["rounds"]["tail_shape"] == [0.75, 1.0]
+    assert got["new"]["p50_ratio"] == 1.75 and got["new"]["tail_shape"] == 0.88
     assert got["bare"]["cpu_efficiency"] == 1.0
     # against the minimal valid webhook of the same rounds too
     assert got["new"]["rounds"]["efficiency_valid"] == [0.75, 1.0]
