@@ -303,6 +303,19 @@ def _selects_the_compatible(
     return exact
 
 
+def _own_affinity(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of ``spec`` to edit the affinity of: the affinity copied deeply, every other
+    field shared (a pod's containers are most of it: a whole deep copy was about half of
+    validating a mutated pod, issue 27)."""
+    return {**spec, "affinity": copy.deepcopy(spec["affinity"])}
+
+
+def _in_affinity(path: str) -> bool:
+    """Whether the JSONPatch ``path`` writes inside the pod's affinity (what
+    :func:`_own_affinity` made a copy of) or replaces the affinity as a whole."""
+    return path == "/spec/affinity" or path.startswith("/spec/affinity/")
+
+
 def without_policy_affinity(
     intent: PodIntent,
     spec: Mapping[str, Any],
@@ -313,7 +326,8 @@ def without_policy_affinity(
 ) -> dict[str, Any] | None:
     """``spec`` without the policy affinity :func:`policy_ops` would have added to it, or
     None when it holds none, not exactly what planning now would add, or a label
-    affinity that excludes compatible nodes too."""
+    affinity that excludes compatible nodes too. The result shares every field but
+    ``affinity`` with ``spec`` (read it, do not change it)."""
     selector = _required_selector(spec)
     terms = selector.get("nodeSelectorTerms") if selector is not None else None
     if settings.mode == "off" or spec.get("nodeName") or not isinstance(terms, list):
@@ -330,14 +344,16 @@ def without_policy_affinity(
     stripped = _stripped_terms(terms, requirement)
     if stripped == terms:
         return None
-    candidate = copy.deepcopy(dict(spec))
+    candidate = _own_affinity(spec)
     node_affinity = candidate["affinity"]["nodeAffinity"]
     if stripped:
         node_affinity[_REQUIRED]["nodeSelectorTerms"] = stripped
     else:
         del node_affinity[_REQUIRED]
     ops, _ = policy_ops(intent, candidate, inventory, settings, stale=stale)
-    replanned = apply_ops({"spec": copy.deepcopy(candidate)}, copy.deepcopy(ops))["spec"]
+    own = all(_in_affinity(op["path"]) for op in ops)
+    work = _own_affinity(candidate) if own else copy.deepcopy(candidate)
+    replanned = apply_ops({"spec": work}, copy.deepcopy(ops))["spec"]
     if _canonical(_required_selector(replanned)) != _canonical(selector):
         return None
     return candidate

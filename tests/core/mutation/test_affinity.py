@@ -123,8 +123,11 @@ def test_recognition_gives_back_the_users_terms(user: Any, labelled: bool, scarc
     s = SCARCE if scarce else SETTINGS
     inv = inventory(labelled=labelled)
     after = mutated(copy.deepcopy(spec), inv, s)
+    before = copy.deepcopy(after)
     back = without_policy_affinity(POD, after, inv, s)
     assert back is not None
+    assert after == before  # the pod's own spec is left as it was
+    assert back["containers"] is after["containers"]  # only the affinity is copied
     expected = [] if user is None else user
     if scarce:  # the scarce avoidance stays: only the policy affinity is numagate's to undo
         gpu = {"key": "nvidia.com/gpu.present", "operator": "NotIn", "values": ["true"]}
