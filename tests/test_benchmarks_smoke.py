@@ -13,6 +13,7 @@ import ssl
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import jsonpatch
 import kubernetes_validate
@@ -426,3 +427,25 @@ def test_server_scan_reports_both_kernels_on_the_impossible_pod(
     assert out["verdicts"]["never-fits"] == 60  # no node can run it: the whole scan
     assert set(out["ms_per_call_median"]) == {"compiled", "reference", "review"}
     assert all(v > 0 for v in out["ms_per_call_median"].values())
+
+
+def test_tail_probe_counts_a_runs_own_callbacks_and_collector_passes() -> None:
+    """benchmarks/tail_probe.py: what a wrk run added, summed over the workers, per review
+    or per 1,000 reviews; the collector's longest pass is the longest ever seen."""
+    import tail_probe
+
+    def dump(callbacks: int, seconds: float, slow: int, gc0: list[float]) -> dict[str, Any]:
+        return {"callbacks": callbacks, "callback_s": seconds,
+                "slow": dict(zip(map(str, tail_probe.SLOW_MS), (slow, slow // 2, 0), strict=True)),
+                "gc": {"0": gc0}}  # fmt: skip
+
+    before = {1: dump(100, 0.01, 0, [1, 0.001, 0.001, 0.002]), 2: dump(0, 0.0, 0, [0, 0, 0, 0])}
+    after = {1: dump(2100, 0.21, 4, [3, 0.002, 0.002, 0.004]),
+             2: dump(2000, 0.2, 6, [2, 0.001, 0.001, 0.003])}  # fmt: skip
+    row = tail_probe._difference(before, after, reviews=1000)
+    assert row["callbacks_per_review"] == 4.0 and row["callback_mean_us"] == 100.0
+    assert row["callbacks_over_1ms_per_1k_reviews"] == 10.0
+    assert row["callbacks_over_2ms_per_1k_reviews"] == 5.0
+    assert row["gc0_passes_per_1k_reviews"] == 4.0 and row["gc0_cpu_ms_mean"] == 0.5
+    assert row["gc0_cpu_us_per_review"] == 2.0 and row["gc0_longest_wall_ms_ever"] == 4.0
+    assert row["gc1_passes_per_1k_reviews"] == 0.0 and row["gc1_cpu_ms_mean"] == 0.0
