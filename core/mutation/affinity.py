@@ -197,7 +197,7 @@ def spec_ops(
     if inject:
         ops, warnings = policy_ops(intent, spec, inventory, settings, stale=stale)
     if settings.scarce is not None:
-        work: dict[str, Any] = {"spec": copy.deepcopy(dict(spec))}
+        work: dict[str, Any] = {"spec": _editable(spec, ops)}
         apply_ops(work, ops)
         ops = ops + scarce_ops(intent, work["spec"], settings.scarce)
     return ops, warnings
@@ -307,6 +307,8 @@ def _own_affinity(spec: Mapping[str, Any]) -> dict[str, Any]:
     """A copy of ``spec`` to edit the affinity of: the affinity copied deeply, every other
     field shared (a pod's containers are most of it: a whole deep copy was about half of
     validating a mutated pod, issue 27)."""
+    if "affinity" not in spec:
+        return dict(spec)
     return {**spec, "affinity": copy.deepcopy(spec["affinity"])}
 
 
@@ -314,6 +316,14 @@ def _in_affinity(path: str) -> bool:
     """Whether the JSONPatch ``path`` writes inside the pod's affinity (what
     :func:`_own_affinity` made a copy of) or replaces the affinity as a whole."""
     return path == "/spec/affinity" or path.startswith("/spec/affinity/")
+
+
+def _editable(spec: Mapping[str, Any], ops: Sequence[PatchOp]) -> dict[str, Any]:
+    """A copy of ``spec`` that ``ops`` may be applied to without changing ``spec``: only
+    the affinity copied when every op writes there, else all of it."""
+    if all(_in_affinity(str(op["path"])) for op in ops):
+        return _own_affinity(spec)
+    return copy.deepcopy(dict(spec))
 
 
 def without_policy_affinity(
@@ -351,9 +361,7 @@ def without_policy_affinity(
     else:
         del node_affinity[_REQUIRED]
     ops, _ = policy_ops(intent, candidate, inventory, settings, stale=stale)
-    own = all(_in_affinity(op["path"]) for op in ops)
-    work = _own_affinity(candidate) if own else copy.deepcopy(candidate)
-    replanned = apply_ops({"spec": work}, copy.deepcopy(ops))["spec"]
+    replanned = apply_ops({"spec": _editable(candidate, ops)}, copy.deepcopy(ops))["spec"]
     if _canonical(_required_selector(replanned)) != _canonical(selector):
         return None
     return candidate

@@ -63,8 +63,10 @@ SCARCE = dataclasses.replace(SETTINGS, scarce=ScarceSettings(("nvidia.com/gpu",)
 
 
 def mutated(spec: dict[str, Any], inv: Inventory, s: AffinitySettings) -> dict[str, Any]:
+    before = copy.deepcopy(spec)
     ops, _ = spec_ops(POD, spec, inv, s, inject=True, stale=False)
     assert ops
+    assert spec == before  # planned on a copy (scarce: its own affinity, the rest shared)
     wire = json.loads(json.dumps(ops))  # as the apiserver gets it
     result: dict[str, Any] = jsonpatch.apply_patch({"spec": spec}, wire)["spec"]
     return result
