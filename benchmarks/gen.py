@@ -579,8 +579,8 @@ def apiserver_unique_templates(webhook: str, count: int = 12) -> list[bytes]:
 
 def as_mutate_review(template: bytes) -> bytes:
     """A validate review template as the mutate review of the same create: its pod without
-    ``spec.affinity`` (the recorded validate bodies carry the affinity numagate planned over
-    the recording's cluster, not over the benchmark's inventory)."""
+    ``spec.affinity`` (the recorded bodies carry none; a template that did would be
+    planned again from the pod as written)."""
     review = json.loads(template)
     review["request"]["object"]["spec"].pop("affinity", None)
     return json.dumps(review, separators=(",", ":")).encode()
