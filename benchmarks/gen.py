@@ -92,7 +92,9 @@ def _zone(shape: Shape, i: int, free_fraction: float) -> dict[str, Any]:
     return {"name": f"node-{i}", "type": "Node", "costs": costs, "resources": resources}
 
 
-def node_object(name: str, shape: Shape, exporter: str, policy: str) -> dict[str, Any]:
+def node_object(
+    name: str, shape: Shape, exporter: str, policy: str, *, labelled: bool = False
+) -> dict[str, Any]:
     cpus = shape.numa * shape.cpus
     mem = shape.numa * shape.mem_gib
     capacity = {"cpu": str(cpus), "memory": f"{mem}Gi", "pods": "110",
@@ -108,7 +110,7 @@ def node_object(name: str, shape: Shape, exporter: str, policy: str) -> dict[str
         "node.kubernetes.io/instance-type": shape.name,
         "topology.kubernetes.io/zone": f"zone-{zlib.crc32(name.encode()) % 3}",
     }
-    if exporter == "nrt-koordinator":
+    if exporter == "nrt-koordinator" or labelled:
         labels[KOORD_LABEL] = KOORD_SPELLING[policy]
     return {
         "apiVersion": "v1",
@@ -165,8 +167,13 @@ def numatopology_object(name: str, shape: Shape, policy: str, free: float) -> di
     }
 
 
-def inventory_objects(nodes: int = 10_000, *, seed: int = 7) -> Iterator[dict[str, Any]]:
-    """``nodes`` Nodes with mixed shapes, exporters, policies and usage."""
+def inventory_objects(
+    nodes: int = 10_000, *, seed: int = 7, labelled: bool = False
+) -> Iterator[dict[str, Any]]:
+    """``nodes`` Nodes with mixed shapes, exporters, policies and usage. ``labelled``: every
+    Node carries Koordinator's policy label (as where koordlet labels every node), so that
+    mutate's label affinity selects exactly the compatible nodes and validate judges a
+    mutated pod without it (the ``judged`` stream of benchmarks/server_count.py)."""
     rng = random.Random(seed)
     for i in range(nodes):
         name = f"node-{i:05d}"
@@ -174,7 +181,7 @@ def inventory_objects(nodes: int = 10_000, *, seed: int = 7) -> Iterator[dict[st
         exporter = rng.choices(EXPORTERS, weights=EXPORTER_WEIGHTS)[0]
         policy = rng.choice(POLICIES)
         free = rng.choice((1.0, 1.0, 0.75, 0.5, 0.25, 0.0))
-        yield node_object(name, shape, exporter, policy)
+        yield node_object(name, shape, exporter, policy, labelled=labelled)
         if exporter in ("nrt-attributes", "nrt-koordinator"):
             yield nrt_object(name, shape, policy, free, koord=exporter == "nrt-koordinator")
         elif exporter == "numatopology":
@@ -568,6 +575,34 @@ def apiserver_unique_templates(webhook: str, count: int = 12) -> list[bytes]:
         body = json.dumps(review, separators=(",", ":")).encode()
         out.append(apiserver_template(body))
     return out
+
+
+def as_mutate_review(template: bytes) -> bytes:
+    """A validate review template as the mutate review of the same create: its pod without
+    ``spec.affinity`` (the recorded bodies carry none; a template that did would be
+    planned again from the pod as written)."""
+    review = json.loads(template)
+    review["request"]["object"]["spec"].pop("affinity", None)
+    return json.dumps(review, separators=(",", ":")).encode()
+
+
+def judged_template(template: bytes, mutate_answer: bytes) -> bytes:
+    """The validate review ``template`` with its pod as the mutate answer ``mutate_answer``
+    (to :func:`as_mutate_review` of it) leaves it: the answer's JSONPatch applied (jsonpatch,
+    as the apiserver applies it). Every pod different, each carrying numagate's own affinity:
+    the reviews whose judged intent is the pod without it (issue 27's third stream)."""
+    import base64
+
+    import jsonpatch
+
+    response = json.loads(mutate_answer)["response"]
+    if "patch" not in response:
+        raise ValueError(f"mutate did not patch the pod: {response}")
+    review = json.loads(as_mutate_review(template))
+    ops = json.loads(base64.b64decode(response["patch"]))
+    request = review["request"]
+    request["object"] = jsonpatch.apply_patch(request["object"], ops)
+    return json.dumps(review, separators=(",", ":")).encode()
 
 
 @dataclass(frozen=True)

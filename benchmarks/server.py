@@ -356,9 +356,10 @@ def percentile(values: Sequence[float], pct: float) -> float:
     return ordered[k]
 
 
-def build_runtime(nodes: int, config: Path | None = None) -> Any:
+def build_runtime(nodes: int, config: Path | None = None, *, labelled: bool = False) -> Any:
     """The Runtime a worker builds (default configuration), with the generated inventory
-    handed over as objects (the YAML parse is a startup cost, not a per-review one)."""
+    handed over as objects (the YAML parse is a startup cost, not a per-review one).
+    ``labelled``: gen.inventory_objects's every node labelled with its Koordinator policy."""
     from webhook.config import ConfigHolder
     from webhook.inventory.state import InventoryState
     from webhook.logs import setup_logging
@@ -370,7 +371,7 @@ def build_runtime(nodes: int, config: Path | None = None) -> Any:
     holder = ConfigHolder(config)
     metrics = WebhookMetrics()
     state = InventoryState(metrics=metrics)  # as the server
-    state.load_objects(gen.inventory_objects(nodes), source="bench")
+    state.load_objects(gen.inventory_objects(nodes, labelled=labelled), source="bench")
     return Runtime(config=lambda: holder.current, inventory=state, metrics=metrics)
 
 

@@ -19,7 +19,10 @@ round. The figure that holds across runs on a shared machine is CPU per review (
 review over a tree's (1.0 = as cheap as parse-nothing-and-answer), taken from the same
 round. A second baseline, ``bare-valid``, is the minimal webhook an apiserver accepts: it
 decodes the body and echoes the request's uid (benchmarks/bare_server.py ``--valid``);
-every tree's efficiency is printed against both. Prints one table (medians over the rounds,
+every tree's efficiency is printed against both. The p99 ratio to the bare server is
+printed split in two: the p50 ratio (wrk keeps a fixed number of requests in flight, so
+latency follows throughput) and the tail's shape (p99/p50 over the bare server's
+p99/p50; above 1: slow requests of our own). Prints one table (medians over the rounds,
 with each round's values) and writes ``--out``/server_ab.json.
 """
 
@@ -123,6 +126,12 @@ def summarize(runs: dict[str, dict[str, list[dict[str, Any]]]]) -> dict[str, Any
             eff_valid = _efficiency(valid, got) if valid is not None else []
             rps = [r["reviews_per_s"] / b["reviews_per_s"] for b, r in zip(bare, got, strict=True)]
             p99 = [r["p99_ms"] / b["p99_ms"] for b, r in zip(bare, got, strict=True)]
+            # The p99 ratio is the p50 ratio (with wrk's fixed connections, Little's law:
+            # latency ~ connections / reviews per second) times the tail's shape, p99/p50
+            # over the bare server's p99/p50: a shape above 1 is a tail of our own.
+            p50 = [r["p50_ms"] / b["p50_ms"] for b, r in zip(bare, got, strict=True)]
+            shape = [(r["p99_ms"] / r["p50_ms"]) / (b["p99_ms"] / b["p50_ms"])
+                     for b, r in zip(bare, got, strict=True)]  # fmt: skip
             rows[name] = {
                 "cpu_ms_per_review": round(statistics.median(cpu), 4),
                 "cpu_efficiency": round(statistics.median(eff), 3),
@@ -131,11 +140,14 @@ def summarize(runs: dict[str, dict[str, list[dict[str, Any]]]]) -> dict[str, Any
                 ),
                 "rps_ratio": round(statistics.median(rps), 3),
                 "p99_ratio": round(statistics.median(p99), 2),
+                "p50_ratio": round(statistics.median(p50), 2),
+                "tail_shape": round(statistics.median(shape), 2),
                 "reviews_per_s": round(statistics.median(r["reviews_per_s"] for r in got)),
                 "p99_ms": round(statistics.median(r["p99_ms"] for r in got), 2),
                 "rounds": {"cpu": cpu, "efficiency": [round(e, 3) for e in eff],
                            "efficiency_valid": [round(e, 3) for e in eff_valid],
-                           "p99_ratio": [round(x, 2) for x in p99]},
+                           "p99_ratio": [round(x, 2) for x in p99],
+                           "tail_shape": [round(x, 2) for x in shape]},
             }  # fmt: skip
         out[scenario] = rows
     return out
@@ -144,8 +156,9 @@ def summarize(runs: dict[str, dict[str, list[dict[str, Any]]]]) -> dict[str, Any
 def table(summary: dict[str, Any]) -> str:
     lines = [
         "| scenario | server | CPU ms/review | CPU efficiency vs bare | vs bare-valid "
-        "| reviews/s (ratio) | p99 ms (ratio) | efficiency per round (vs bare; vs bare-valid) |",
-        "|---|---|---:|---:|---:|---:|---:|---|",
+        "| reviews/s (ratio) | p99 ms (ratio) | efficiency per round (vs bare; vs bare-valid) "
+        "| p50 ratio; tail shape |",
+        "|---|---|---:|---:|---:|---:|---:|---|---:|",
     ]
     for scenario, rows in summary.items():
         for name, r in rows.items():
@@ -157,7 +170,8 @@ def table(summary: dict[str, Any]) -> str:
                 f"| {scenario} | {name} | {r['cpu_ms_per_review']:.3f} | {r['cpu_efficiency']:.2f} "
                 f"| {'' if valid is None else f'{valid:.2f}'} "
                 f"| {r['reviews_per_s']:,} ({r['rps_ratio']:.2f}) | {r['p99_ms']:.2f} "
-                f"({r['p99_ratio']:.2f}x) | {per_round} |"
+                f"({r['p99_ratio']:.2f}x) | {per_round} "
+                f"| {r['p50_ratio']:.2f}x; {r['tail_shape']:.2f} |"
             )
     return "\n".join(lines) + "\n"
 

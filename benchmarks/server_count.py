@@ -2,7 +2,8 @@
 callgrind, which do not depend on what else the machine runs (issue 27).
 
     .venv/bin/python benchmarks/server_count.py [--stream unique|replicas|impossible|
-        apiserver|apiserver-replicas|apiserver-unique] [--webhook mutate|validate] [--calls 200]
+        apiserver|apiserver-replicas|apiserver-unique|judged] [--webhook mutate|validate]
+        [--calls 200]
         [--tree DIR ...] [--top 0] [--stage answer|loads|parse|intent|decide]
 
 Each ``--tree`` (default: this checkout) is a checkout with its own ``.venv``; its code
@@ -10,7 +11,8 @@ answers the reviews, this checkout's benchmarks/gen.py builds them (the inputs o
 benchmarks/server.py: 10,000 nodes, the twelve realistic pods or the impossible one, each
 request its own uid, with ``unique`` each a different pod; ``apiserver`` and
 ``apiserver-replicas``: the bodies a real kube-apiserver sent, see server_ab.py;
-``apiserver-unique``: those with every pod different). The worker is set up as with
+``apiserver-unique``: those with every pod different; ``judged``: those validate bodies
+with each pod as mutate leaves it, see STREAMS). The worker is set up as with
 ``serve --workers 2`` (``PROMETHEUS_MULTIPROC_DIR`` set, logging at info to /dev/null),
 ``webhook.review.pipeline.answer`` is called once per body to warm up, then valgrind's
 instrumentation is switched on (``callgrind_control -i on``) and only what runs inside
@@ -51,6 +53,11 @@ STREAMS["apiserver-replicas"] = ("replica", False)
 # The same bodies with the pod's spec varied and a label new on every request: every pod
 # different as a real apiserver sends them (gen.apiserver_unique_templates).
 STREAMS["apiserver-unique"] = ("unique", False)
+# Those validate bodies with each pod as mutate leaves it (its JSONPatch applied), over an
+# inventory whose every node carries Koordinator's policy label: validate judges each pod
+# without numagate's own affinity (handlers.judged_intent, core.intent.read
+# .with_spec_affinity), the path no other stream takes (``--webhook validate`` only).
+STREAMS["judged"] = ("judged", False)
 # What is counted per review: all of it (``answer``), or one part of it on the same bodies
 # after the same warm-up: orjson.loads alone, parse_review (loads and the envelope
 # check), the pod's templates and their intent (core.intent), the handler's decision
@@ -105,10 +112,13 @@ def inner(args: argparse.Namespace) -> None:
     from webhook.review.decision_cache import MISSES_TO_REST
     from webhook.review.pipeline import answer
 
-    runtime = bench.build_runtime(args.nodes, args.config)
     kind, unique = STREAMS[args.stream]
-    if kind in ("pod", "replica", "unique"):
-        bodies = gen.apiserver_templates(args.webhook, kind)
+    runtime = bench.build_runtime(args.nodes, args.config, labelled=kind == "judged")
+    loop = asyncio.new_event_loop()
+    if kind in ("pod", "replica", "unique", "judged"):
+        bodies = gen.apiserver_templates(args.webhook, "unique" if kind == "judged" else kind)
+        if kind == "judged":
+            bodies = [judged(body, runtime, loop, answer) for body in bodies]
 
         def vary(body: bytes, n: int, *, unique: bool) -> bytes:
             return gen.vary_template(body, n)
@@ -116,7 +126,6 @@ def inner(args: argparse.Namespace) -> None:
         pods = gen.realistic_pods() if kind == "realistic" else [gen.impossible_pod()]
         bodies = gen.review_bodies(pods, prefix="r" if kind == "realistic" else "i")
         vary = gen.vary
-    loop = asyncio.new_event_loop()
 
     def one(_: Any, body: bytes) -> None:
         result = loop.run_until_complete(answer(body, webhook=args.webhook, runtime=runtime))
@@ -132,6 +141,16 @@ def inner(args: argparse.Namespace) -> None:
     step, items = _stage(args, runtime, varied, one)
     _instrument_on()
     functools.reduce(step, items, None)
+
+
+def judged(template: bytes, runtime: Any, loop: asyncio.AbstractEventLoop, answer: Any) -> bytes:
+    """A validate template with its pod as this runtime's mutate answer leaves it."""
+    import gen
+
+    mutated = loop.run_until_complete(
+        answer(gen.as_mutate_review(template), webhook="mutate", runtime=runtime)
+    )
+    return gen.judged_template(template, mutated.body)
 
 
 def _stage(args: argparse.Namespace, runtime: Any, varied: list[bytes], one: Any) -> Any:
@@ -221,6 +240,8 @@ def top(out: Path, n: int, calls: int) -> list[tuple[str, int]]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.stream == "judged" and args.webhook != "validate":
+        raise SystemExit("--stream judged: validate's reviews (--webhook validate)")
     if args.inner:
         inner(args)
         return 0

@@ -13,6 +13,7 @@ import ssl
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import jsonpatch
 import kubernetes_validate
@@ -209,6 +210,43 @@ async def test_apiserver_unique_stream_is_every_pod_different(webhook: str) -> N
     assert rt.decisions.raw_hits == 0
 
 
+async def test_judged_stream_validates_mutated_pods_without_their_affinity(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """server_count.py's ``judged`` stream: each validate body's pod is what mutate made of
+    it over a Koordinator-labelled inventory (its JSONPatch applied, numagate's affinity
+    in), and validate judges every one without that affinity; over gen.py's mixed
+    inventory none would be (the label affinity is not exact there)."""
+    import webhook.review.handlers as handlers
+
+    calls: list[int] = []
+    real = handlers.with_spec_affinity
+
+    def counted(*args: object, **kwargs: object) -> object:
+        calls.append(1)
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(handlers, "with_spec_affinity", counted)
+    cfg = parse_config({}, env={})
+    for labelled, judged in ((True, 12), (False, 0)):
+        state = InventoryState()
+        state.load_objects(gen.inventory_objects(SMALL, labelled=labelled), source="test")
+        rt = Runtime(config=lambda: cfg, inventory=state)
+        calls.clear()
+        for n, template in enumerate(gen.apiserver_templates("validate", "unique")):
+            mutated = await answer(gen.as_mutate_review(template), webhook="mutate", runtime=rt)
+            body = gen.judged_template(template, mutated.body)
+            pod = orjson.loads(body)["request"]["object"]
+            assert pod["spec"]["affinity"]["nodeAffinity"]  # numagate's, not the recording's
+            assert (
+                "affinity"
+                not in orjson.loads(gen.as_mutate_review(template))["request"]["object"]["spec"]
+            )
+            result = await answer(gen.vary_template(body, n), webhook="validate", runtime=rt)
+            assert orjson.loads(result.body)["response"]["uid"] == f"{n:x}"
+        assert len(calls) == judged
+
+
 async def test_replicas_are_cache_hits_and_unique_pods_never_are() -> None:
     """What the benchmark's two kinds of scenario measure (benchmarks/server.py checks
     the same on the running server after its wrk runs)."""
@@ -253,12 +291,13 @@ def test_verdicts_cover_both_kinds_of_scenario() -> None:
 def test_server_ab_efficiency_is_bare_cpu_over_ours_per_round() -> None:
     import server_ab
 
-    def run(cpu: float, rps: float, p99: float) -> dict[str, float]:
-        return {"server_cpu_ms_per_review": cpu, "reviews_per_s": rps, "p99_ms": p99}
+    def run(cpu: float, rps: float, p99: float, p50: float = 2.0) -> dict[str, float]:
+        return {"server_cpu_ms_per_review": cpu, "reviews_per_s": rps, "p99_ms": p99,
+                "p50_ms": p50}  # fmt: skip
 
     runs = {
         "mutate": {
-            "new": [run(0.2, 5000, 6.0), run(0.4, 3000, 9.0)],
+            "new": [run(0.2, 5000, 6.0, 4.0), run(0.4, 3000, 9.0, 3.0)],
             "bare": [run(0.1, 10000, 4.0), run(0.3, 6000, 6.0)],
             "bare-valid": [run(0.15, 8000, 5.0), run(0.4, 5000, 7.0)],
         }
@@ -267,6 +306,9 @@ def test_server_ab_efficiency_is_bare_cpu_over_ours_per_round() -> None:
     assert got["new"]["rounds"]["efficiency"] == [0.5, 0.75]
     assert got["new"]["cpu_efficiency"] == 0.625  # median of the rounds' ratios
     assert got["new"]["rps_ratio"] == 0.5 and got["new"]["p99_ratio"] == 1.5
+    # p99 ratio = p50 ratio x tail shape: round 1 2.0 x 0.75, round 2 1.5 x 1.0
+    assert got["new"]["rounds"]["tail_shape"] == [0.75, 1.0]
+    assert got["new"]["p50_ratio"] == 1.75 and got["new"]["tail_shape"] == 0.88
     assert got["bare"]["cpu_efficiency"] == 1.0
     # against the minimal valid webhook of the same rounds too
     assert got["new"]["rounds"]["efficiency_valid"] == [0.75, 1.0]
@@ -385,3 +427,25 @@ def test_server_scan_reports_both_kernels_on_the_impossible_pod(
     assert out["verdicts"]["never-fits"] == 60  # no node can run it: the whole scan
     assert set(out["ms_per_call_median"]) == {"compiled", "reference", "review"}
     assert all(v > 0 for v in out["ms_per_call_median"].values())
+
+
+def test_tail_probe_counts_a_runs_own_callbacks_and_collector_passes() -> None:
+    """benchmarks/tail_probe.py: what a wrk run added, summed over the workers, per review
+    or per 1,000 reviews; the collector's longest pass is the longest ever seen."""
+    import tail_probe
+
+    def dump(callbacks: int, seconds: float, slow: int, gc0: list[float]) -> dict[str, Any]:
+        return {"callbacks": callbacks, "callback_s": seconds,
+                "slow": dict(zip(map(str, tail_probe.SLOW_MS), (slow, slow // 2, 0), strict=True)),
+                "gc": {"0": gc0}}  # fmt: skip
+
+    before = {1: dump(100, 0.01, 0, [1, 0.001, 0.001, 0.002]), 2: dump(0, 0.0, 0, [0, 0, 0, 0])}
+    after = {1: dump(2100, 0.21, 4, [3, 0.002, 0.002, 0.004]),
+             2: dump(2000, 0.2, 6, [2, 0.001, 0.001, 0.003])}  # fmt: skip
+    row = tail_probe._difference(before, after, reviews=1000)
+    assert row["callbacks_per_review"] == 4.0 and row["callback_mean_us"] == 100.0
+    assert row["callbacks_over_1ms_per_1k_reviews"] == 10.0
+    assert row["callbacks_over_2ms_per_1k_reviews"] == 5.0
+    assert row["gc0_passes_per_1k_reviews"] == 4.0 and row["gc0_cpu_ms_mean"] == 0.5
+    assert row["gc0_cpu_us_per_review"] == 2.0 and row["gc0_longest_wall_ms_ever"] == 4.0
+    assert row["gc1_passes_per_1k_reviews"] == 0.0 and row["gc1_cpu_ms_mean"] == 0.0

@@ -197,7 +197,7 @@ def spec_ops(
     if inject:
         ops, warnings = policy_ops(intent, spec, inventory, settings, stale=stale)
     if settings.scarce is not None:
-        work: dict[str, Any] = {"spec": copy.deepcopy(dict(spec))}
+        work: dict[str, Any] = {"spec": _editable(spec, ops)}
         apply_ops(work, ops)
         ops = ops + scarce_ops(intent, work["spec"], settings.scarce)
     return ops, warnings
@@ -303,6 +303,43 @@ def _selects_the_compatible(
     return exact
 
 
+def _own_affinity(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of ``spec`` to edit the affinity of: the affinity copied deeply, every other
+    field shared (a pod's containers are most of it: a whole deep copy was about half of
+    validating a mutated pod, issue 27)."""
+    if "affinity" not in spec:
+        return dict(spec)
+    return {**spec, "affinity": _json_copy(spec["affinity"])}
+
+
+def _json_copy(value: Any) -> Any:
+    """A deep copy of decoded JSON (dicts, lists and atoms, as the review's body and the
+    planned ops hold), several times cheaper than ``copy.deepcopy``'s memo; anything else
+    goes through ``copy.deepcopy``."""
+    kind = type(value)
+    if kind is dict:
+        return {k: _json_copy(v) for k, v in value.items()}
+    if kind is list:
+        return [_json_copy(v) for v in value]
+    if kind is str or kind is int or kind is float or kind is bool or value is None:
+        return value
+    return copy.deepcopy(value)
+
+
+def _in_affinity(path: str) -> bool:
+    """Whether the JSONPatch ``path`` writes inside the pod's affinity (what
+    :func:`_own_affinity` made a copy of) or replaces the affinity as a whole."""
+    return path == "/spec/affinity" or path.startswith("/spec/affinity/")
+
+
+def _editable(spec: Mapping[str, Any], ops: Sequence[PatchOp]) -> dict[str, Any]:
+    """A copy of ``spec`` that ``ops`` may be applied to without changing ``spec``: only
+    the affinity copied when every op writes there, else all of it."""
+    if all(_in_affinity(str(op["path"])) for op in ops):
+        return _own_affinity(spec)
+    return copy.deepcopy(dict(spec))
+
+
 def without_policy_affinity(
     intent: PodIntent,
     spec: Mapping[str, Any],
@@ -313,7 +350,8 @@ def without_policy_affinity(
 ) -> dict[str, Any] | None:
     """``spec`` without the policy affinity :func:`policy_ops` would have added to it, or
     None when it holds none, not exactly what planning now would add, or a label
-    affinity that excludes compatible nodes too."""
+    affinity that excludes compatible nodes too. The result shares every field but
+    ``affinity`` with ``spec`` (read it, do not change it)."""
     selector = _required_selector(spec)
     terms = selector.get("nodeSelectorTerms") if selector is not None else None
     if settings.mode == "off" or spec.get("nodeName") or not isinstance(terms, list):
@@ -330,14 +368,14 @@ def without_policy_affinity(
     stripped = _stripped_terms(terms, requirement)
     if stripped == terms:
         return None
-    candidate = copy.deepcopy(dict(spec))
+    candidate = _own_affinity(spec)
     node_affinity = candidate["affinity"]["nodeAffinity"]
     if stripped:
         node_affinity[_REQUIRED]["nodeSelectorTerms"] = stripped
     else:
         del node_affinity[_REQUIRED]
     ops, _ = policy_ops(intent, candidate, inventory, settings, stale=stale)
-    replanned = apply_ops({"spec": copy.deepcopy(candidate)}, copy.deepcopy(ops))["spec"]
+    replanned = apply_ops({"spec": _editable(candidate, ops)}, _json_copy(ops))["spec"]
     if _canonical(_required_selector(replanned)) != _canonical(selector):
         return None
     return candidate

@@ -63,8 +63,10 @@ SCARCE = dataclasses.replace(SETTINGS, scarce=ScarceSettings(("nvidia.com/gpu",)
 
 
 def mutated(spec: dict[str, Any], inv: Inventory, s: AffinitySettings) -> dict[str, Any]:
+    before = copy.deepcopy(spec)
     ops, _ = spec_ops(POD, spec, inv, s, inject=True, stale=False)
     assert ops
+    assert spec == before  # planned on a copy (scarce: its own affinity, the rest shared)
     wire = json.loads(json.dumps(ops))  # as the apiserver gets it
     result: dict[str, Any] = jsonpatch.apply_patch({"spec": spec}, wire)["spec"]
     return result
@@ -123,8 +125,11 @@ def test_recognition_gives_back_the_users_terms(user: Any, labelled: bool, scarc
     s = SCARCE if scarce else SETTINGS
     inv = inventory(labelled=labelled)
     after = mutated(copy.deepcopy(spec), inv, s)
+    before = copy.deepcopy(after)
     back = without_policy_affinity(POD, after, inv, s)
     assert back is not None
+    assert after == before  # the pod's own spec is left as it was
+    assert back["containers"] is after["containers"]  # only the affinity is copied
     expected = [] if user is None else user
     if scarce:  # the scarce avoidance stays: only the policy affinity is numagate's to undo
         gpu = {"key": "nvidia.com/gpu.present", "operator": "NotIn", "values": ["true"]}
@@ -170,3 +175,35 @@ def test_nothing_to_undo_when_planning_now_differs(labelled: bool) -> None:
         changed = Inventory([*inv.nodes, _node("d", "none", labelled=False)])
         assert without_policy_affinity(POD, after, changed, SETTINGS) is None
         assert without_policy_affinity(POD, after, inv, SETTINGS, stale=True) is None
+
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=5),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=5), inner, max_size=4)
+    ),
+    max_leaves=20,
+)
+
+
+def _containers(value: Any) -> list[int]:
+    """The ids of every dict and list in ``value``."""
+    if isinstance(value, dict):
+        return [id(value), *(i for v in value.values() for i in _containers(v))]
+    if isinstance(value, list):
+        return [id(value), *(i for v in value for i in _containers(v))]
+    return []
+
+
+@settings(max_examples=150, deadline=None)
+@given(value=_json)
+def test_json_copy_is_an_equal_tree_sharing_no_container(value: Any) -> None:
+    """The affinity's copy (_own_affinity) and the ops' copy: equal to copy.deepcopy's,
+    no dict or list shared with the original, anything not JSON deep-copied."""
+    from core.mutation.affinity import _json_copy
+
+    got = _json_copy(value)
+    assert got == copy.deepcopy(value)
+    assert not set(_containers(got)) & set(_containers(value))
+    odd = {"values": ("a", ["b"])}  # a tuple holding a list: copy.deepcopy's way
+    assert _json_copy(odd) == odd and _json_copy(odd)["values"][1] is not odd["values"][1]
