@@ -23,6 +23,7 @@ from core.inventory.incremental import with_available
 from core.model import NodeTopology
 from core.snapshot.delta import SnapshotEditor
 from core.snapshot.snapshot import Snapshot
+from webhook.heap import release_free_heap
 from webhook.inventory.feed import Batch, Status, Whole
 from webhook.inventory.state import InventoryState
 from webhook.inventory.updates import install_update
@@ -123,9 +124,10 @@ class FedInventory:
             delay = RECONNECT_INITIAL
             try:
                 self._loop.call_soon_threadsafe(self._connected, conn)
-                while True:
-                    message = pickle.loads(conn.recv_bytes())
-                    self._loop.call_soon_threadsafe(self._receive, conn, message)
+                while True:  # no name keeps a message alive while the next is awaited
+                    self._loop.call_soon_threadsafe(
+                        self._receive, conn, pickle.loads(conn.recv_bytes())
+                    )
             except (EOFError, OSError):
                 pass
             except RuntimeError:
@@ -178,6 +180,9 @@ class FedInventory:
             try:
                 if isinstance(message, Whole):
                     self._whole(message)
+                    # The Whole's snapshot dies with this callback's handle: its pages
+                    # back to the system after that (docs/inventory.md, "A worker's heap").
+                    self._loop.call_soon(release_free_heap)
                 else:
                     self._batch(message)
             except Diverged as exc:
@@ -189,8 +194,8 @@ class FedInventory:
 
     def _whole(self, message: Whole) -> None:
         started = time.monotonic()
-        snapshot = message.snapshot
-        self.editor = SnapshotEditor(snapshot, reserve=True)
+        self.editor = SnapshotEditor(message.snapshot, reserve=True)
+        snapshot = self.editor.snapshot  # over the reserved arrays: the Whole's are freed
         self._fresh = False
         self._delivered = True
         self.status = message.status
