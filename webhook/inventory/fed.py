@@ -10,14 +10,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import io
 import os
 import pickle
 import socket
+import struct
 import threading
 import time
 from collections import deque
 from collections.abc import Callable
 from multiprocessing.connection import Client, Connection
+from typing import Any
 
 from core.inventory.incremental import with_available
 from core.model import NodeTopology
@@ -45,6 +48,56 @@ class Diverged(Exception):
 
 def connect(address: str) -> Connection:
     return Client(address, family="AF_UNIX")
+
+
+# Bytes of a message read from the socket at a time while it is unpickled.
+READ_CHUNK = 1 << 20
+
+
+class _Payload(io.RawIOBase):
+    """The next ``size`` bytes of the socket ``fd``: EOFError if it ends sooner."""
+
+    def __init__(self, fd: int, size: int) -> None:
+        self.fd, self.left = fd, size
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buf: Any) -> int:
+        if not self.left:
+            return 0
+        data = os.read(self.fd, min(len(buf), self.left, READ_CHUNK))
+        if not data:
+            raise EOFError("inventory process connection ended inside a message")
+        n = len(data)
+        buf[:n] = data
+        self.left -= n
+        return n
+
+
+def _exactly(fd: int, n: int) -> bytes:
+    out = b""
+    while len(out) < n:
+        data = os.read(fd, n - len(out))
+        if not data:
+            raise EOFError
+        out += data
+    return out
+
+
+def read_message(conn: Connection) -> Whole | Batch:
+    """The next message of ``conn`` (multiprocessing's framing: a 4-byte length, or -1 and
+    an 8-byte one), unpickled as its bytes arrive: ``conn.recv_bytes`` would hold a Whole's
+    bytes (~100 MiB at 100,000 nodes) beside the objects made from them."""
+    fd = conn.fileno()
+    (size,) = struct.unpack("!i", _exactly(fd, 4))
+    if size == -1:
+        (size,) = struct.unpack("!Q", _exactly(fd, 8))
+    payload = _Payload(fd, size)
+    message = pickle.load(io.BufferedReader(payload, READ_CHUNK))
+    if payload.left:  # never from feed.py: one pickle per message
+        raise OSError("inventory message longer than its pickle")
+    return message  # type: ignore[no-any-return]
 
 
 class FedInventory:
@@ -125,9 +178,7 @@ class FedInventory:
             try:
                 self._loop.call_soon_threadsafe(self._connected, conn)
                 while True:  # no name keeps a message alive while the next is awaited
-                    self._loop.call_soon_threadsafe(
-                        self._receive, conn, pickle.loads(conn.recv_bytes())
-                    )
+                    self._loop.call_soon_threadsafe(self._receive, conn, read_message(conn))
             except (EOFError, OSError):
                 pass
             except RuntimeError:

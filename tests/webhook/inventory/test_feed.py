@@ -228,7 +228,7 @@ def test_a_change_of_free_amounts_travels_as_free_amounts() -> None:
 def test_the_worker_serves_a_whole_over_its_reserved_arrays() -> None:
     """The view served from a Whole reads the editor's reserved copies of the packed
     arrays; the Whole's own arrays are not kept beside them (docs/inventory.md, "A
-    worker's memory")."""
+    worker's heap")."""
     feed, _, worker = _feed()
     for name in ("a", "b", "c"):
         _event(feed, _free_nrt(name, str(ord(name) % 20)))
