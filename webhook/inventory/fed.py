@@ -75,12 +75,12 @@ class _Payload(io.RawIOBase):
         return n
 
 
-def _exactly(fd: int, n: int) -> bytes:
-    out = b""
+def _exactly(fd: int, n: int) -> bytearray:
+    out = bytearray()
     while len(out) < n:
-        data = os.read(fd, n - len(out))
+        data = os.read(fd, min(n - len(out), READ_CHUNK))
         if not data:
-            raise EOFError
+            raise EOFError("inventory process connection ended inside a message")
         out += data
     return out
 
@@ -93,6 +93,8 @@ def read_message(conn: Connection) -> Whole | Batch:
     (size,) = struct.unpack("!i", _exactly(fd, 4))
     if size == -1:
         (size,) = struct.unpack("!Q", _exactly(fd, 8))
+    if size <= READ_CHUNK:  # a Batch: read whole, as recv_bytes did
+        return pickle.loads(_exactly(fd, size))  # type: ignore[no-any-return]
     payload = _Payload(fd, size)
     message = pickle.load(io.BufferedReader(payload, READ_CHUNK))
     if payload.left:  # never from feed.py: one pickle per message

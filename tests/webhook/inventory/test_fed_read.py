@@ -39,14 +39,21 @@ def test_messages_arrive_whole_and_in_order() -> None:
     thread.join()
 
 
-def test_a_connection_cut_inside_a_message_is_an_end() -> None:
-    data = pickle.dumps(list(range(100_000)), protocol=pickle.HIGHEST_PROTOCOL)
+@pytest.mark.parametrize("count", [1_000, 1_000_000])  # read whole; unpickled as it comes
+def test_a_connection_cut_inside_a_message_is_an_end(count: int) -> None:
+    data = pickle.dumps(list(range(count)), protocol=pickle.HIGHEST_PROTOCOL)
+    assert (len(data) > READ_CHUNK) == (count > 1_000)
     sender, conn = Pipe()
-    # The frame says the whole length; the process dies after half of it.
-    sender._send(len(data).to_bytes(4, "big") + data[: len(data) // 2])  # type: ignore[attr-defined]
-    sender.close()
+
+    def die_halfway() -> None:  # the frame says the whole length; then half of it
+        sender._send(len(data).to_bytes(4, "big") + data[: len(data) // 2])  # type: ignore[attr-defined]
+        sender.close()
+
+    thread = threading.Thread(target=die_halfway, daemon=True)
+    thread.start()
     with pytest.raises(EOFError):
         read_message(conn)
+    thread.join()
 
 
 def test_a_message_is_not_held_whole_beside_its_objects() -> None:
