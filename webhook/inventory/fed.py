@@ -10,19 +10,23 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import io
 import os
 import pickle
 import socket
+import struct
 import threading
 import time
 from collections import deque
 from collections.abc import Callable
 from multiprocessing.connection import Client, Connection
+from typing import Any
 
 from core.inventory.incremental import with_available
 from core.model import NodeTopology
 from core.snapshot.delta import SnapshotEditor
 from core.snapshot.snapshot import Snapshot
+from webhook.heap import release_free_heap
 from webhook.inventory.feed import Batch, Status, Whole
 from webhook.inventory.state import InventoryState
 from webhook.inventory.updates import install_update
@@ -44,6 +48,58 @@ class Diverged(Exception):
 
 def connect(address: str) -> Connection:
     return Client(address, family="AF_UNIX")
+
+
+# Bytes of a message read from the socket at a time while it is unpickled.
+READ_CHUNK = 1 << 20
+
+
+class _Payload(io.RawIOBase):
+    """The next ``size`` bytes of the socket ``fd``: EOFError if it ends sooner."""
+
+    def __init__(self, fd: int, size: int) -> None:
+        self.fd, self.left = fd, size
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buf: Any) -> int:
+        if not self.left:
+            return 0
+        data = os.read(self.fd, min(len(buf), self.left, READ_CHUNK))
+        if not data:
+            raise EOFError("inventory process connection ended inside a message")
+        n = len(data)
+        buf[:n] = data
+        self.left -= n
+        return n
+
+
+def _exactly(fd: int, n: int) -> bytearray:
+    out = bytearray()
+    while len(out) < n:
+        data = os.read(fd, min(n - len(out), READ_CHUNK))
+        if not data:
+            raise EOFError("inventory process connection ended inside a message")
+        out += data
+    return out
+
+
+def read_message(conn: Connection) -> Whole | Batch:
+    """The next message of ``conn`` (multiprocessing's framing: a 4-byte length, or -1 and
+    an 8-byte one), unpickled as its bytes arrive: ``conn.recv_bytes`` would hold a Whole's
+    bytes (~100 MiB at 100,000 nodes) beside the objects made from them."""
+    fd = conn.fileno()
+    (size,) = struct.unpack("!i", _exactly(fd, 4))
+    if size == -1:
+        (size,) = struct.unpack("!Q", _exactly(fd, 8))
+    if size <= READ_CHUNK:  # a Batch: read whole, as recv_bytes did
+        return pickle.loads(_exactly(fd, size))  # type: ignore[no-any-return]
+    payload = _Payload(fd, size)
+    message = pickle.load(io.BufferedReader(payload, READ_CHUNK))
+    if payload.left:  # never from feed.py: one pickle per message
+        raise OSError("inventory message longer than its pickle")
+    return message  # type: ignore[no-any-return]
 
 
 class FedInventory:
@@ -123,9 +179,8 @@ class FedInventory:
             delay = RECONNECT_INITIAL
             try:
                 self._loop.call_soon_threadsafe(self._connected, conn)
-                while True:
-                    message = pickle.loads(conn.recv_bytes())
-                    self._loop.call_soon_threadsafe(self._receive, conn, message)
+                while True:  # no name keeps a message alive while the next is awaited
+                    self._loop.call_soon_threadsafe(self._receive, conn, read_message(conn))
             except (EOFError, OSError):
                 pass
             except RuntimeError:
@@ -178,6 +233,9 @@ class FedInventory:
             try:
                 if isinstance(message, Whole):
                     self._whole(message)
+                    # The Whole's snapshot dies with this callback's handle: its pages
+                    # back to the system after that (docs/inventory.md, "A worker's heap").
+                    self._loop.call_soon(release_free_heap)
                 else:
                     self._batch(message)
             except Diverged as exc:
@@ -189,8 +247,8 @@ class FedInventory:
 
     def _whole(self, message: Whole) -> None:
         started = time.monotonic()
-        snapshot = message.snapshot
-        self.editor = SnapshotEditor(snapshot, reserve=True)
+        self.editor = SnapshotEditor(message.snapshot, reserve=True)
+        snapshot = self.editor.snapshot  # over the reserved arrays: the Whole's are freed
         self._fresh = False
         self._delivered = True
         self.status = message.status

@@ -143,6 +143,26 @@ def test_the_first_snapshots_arrays_are_freed_with_it() -> None:
     assert zones() is None
 
 
+def test_a_reserving_editor_serves_its_copies_at_once() -> None:
+    # ``reserve`` copies the arrays with room to spare; the editor's snapshot reads those
+    # copies from the start, so the snapshot it was given (a worker's Whole) takes its own
+    # arrays with it before any batch (51 MiB in a worker at 100,000 distinct shapes),
+    # and answers as that snapshot did.
+    inventory = IncrementalInventory()
+    rng = random.Random(8)
+    first = _churn(SnapshotEditor(Snapshot.build(())), inventory, rng, NAMES)
+    expected = _verdicts(first)
+    zones = weakref.ref(first.packed.zones)
+    editor = SnapshotEditor(first, reserve=True)
+    served = editor.snapshot
+    assert served.packed.zones is editor.store.arrays["zones"]
+    assert len(served.packed.zones) > len(first.packed.zones)  # the reserve
+    assert served.structure is first.structure  # only arrays moved: decisions still hold
+    del first
+    assert zones() is None
+    assert _verdicts(served) == expected
+
+
 def test_two_usages_of_one_hash_keep_shapes_of_their_own() -> None:
     # The editor indexes shapes by their key's hash and checks a hash found against the
     # key. Python's int hash is modulo 2**61 - 1, so 0 and 2**61 - 1 free bytes of memory

@@ -14,6 +14,7 @@ import pickle
 import shutil
 import signal
 import time
+import weakref
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from types import SimpleNamespace
@@ -222,6 +223,31 @@ def test_a_change_of_free_amounts_travels_as_free_amounts() -> None:
     nodes = {n.name: n for n in state.view.nodes}
     assert nodes == feed.inventory.records  # the worker's records are the process's
     assert nodes["a"].zones[0].available["cpu"] == 3000
+
+
+def test_the_worker_serves_a_whole_over_its_reserved_arrays() -> None:
+    """The view served from a Whole reads the editor's reserved copies of the packed
+    arrays; the Whole's own arrays are not kept beside them (docs/inventory.md, "A
+    worker's heap")."""
+    feed, _, worker = _feed()
+    for name in ("a", "b", "c"):
+        _event(feed, _free_nrt(name, str(ord(name) % 20)))
+    feed.step()
+    (whole,) = _messages(worker.sent)
+    zones = weakref.ref(whole.snapshot.packed.zones)
+    state = InventoryState()
+
+    async def run(messages: list[Whole | Batch]) -> FedInventory:
+        fed = _fed(state)
+        await _apply(fed, messages)
+        return fed
+
+    fed = asyncio.run(run([whole]))
+    del whole
+    assert state.view is not None and fed.editor is not None
+    assert state.view.snapshot.packed.zones is fed.editor.store.arrays["zones"]
+    assert zones() is None
+    assert {n.name: n for n in state.view.nodes} == feed.inventory.records
 
 
 async def test_a_delta_for_a_node_the_worker_lacks_makes_it_connect_again() -> None:
