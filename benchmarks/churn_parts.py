@@ -9,6 +9,7 @@ import os
 import random
 import re
 import ssl
+import struct
 import subprocess
 import sys
 import threading
@@ -124,6 +125,27 @@ def replica_mib(pid: int) -> dict[str, float]:
             text = Path(f"/proc/{p}/smaps_rollup").read_text()
             pss += int(next(li for li in text.splitlines() if li.startswith("Pss:")).split()[1])
     return {"rss_mib": round(rss / 1024, 1), "pss_mib": round(pss / 1024, 1)}
+
+
+def resident_once_mib(pid: int) -> float | None:
+    """The replica's resident memory with each physical page counted once, as its cgroup
+    charges it: the union of its processes' present page frames (/proc/PID/pagemap; the
+    frame numbers need root, else None). Summed RSS counts a page the forked workers share
+    once per process; PSS splits it."""
+    frames: set[int] = set()
+    for p in replica(pid):
+        with contextlib.suppress(OSError), open(f"/proc/{p}/pagemap", "rb") as pagemap:
+            for line in Path(f"/proc/{p}/maps").read_text().splitlines():
+                low, high = (int(x, 16) for x in line.split()[0].split("-"))
+                if low >= 1 << 47:  # [vsyscall]: not readable
+                    continue
+                pagemap.seek(low // 4096 * 8)
+                for (entry,) in struct.iter_unpack("<Q", pagemap.read((high - low) // 4096 * 8)):
+                    if entry >> 63:  # present
+                        frames.add(entry & ((1 << 55) - 1))
+    if frames <= {0}:  # not root: every frame reads as 0
+        return None
+    return round(len(frames) * 4096 / 2**20, 1)
 
 
 def children(pid: int) -> list[int]:

@@ -3,7 +3,8 @@
 every NRT with free amounts of its own), ready, then ``--seconds`` of NRT churn at
 ``--rate``. The serve process, its workers and the inventory process are summed: RSS,
 and PSS (the pages forked workers share counted once), at ready and at the peak (sampled
-every 0.5 s).
+every 0.5 s); at ready and at the end also the resident memory with each page counted once
+(``once_mib``, ``end_once_mib``: what the replica's cgroup is charged; needs root).
 
     .venv/bin/python benchmarks/replica_rss.py [--nodes 100000] [--workers 1 2]
         [--rate 1666.67] [--seconds 60]
@@ -38,12 +39,14 @@ def measure(nodes: int, workers: int, rate: float, seconds: float) -> dict[str, 
         try:
             ready = parts.replica_mib(ng.proc.pid)
             peak = dict(ready)
+            ready["once_mib"] = parts.resident_once_mib(ng.proc.pid)
             fake.churn(NRTS, rate, nrt_available, exclude=(parts.PROBE,))
             end = time.monotonic() + seconds
             while time.monotonic() < end:
                 time.sleep(0.5)
                 now = parts.replica_mib(ng.proc.pid)
                 peak = {k: max(peak[k], now[k]) for k in peak}
+            end_once = parts.resident_once_mib(ng.proc.pid)
             fake.churn(NRTS, 0, nrt_available)
             processes = len(parts.replica(ng.proc.pid))
         finally:
@@ -52,7 +55,7 @@ def measure(nodes: int, workers: int, rate: float, seconds: float) -> dict[str, 
         fake.stop()
         shutil.rmtree(work, ignore_errors=True)
     return {"nodes": nodes, "workers": workers, "processes": processes, "ready_s": ng.ready_s,
-            "ready": ready, "peak": peak, "churn_events_per_s": rate, "churn_s": seconds}  # fmt: skip
+            "ready": ready, "peak": peak, "end_once_mib": end_once, "churn_events_per_s": rate, "churn_s": seconds}  # fmt: skip
 
 
 def main() -> int:
