@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-from pathlib import Path
 
 from tests.paths import ROOT
 
@@ -29,8 +28,9 @@ sys.stdin.readline()
 
 
 def _rss_mib(pid: int) -> float:
-    text = Path(f"/proc/{pid}/status").read_text()
-    return int(text.split("VmRSS:")[1].split()[0]) / 1024
+    kib = churn_parts.bench.rss_kib(pid)
+    assert kib is not None
+    return kib / 1024
 
 
 def test_pages_a_forked_child_shares_are_counted_once() -> None:

@@ -76,12 +76,9 @@ class _Payload(io.RawIOBase):
 
 
 def _exactly(fd: int, n: int) -> bytearray:
-    out = bytearray()
-    while len(out) < n:
-        data = os.read(fd, min(n - len(out), READ_CHUNK))
-        if not data:
-            raise EOFError("inventory process connection ended inside a message")
-        out += data
+    out, payload = bytearray(n), _Payload(fd, n)
+    while payload.left:
+        payload.readinto(memoryview(out)[n - payload.left :])
     return out
 
 
