@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import base64
 import contextlib
+import ctypes
 import json
 import os
 import shutil
@@ -24,6 +25,7 @@ import ssl
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -78,6 +80,23 @@ def kubeconfig_doc(server: str, ca: Path, cert: Path | None, key: Path | None,
     }
 
 
+PR_SET_PDEATHSIG = 1
+
+
+def _on_main_thread() -> bool:
+    return threading.current_thread() is threading.main_thread()
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: SIGKILL when the parent dies. A pytest run killed by a
+    timeout does not tear down its session fixture, and etcd, kube-apiserver, kwok and
+    kube-scheduler would keep running (SIGTERM is not enough: kube-apiserver's graceful
+    shutdown waits on an etcd that died beside it). The signal follows the thread that
+    forked, so only processes started from the main thread ask for it (a restart from a
+    thread that ends would otherwise kill the restarted process)."""
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
 @dataclass
 class Proc:
     name: str
@@ -90,6 +109,7 @@ class Proc:
             self.popen = subprocess.Popen(
                 self.cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                 start_new_session=True,  # its own process group: stopped by PID, children too
+                preexec_fn=_die_with_parent if _on_main_thread() else None,
             )  # fmt: skip
 
     def alive(self) -> bool:
