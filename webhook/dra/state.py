@@ -212,7 +212,7 @@ def start_live(api_client: Any, state: DraState, **timings: Any) -> Any:
         state.install(DraView(inventory, "live", state.clock(), objects))
 
     updates = DraUpdates(install)
-    live = LiveSource(api_client, updates=updates, resources=DRA_RESOURCES, **timings)
+    live = LiveSource(api_client, updates, resources=DRA_RESOURCES, **timings)
     updates.synced = lambda: live.synced
     state.live = True
     state.last_sync = lambda: live.last_sync if state.view is not None else None

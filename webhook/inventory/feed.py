@@ -49,7 +49,6 @@ from webhook.inventory.updates import (
     build_whole,
     drain_unbuilt,
     queue_object,
-    reflector_sync,
     relist_difference,
 )
 from webhook.logs import get_logger
@@ -310,10 +309,10 @@ def watch_cluster(spec: FeederSpec, listener: Listener) -> tuple[Feed, LiveSourc
         target=accept_forever, args=(listener, fanout), name="inventory-accept", daemon=True
     ).start()
     feed = Feed(fanout, window=spec.window)
-    live = LiveSource(client, updates=feed, include_pods=spec.include_pods, **spec.live)
+    live = LiveSource(client, feed, include_pods=spec.include_pods, **spec.live)
     feed.synced = lambda: live.synced
     feed.last_sync = lambda: live.last_sync
-    feed.sync = lambda: reflector_sync(live)
+    feed.sync = live.sync
     live.start()
     log.info("watching the cluster", extra={"host": describe(client)})
     return feed, live

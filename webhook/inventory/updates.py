@@ -19,7 +19,6 @@ from typing import Any
 
 from core.inventory.incremental import IncrementalInventory, ObjectKey, parse_object
 from core.snapshot.snapshot import Snapshot
-from webhook.inventory.live import LiveSource
 from webhook.inventory.reflector import Key, Reflector, fingerprint
 from webhook.inventory.state import InventoryState, InventoryView
 from webhook.logs import get_logger
@@ -162,8 +161,3 @@ async def report_sync(
             gauges.sync_age.set(age, resource=resource)
         gauges.watch_lag.set(lag(now))
         await asyncio.sleep(every)
-
-
-def reflector_sync(live: LiveSource) -> list[tuple[str, float | None]]:
-    """Per resource type, the time it is known in sync up to (``report_sync``)."""
-    return [(r.resource.name, r.synced_until()) for r in live.reflectors]

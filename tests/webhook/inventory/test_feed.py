@@ -42,7 +42,13 @@ from webhook.inventory import feed as feed_module
 from webhook.inventory import owner as owner_module
 from webhook.inventory.fed import FedInventory
 from webhook.inventory.feed import Batch, Fanout, Feed, FeederSpec, Whole, listen
-from webhook.inventory.live import BOUND_PODS, NODE_RESOURCE_TOPOLOGIES, NODES, NUMATOPOLOGIES
+from webhook.inventory.live import (
+    BOUND_PODS,
+    NODE_RESOURCE_TOPOLOGIES,
+    NODES,
+    NUMATOPOLOGIES,
+    Timing,
+)
 from webhook.inventory.owner import InventoryOwner, socket_address
 from webhook.inventory.state import InventoryState
 from webhook.metrics import WebhookMetrics
@@ -53,7 +59,9 @@ RESOURCES = {
     "Numatopology": NUMATOPOLOGIES,
     "Pod": BOUND_PODS,
 }
-FAST = {"watch_timeout": 1, "backoff_initial": 0.05, "backoff_max": 0.4, "request_timeout": 5.0}
+FAST = {
+    "timing": Timing(watch_timeout=1, backoff_initial=0.05, backoff_max=0.4, request_timeout=5.0)
+}
 
 
 def _event(feed: Feed, obj: dict[str, Any], *, delete: bool = False) -> None:

@@ -33,43 +33,51 @@ from webhook.inventory.kube import (
     api_client_in_cluster,
     build_api_client,
 )
-from webhook.inventory.live import Backoff, LiveSource
+from webhook.inventory.live import (
+    BOUND_PODS,
+    DEFAULT_RESOURCES,
+    Backoff,
+    Collector,
+    LiveSource,
+    Timing,
+)
 
 FAST = {
     "watch_timeout": 1,
     "backoff_initial": 0.05,
     "backoff_max": 0.4,
     "absent_retry": 0.3,
-    "debounce": 0.05,
     "request_timeout": 5.0,
 }
 
 
-class Recorder:
-    """Collects on_change calls (from the notifier thread)."""
+class Recorder(Collector):
+    """The objects the listener was told of, and how many changes (lists, events) it got."""
 
     def __init__(self) -> None:
-        self.calls: list[list[dict[str, Any]]] = []
-        self._lock = threading.Lock()
+        super().__init__((*DEFAULT_RESOURCES, BOUND_PODS))
+        self.changes = 0
 
-    def __call__(self, objects: list[dict[str, Any]]) -> None:
-        with self._lock:
-            self.calls.append(objects)
+    def on_replaced(self, reflector: Any, old: Any, new: Any, changed: bool) -> None:
+        super().on_replaced(reflector, old, new, changed)
+        self.changes += 1
 
-    @property
-    def count(self) -> int:
-        with self._lock:
-            return len(self.calls)
+    def on_event(self, reflector: Any, kind: str, key: Any, item: dict[str, Any]) -> None:
+        super().on_event(reflector, kind, key, item)
+        self.changes += 1
 
     def names(self) -> set[tuple[str, str]]:
-        with self._lock:
-            last = self.calls[-1] if self.calls else []
-        return {(o["kind"], o["metadata"]["name"]) for o in last}
+        return {(o["kind"], o["metadata"]["name"]) for o in self.objects()}
 
     def latest(self, kind: str, name: str) -> dict[str, Any]:
-        with self._lock:
-            last = self.calls[-1]
-        return next(o for o in last if o["kind"] == kind and o["metadata"]["name"] == name)
+        objects = self.objects()
+        return next(o for o in objects if o["kind"] == kind and o["metadata"]["name"] == name)
+
+
+def live_source(api: Any, listener: Any, **kwargs: Any) -> LiveSource:
+    """A LiveSource with FAST timings (``kwargs``: Timing fields or LiveSource options)."""
+    timing = {k: kwargs.pop(k) for k in list(kwargs) if k in Timing.__dataclass_fields__}
+    return LiveSource(api, listener, timing=Timing(**{**FAST, **timing}), **kwargs)
 
 
 def truth(server: FakeApiServer, *resources: Any) -> set[tuple[str, str]]:
@@ -86,7 +94,7 @@ def make_source(api) -> Iterator[Callable[..., tuple[LiveSource, Recorder]]]:
 
     def make(**kwargs: Any) -> tuple[LiveSource, Recorder]:
         recorder = Recorder()
-        source = LiveSource(api, recorder, **{**FAST, "rng": random.Random(7), **kwargs})
+        source = live_source(api, recorder, **{"rng": random.Random(7), **kwargs})
         sources.append(source)
         source.start()
         return source, recorder
@@ -123,10 +131,10 @@ def test_a_custom_resource_list_over_the_cap_is_paged_not_read_whole(server, mak
 def test_initial_sync_delivers_every_object_with_kind_and_api_version(server, make_source):
     seed(server)
     source, recorder = make_source()
-    wait_for(lambda: recorder.count >= 1, 5.0, step=0.01)
-    assert source.synced and source.connected
+    wait_for(lambda: source.synced, 5.0, step=0.01)
+    assert source.connected
     assert recorder.names() == truth(server)
-    for obj in recorder.calls[-1]:
+    for obj in recorder.objects():
         assert obj["apiVersion"] in (
             "v1",
             "topology.node.k8s.io/v1alpha2",
@@ -141,7 +149,7 @@ def test_initial_sync_delivers_every_object_with_kind_and_api_version(server, ma
 
 
 @pytest.mark.slow
-def test_no_notification_before_every_installed_type_listed(server, make_source):
+def test_not_synced_before_every_installed_type_listed(server, make_source):
     seed(server)
     server.hold_lists(NUMATOPOLOGIES)
     source, recorder = make_source()
@@ -156,15 +164,15 @@ def test_no_notification_before_every_installed_type_listed(server, make_source)
     server.apply(node("n3"))  # a change while numatopologies is still listing
     time.sleep(0.3)
     assert not source.synced
-    assert recorder.count == 0
+    assert source.last_sync is None
     server.release_lists(NUMATOPOLOGIES)
-    wait_for(lambda: recorder.count >= 1, 5.0, step=0.01)
+    wait_for(lambda: source.synced, 5.0, step=0.01)
     assert ("Node", "n3") in recorder.names()
     assert ("Numatopology", "n1") in recorder.names()
 
 
 class _SlowNodesListener:
-    """An ``updates`` listener that takes its time over the Node list, as parsing 10,000
+    """A listener that takes its time over the Node list, as parsing 10,000
     Nodes does (about a second)."""
 
     def __init__(self) -> None:
@@ -190,7 +198,7 @@ def test_not_synced_until_the_listener_has_every_listed_object(server, api):
     came back: otherwise the first build runs without the Nodes still being parsed."""
     seed(server)
     listener = _SlowNodesListener()
-    source = LiveSource(api, updates=listener, **{**FAST, "rng": random.Random(7)})
+    source = live_source(api, listener, rng=random.Random(7))
     source.start()
     try:
         assert listener.entered.wait(5.0)
@@ -208,7 +216,7 @@ def test_not_synced_until_the_listener_has_every_listed_object(server, api):
 def test_add_modify_delete_propagate(server, make_source):
     seed(server)
     source, recorder = make_source()
-    wait_for(lambda: recorder.count >= 1, 5.0, step=0.01)
+    wait_for(lambda: source.synced, 5.0, step=0.01)
     server.apply(node("n3"))
     wait_for(lambda: ("Node", "n3") in recorder.names(), 5.0, step=0.01)
     server.apply(node("n1", labels={"node.koordinator.sh/numa-topology-policy": "SingleNUMANode"}))
@@ -225,22 +233,23 @@ def test_add_modify_delete_propagate(server, make_source):
     assert recorder.names() == truth(server)
     assert source.events >= 3
     assert source.relists == 0
-    assert source.resource_versions()["noderesourcetopologies"] == server.resource_version
+    assert source.status()["noderesourcetopologies"]["resourceVersion"] == server.resource_version
 
 
 @pytest.mark.slow
 def test_bookmarks_advance_resource_version_without_notifying(server, make_source):
     seed(server)
     source, recorder = make_source(watch_timeout=5)
-    wait_for(lambda: recorder.count >= 1 and server.open_watches() == 3, 5.0, step=0.01)
-    time.sleep(0.2)  # let the initial notification settle
-    before = recorder.count
+    wait_for(lambda: source.synced and server.open_watches() == 3, 5.0, step=0.01)
+    time.sleep(0.2)  # let the lists settle
+    before = recorder.changes
     bumped = server.advance(10)  # writes elsewhere in the cluster
     server.send_bookmarks()
-    wait_for(lambda: set(source.resource_versions().values()) == {bumped}, 5.0, step=0.01)
+    versions = lambda: {s["resourceVersion"] for s in source.status().values()}  # noqa: E731
+    wait_for(lambda: versions() == {bumped}, 5.0, step=0.01)
     assert source.bookmarks == 3
     time.sleep(0.2)
-    assert recorder.count == before
+    assert recorder.changes == before
     # Thanks to the bookmark, a compaction up to now costs no relist: the next watch
     # resumes from the bookmarked version, which is still in history.
     server.compact()
@@ -258,7 +267,7 @@ def test_bookmarks_advance_resource_version_without_notifying(server, make_sourc
 def test_410_relists_and_converges_to_the_truth(server, make_source):
     seed(server)
     source, recorder = make_source()
-    wait_for(lambda: recorder.count >= 1, 5.0, step=0.01)
+    wait_for(lambda: source.synced, 5.0, step=0.01)
     lists_before = len(server.list_requests(NODES))
     server.down()
     # While we are away: changes, then history compacted past our resourceVersion.
@@ -289,7 +298,7 @@ def test_410_relists_and_converges_to_the_truth(server, make_source):
 def test_api_away_then_back(server, make_source):
     seed(server)
     source, recorder = make_source()
-    wait_for(lambda: recorder.count >= 1 and source.connected, 5.0, step=0.01)
+    wait_for(lambda: source.synced and source.connected, 5.0, step=0.01)
     server.down()
     wait_for(lambda: not any(s["connected"] for s in source.status().values()), 5.0, step=0.01)
     stalled = source.last_sync
@@ -318,7 +327,7 @@ def test_missing_crd_reported_once_and_does_not_block_the_others(server, make_so
     server.set_installed(NUMATOPOLOGIES, False)
     caplog.set_level(logging.WARNING, logger="numagate.live")
     source, recorder = make_source(absent_retry=0.1)
-    wait_for(lambda: recorder.count >= 1, 5.0, step=0.01)
+    wait_for(lambda: source.synced, 5.0, step=0.01)
     assert source.synced
     assert recorder.names() == truth(server, NODES, NRTS)
     time.sleep(0.5)  # several slow retries
@@ -338,7 +347,7 @@ def test_forbidden_resource_names_rbac_and_does_not_block(server, make_source):
     seed(server)
     server.set_forbidden(NRTS, True)
     source, recorder = make_source()
-    wait_for(lambda: recorder.count >= 1, 5.0, step=0.01)
+    wait_for(lambda: source.synced, 5.0, step=0.01)
     assert recorder.names() == truth(server, NODES, NUMATOPOLOGIES)
     assert "403" in source.errors["noderesourcetopologies"]
     assert "service account" in source.errors["noderesourcetopologies"]
@@ -377,10 +386,10 @@ def test_older_crd_version_is_read_when_newer_is_not_served(tmp_path):
         server.apply({**nrt("n1"), "apiVersion": "topology.node.k8s.io/v1alpha1"})
         api = api_client_from_kubeconfig(server.write_kubeconfig(tmp_path / "kc"))
         recorder = Recorder()
-        source = LiveSource(api, recorder, **FAST)
+        source = live_source(api, recorder)
         source.start()
         try:
-            wait_for(lambda: recorder.count >= 1, 5.0, step=0.01)
+            wait_for(lambda: source.synced, 5.0, step=0.01)
             assert recorder.latest("NodeResourceTopology", "n1")["apiVersion"] == (
                 "topology.node.k8s.io/v1alpha1"
             )
@@ -395,8 +404,8 @@ def test_bound_pods_are_optional(server, make_source):
     server.apply(pod("pending"))
     server.apply(pod("done", node_name="n1", phase="Succeeded"))
     without, rec_without = make_source()
-    _, rec_with = make_source(include_pods=True)
-    wait_for(lambda: rec_without.count >= 1 and rec_with.count >= 1, 5.0, step=0.01)
+    with_pods, rec_with = make_source(include_pods=True)
+    wait_for(lambda: without.synced and with_pods.synced, 5.0, step=0.01)
     assert not any(kind == "Pod" for kind, _ in rec_without.names())
     assert {n for kind, n in rec_with.names() if kind == "Pod"} == {"bound"}
     server.apply(pod("bound", node_name="n1", phase="Failed"))
@@ -406,52 +415,10 @@ def test_bound_pods_are_optional(server, make_source):
     assert without.synced
 
 
-@pytest.mark.slow
-def test_burst_of_changes_is_debounced(server, make_source):
-    seed(server)
-    source, recorder = make_source(debounce=0.3)
-    wait_for(lambda: recorder.count >= 1, 5.0, step=0.01)
-    before = recorder.count
-    started = time.monotonic()
-    for i in range(40):
-        server.apply(node(f"burst-{i}"))
-    wait_for(lambda: ("Node", "burst-39") in recorder.names(), 5.0, step=0.01)
-    elapsed = time.monotonic() - started
-    time.sleep(0.4)
-    # At most one delivery per debounce interval (plus the leading and trailing ones).
-    assert recorder.count - before <= elapsed / 0.3 + 2
-    assert recorder.count - before < 10
-    assert recorder.names() == truth(server)
-    assert source.events >= 40
-
-
-def test_failing_callback_is_reported_and_does_not_stop_delivery(server, api):
-    seed(server)
-    calls: list[int] = []
-
-    def flaky(objects: list[dict[str, Any]]) -> None:
-        calls.append(len(objects))
-        if len(calls) == 1:
-            raise RuntimeError("inventory rejected")
-
-    source = LiveSource(api, flaky, **FAST)
-    source.start()
-    try:
-        wait_for(lambda: len(calls) == 1, 5.0, step=0.01)
-        wait_for(lambda: "on_change" in source.errors, 5.0, step=0.01)
-        assert "inventory rejected" in source.errors["on_change"]
-        server.apply(node("n5"))
-        wait_for(lambda: len(calls) >= 2, 5.0, step=0.01)
-        wait_for(lambda: "on_change" not in source.errors, 5.0, step=0.01)
-        assert calls[-1] == len(truth(server))
-    finally:
-        source.stop()
-
-
 def test_stop_is_prompt_with_long_watches_open(server, make_source):
     seed(server)
-    source, recorder = make_source(watch_timeout=60)
-    wait_for(lambda: recorder.count >= 1 and server.open_watches() == 3, 5.0, step=0.01)
+    source, _ = make_source(watch_timeout=60)
+    wait_for(lambda: source.synced and server.open_watches() == 3, 5.0, step=0.01)
     started = time.monotonic()
     source.stop()
     # Far below the 60..120 s watch the threads were blocked in.
@@ -483,11 +450,11 @@ def test_backoff_grows_with_jitter_and_is_capped():
     assert backoff.next() <= 0.2
 
 
-def test_constructor_rejects_bad_bounds(api):
+def test_timing_rejects_bad_bounds():
     with pytest.raises(ValueError, match=r"initial=1.0, maximum=0.5"):
-        LiveSource(api, lambda objects: None, backoff_initial=1.0, backoff_max=0.5)
+        Timing(backoff_initial=1.0, backoff_max=0.5)
     with pytest.raises(ValueError, match="watch_timeout"):
-        LiveSource(api, lambda objects: None, watch_timeout=0)
+        Timing(watch_timeout=0)
 
 
 def test_kubeconfig_errors_are_clear(tmp_path, monkeypatch):

@@ -89,9 +89,7 @@ def reflect(api: kubernetes.client.ApiClient) -> Iterator[Any]:
     started: list[tuple[Reflector, threading.Thread]] = []
 
     def start(listener: Model) -> Reflector:
-        reflector = Reflector(
-            NODE_RESOURCE, api, listener, TIMING, stopping, random.Random(1), keep_objects=False
-        )
+        reflector = Reflector(NODE_RESOURCE, api, listener, TIMING, stopping, random.Random(1))
         thread = threading.Thread(target=reflector.run, daemon=True)
         thread.start()
         started.append((reflector, thread))

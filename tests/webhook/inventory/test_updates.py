@@ -35,11 +35,14 @@ from tests.webhook.fake_apiserver import (
 from tests.webhook.fake_apiserver_churn import churning
 from webhook.inventory.fed import FedInventory
 from webhook.inventory.feed import FeederSpec, listen, watch_cluster
+from webhook.inventory.live import Timing
 from webhook.inventory.owner import socket_address
 from webhook.inventory.state import InventoryState
 from webhook.metrics import WebhookMetrics
 
-FAST = {"watch_timeout": 1, "backoff_initial": 0.05, "backoff_max": 0.4, "request_timeout": 5.0}
+FAST = {
+    "timing": Timing(watch_timeout=1, backoff_initial=0.05, backoff_max=0.4, request_timeout=5.0)
+}
 pytestmark = pytest.mark.slow
 
 
