@@ -34,7 +34,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from multiprocessing.connection import Listener
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -43,6 +43,7 @@ from core.model import NodeTopology
 from core.snapshot.snapshot import Snapshot
 from webhook.heap import limit_malloc_arenas, release_free_heap
 from webhook.inventory.file_build import die_with_parent
+from webhook.inventory.owner import FeederSpec
 from webhook.inventory.updates import (
     Queued,
     apply_events,
@@ -97,20 +98,6 @@ class Batch:
     errors: tuple[str, ...] | None  # None: unchanged
     events: tuple[Event, ...]
     status: Status
-
-
-@dataclass(frozen=True)
-class FeederSpec:
-    """What the inventory process needs (picklable: it is spawned)."""
-
-    address: str  # the Unix socket the workers connect to
-    kubeconfig: str | None = None
-    context: str | None = None
-    in_cluster: bool = False
-    include_pods: bool = False
-    log_level: str = "info"
-    window: float = 0.05
-    live: Mapping[str, Any] = field(default_factory=dict)  # LiveSource timings (tests)
 
 
 class Peer(Protocol):

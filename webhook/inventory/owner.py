@@ -6,21 +6,19 @@ exits; the workers connect to its socket (webhook/inventory/fed.py)."""
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import multiprocessing
 import shutil
 import tempfile
 import threading
 import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from webhook.logs import get_logger
-
-if TYPE_CHECKING:
-    from webhook.inventory.feed import FeederSpec
 
 log = get_logger("inventory")
 
@@ -31,25 +29,49 @@ RESTART_MAX = 30.0
 _GO = b"go"
 
 
+@dataclass(frozen=True)
+class FeederSpec:
+    """What the inventory process needs (picklable: it is spawned; defined here, where
+    importing it costs nothing, so that serve spawns the process before its own imports)."""
+
+    address: str  # the Unix socket the workers connect to
+    kubeconfig: str | None = None
+    context: str | None = None
+    in_cluster: bool = False
+    include_pods: bool | None = False  # None: as the configuration file ``config`` says
+    log_level: str = "info"
+    window: float = 0.05
+    live: Mapping[str, Any] = field(default_factory=dict)  # LiveSource options (tests)
+    config: str | None = None
+
+
+class ClusterOptions(Protocol):
+    """What :func:`owner_for` reads of serve's arguments or options."""
+
+    kubeconfig: str | None
+    context: str | None
+    in_cluster: bool
+    config: str | None
+    log_level: str
+
+
 def socket_address() -> str:
     """A fresh path for the process's socket, in a directory only this user can enter."""
     return str(Path(tempfile.mkdtemp(prefix="numagate-inventory-")) / "inventory.sock")
 
 
-def _process_main(fields: dict[str, Any], config: str | None, gate: Connection | None) -> None:
-    """The spawned process's entry: the FeederSpec made here from its fields (so that the
-    parent need not import the watch's modules to start it); ``include_pods`` None means
-    "as the configuration file says" (read here, not in a parent that has not loaded it).
-    ``gate``: wait, once imported, until the parent has checked its arguments; a parent
-    that refused them says why itself, so this process goes quietly."""
+def _process_main(spec: FeederSpec, gate: Connection | None) -> None:
+    """The spawned process's entry. The configuration file is read here, not in a parent
+    that has not loaded it. ``gate``: wait, once imported, until the parent has checked its
+    arguments; a parent that refused them says why itself, so this process goes quietly."""
     from webhook.config import ConfigHolder
-    from webhook.inventory.feed import FeederSpec, feeder_main
+    from webhook.inventory.feed import feeder_main
 
     if gate is not None and not _released(gate):
         return
-    if fields.get("include_pods") is None:
-        fields = {**fields, "include_pods": ConfigHolder(config).current.inventory.watch_pods}
-    feeder_main(FeederSpec(**fields))
+    if spec.include_pods is None:
+        spec = replace(spec, include_pods=ConfigHolder(spec.config).current.inventory.watch_pods)
+    feeder_main(spec)
 
 
 def _released(gate: Connection) -> bool:
@@ -62,14 +84,10 @@ def _released(gate: Connection) -> bool:
 
 
 class InventoryOwner:
-    """The inventory process of this replica, kept running until :meth:`stop`. ``spec``:
-    the FeederSpec, or its fields (:func:`spawn_early`, with ``config``)."""
+    """The inventory process of this replica, kept running until :meth:`stop`."""
 
-    def __init__(self, spec: FeederSpec | dict[str, Any], *, config: str | None = None) -> None:
-        if not isinstance(spec, dict):
-            spec = {f.name: getattr(spec, f.name) for f in dataclasses.fields(spec)}
-        self._fields = spec
-        self._config = config
+    def __init__(self, spec: FeederSpec) -> None:
+        self.spec = spec
         self.restarts = 0
         self._proc: BaseProcess | None = None
         self._gate: Connection | None = None  # the parent's end while the process is held
@@ -78,7 +96,7 @@ class InventoryOwner:
 
     @property
     def address(self) -> str:
-        return str(self._fields["address"])
+        return self.spec.address
 
     @property
     def pid(self) -> int | None:
@@ -95,7 +113,7 @@ class InventoryOwner:
             theirs, self._gate = ctx.Pipe(duplex=False)
         proc = ctx.Process(
             target=_process_main,
-            args=(self._fields, self._config, theirs),
+            args=(self.spec, theirs),
             name="numagate-inventory",
         )
         proc.daemon = True
@@ -164,31 +182,19 @@ class InventoryOwner:
             shutil.rmtree(Path(self.address).parent)
 
 
-def spawn_early(
-    *,
-    kubeconfig: str | None,
-    context: str | None,
-    in_cluster: bool,
-    config: str | None,
-    log_level: str,
-) -> InventoryOwner | None:
-    """The replica's inventory process, spawned before serve's own start (None without a
-    cluster to watch), held until the caller has checked the cluster source
-    (:meth:`InventoryOwner.release`). Not supervised yet: the caller calls
-    :meth:`InventoryOwner.supervise` once it has forked its workers (a thread here would
-    make forking them unsafe)."""
-    if not (kubeconfig or in_cluster):
+def owner_for(opts: ClusterOptions, include_pods: bool | None = None) -> InventoryOwner | None:
+    """The replica's inventory process for the cluster ``opts`` names (serve's arguments or
+    options), not started yet; None without a cluster to watch. ``include_pods`` None: as
+    ``opts.config`` says (read in the process)."""
+    if not (opts.kubeconfig or opts.in_cluster):
         return None
-    owner = InventoryOwner(
-        {
-            "address": socket_address(),
-            "kubeconfig": kubeconfig,
-            "context": context,
-            "in_cluster": in_cluster,
-            "include_pods": None,  # from the configuration, in the process
-            "log_level": log_level,
-        },
-        config=config,
+    spec = FeederSpec(
+        address=socket_address(),
+        kubeconfig=opts.kubeconfig,
+        context=opts.context,
+        in_cluster=opts.in_cluster,
+        include_pods=include_pods,
+        log_level=opts.log_level,
+        config=opts.config,
     )
-    owner.spawn(held=True)
-    return owner
+    return InventoryOwner(spec)
