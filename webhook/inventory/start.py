@@ -5,14 +5,13 @@ embedded demo. Split from webhook/server.py, which wires it into the server's li
 from __future__ import annotations
 
 import asyncio
-import pickle
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from webhook.config import ConfigHolder
 from webhook.dra import state as dra_sources
-from webhook.inventory.state import FileBuild, InventoryState, StaticFileSource, load_demo
+from webhook.inventory.state import InventoryState, StaticFileSource, load_demo
 from webhook.logs import get_logger
 
 
@@ -92,12 +91,7 @@ def start_sources(
     tasks.extend(dra_tasks)
     if opts.inventory:
         static = StaticFileSource(opts.inventory, state, interval=interval)
-        if preloaded is not None:
-            built: FileBuild = pickle.loads(preloaded)
-            static.adopt(built)
-            del built
-        else:
-            static.load()
+        static.load(preloaded)
         tasks.append(asyncio.get_running_loop().create_task(static.run()))
     elif opts.kubeconfig or opts.in_cluster:
         watch_pods = holder.current.inventory.watch_pods

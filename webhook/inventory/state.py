@@ -200,21 +200,30 @@ class FileBuild:
     signature: Signature | None  # taken before the read: a later change is noticed
 
 
-def build_file(path: str, *, now: float, isolate: bool = False) -> FileBuild:
+def build_file(
+    path: str, *, now: float, isolate: bool = False, text: str | None = None
+) -> FileBuild:
     """Read, parse and build ``path`` (LoadError for unreadable or unparsable files, the
     build's own errors as themselves); ``isolate``: in a short-lived helper process
-    (:class:`FileBuildProcess`, :func:`pickled_file_build`), stamped with ``now``."""
+    (:class:`FileBuildProcess` running :func:`pickled_file_build`), which reads the file
+    itself; else ``text``, when given, is the content read already."""
     if isolate:
-        built: FileBuild = pickle.loads(FileBuildProcess(path, pickled_file_build).result())
-        # Stamped with this process's clock (the age metric and staleness use it).
-        return dataclasses.replace(built, view=dataclasses.replace(built.view, built_at=now))
+        return received(FileBuildProcess(path, pickled_file_build).result(), now)
     signature = file_signature(path)
-    text = read_text(path)
+    if text is None:
+        text = read_text(path)
     digest = _digest(text)
     objects = [o.obj for o in parse_objects(text, path)]
     del text
     view = build_view(objects, source=f"file:{path}", now=now)
     return FileBuild(view, digest, signature)
+
+
+def received(pickled: bytes, now: float) -> FileBuild:
+    """A FileBuild a helper process built, stamped with this process's clock ``now`` (the
+    age metric and staleness use it)."""
+    built: FileBuild = pickle.loads(pickled)
+    return dataclasses.replace(built, view=dataclasses.replace(built.view, built_at=now))
 
 
 def pickled_file_build(path: str) -> bytes:
@@ -262,22 +271,16 @@ class StaticFileSource:
     def _remember(self, digest: str | None, signature: Signature | None) -> None:
         self._digest, self._signature = digest, _trusted(signature)
 
-    def adopt(self, built: FileBuild) -> InventoryView:
-        """Install a view built elsewhere (the server's parent builds it once for all
-        workers) as if this source had loaded it."""
-        view = dataclasses.replace(built.view, built_at=self.state.clock())
-        self.state.install(view)
-        self._remember(built.digest, built.signature)
-        return view
-
-    def load(self) -> InventoryView:
-        """First load: errors propagate (a bad file at startup is a usage error)."""
-        sig = file_signature(self.path)
+    def load(self, pickled: bytes | None = None) -> InventoryView:
+        """First load: errors propagate (a bad file at startup is a usage error).
+        ``pickled``: the FileBuild a helper made already (serve's parent builds it once for
+        all workers: :func:`received`), installed as if this source had loaded it."""
         now = self.state.clock()
-        self.reads += 1
-        built = build_file(
-            self.path, now=now, isolate=sig is not None and sig[1] > self.isolate_above
-        )
+        if pickled is not None:
+            built = received(pickled, now)
+        else:
+            self.reads += 1
+            built = build_file(self.path, now=now, isolate=self._large(file_signature(self.path)))
         self.state.install(built.view)
         self._remember(built.digest, built.signature)
         return built.view
@@ -304,8 +307,12 @@ class StaticFileSource:
             return self._fail(
                 f"{self.path}: file is empty (being written?); an empty inventory needs 'kind: List' with no items"
             )
+        large = self._large(sig)
         try:
-            view = self._build(text, large=sig is not None and sig[1] > self.isolate_above)
+            # A helper reads the file again; if it changed meanwhile, its stat differs from
+            # the signature remembered above and the next check reloads.
+            now = self.state.clock()
+            view = build_file(self.path, now=now, isolate=large, text=text).view
         except (LoadError, CoreError, ValueError, TypeError) as exc:
             return self._fail(f"{self.path}: {exc}")
         self.state.install(view)
@@ -313,14 +320,8 @@ class StaticFileSource:
         log.info("inventory reloaded", extra={"file": self.path})
         return True
 
-    def _build(self, text: str, *, large: bool) -> InventoryView:
-        now = self.state.clock()
-        if large:
-            # The helper reads the file again; if it changed meanwhile, its stat differs
-            # from the signature remembered above and the next check reloads.
-            return build_file(self.path, now=now, isolate=True).view
-        objects = [o.obj for o in parse_objects(text, self.path)]
-        return build_view(objects, source=f"file:{self.path}", now=now)
+    def _large(self, sig: Signature | None) -> bool:
+        return sig is not None and sig[1] > self.isolate_above
 
     def _fail(self, message: str) -> bool:
         if message != self.last_error:
