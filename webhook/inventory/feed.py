@@ -1,28 +1,7 @@
-"""The cluster inventory's owner: one process per replica (issue 31; docs/inventory.md,
-"The inventory process").
-
-Watching in the worker put the watch threads' parsing under the worker's GIL, beside the
-reviews: at 100,000 nodes and 1,667 NRT events/s the worker paid 3.1-3.8 ms of CPU per
-review against 1.5 ms with the watches in a process of their own (issue 31). So the
-*inventory process* is the only live path: it lists and watches, parses and merges, and
-every worker of the replica connects to it over a Unix socket and receives:
-
-- a ``Whole`` first (the packed snapshot): the first build, or, for a worker that joins
-  later (a reconnect, a restarted process), the snapshot of the records held then;
-- then a ``Batch`` per round of events: for each node whose new record differs only in
-  free amounts (most events under churn), its name and its zones' free amounts; for any
-  other change the record (or None: gone). The worker rebuilds the former from the record
-  it holds (``with_available``) and patches its own copy-on-write snapshot;
-- every message carries the process's ``Status`` (per-resource sync times, whether every
-  type listed, the oldest event it has not sent), at least once a second: staleness,
-  readiness and the sync-age and lag gauges read it.
-
-A worker and the process hold the same records in the same order from the Whole on, so a
-usage delta names a record the worker has; one that does not (a bug, never a race) makes
-the worker reconnect, and the new connection starts with a Whole. This module is the
-process's end and the messages; the worker's end is webhook/inventory/fed.py, and the
-process's start and restarts webhook/inventory/owner.py.
-"""
+"""The inventory process's end: one process per replica lists and watches, parses and
+merges, and sends every worker a ``Whole`` then a ``Batch`` per round, each with its
+``Status`` (docs/inventory.md, "The inventory process"). The worker's end is
+webhook/inventory/fed.py; the process's start and restarts webhook/inventory/owner.py."""
 
 from __future__ import annotations
 
@@ -38,20 +17,13 @@ from dataclasses import dataclass
 from multiprocessing.connection import Listener
 from typing import TYPE_CHECKING, Any, Protocol
 
-from core.inventory.incremental import IncrementalInventory
+from core.inventory.incremental import IncrementalInventory, ObjectKey, parse_object
 from core.model import NodeTopology
 from core.snapshot.snapshot import Snapshot
 from webhook.heap import limit_malloc_arenas, release_free_heap
 from webhook.inventory.file_build import die_with_parent
+from webhook.inventory.objects import fingerprint
 from webhook.inventory.owner import FeederSpec
-from webhook.inventory.updates import (
-    Queued,
-    apply_events,
-    build_whole,
-    drain_unbuilt,
-    queue_object,
-    relist_difference,
-)
 from webhook.logs import get_logger
 
 if TYPE_CHECKING:
@@ -60,6 +32,8 @@ if TYPE_CHECKING:
 log = get_logger("inventory")
 
 Event = tuple[float, str, str]  # (monotonic time received, resource, event type)
+# An Event, then the object's key and its parsed parts (None: deleted).
+Queued = tuple[float, str, str, ObjectKey, Any]
 # At most this many events per Batch: a worker applies one Batch in one go on its event
 # loop (~60 us per event at 100,000 nodes), so a backlog (a relist) arrives as batches
 # with the worker's other work in between.
@@ -173,19 +147,32 @@ class Feed:
         self._wake = threading.Event()
         fanout.wake = self._wake.set
 
-    # Listener (reflector threads)
+    # Listener (reflector threads): each object parsed there, stamped and queued
     def on_event(self, reflector: Any, kind: str, key: Any, item: dict[str, Any]) -> None:
-        self._queue.append(queue_object(self.inventory, reflector, kind, key, item))
+        self._queue.append(self._queued(reflector, kind, key, item))
         self._wake.set()
 
     def on_replaced(
         self, reflector: Any, old: Mapping[Any, Any], new: Mapping[Any, Any], changed: bool
     ) -> None:
-        self._queue.extend(relist_difference(self.inventory, reflector, old, new))
+        """What a (re)list changed against what was held (by fingerprint): a relist of an
+        unchanged cluster costs a comparison per object."""
+        queued = [
+            self._queued(reflector, "ADDED", key, item)
+            for key, item in new.items()
+            if old.get(key) != fingerprint(item)
+        ]
+        queued.extend(self._queued(reflector, "DELETED", k, {}) for k in old.keys() - new.keys())
+        self._queue.extend(queued)
         self._wake.set()
 
     def on_touch(self) -> None:
         self._wake.set()
+
+    def _queued(self, reflector: Any, kind: str, key: Any, item: dict[str, Any]) -> Queued:
+        resource = reflector.resource
+        parsed = None if kind == "DELETED" else parse_object(item, self.inventory.units)
+        return (time.monotonic(), resource.name, kind, (resource.kind, *key), parsed)
 
     # The loop
     def run(self, stop: threading.Event | None = None) -> None:
@@ -204,7 +191,7 @@ class Feed:
             if self.synced():
                 self._send_whole()
             else:
-                drain_unbuilt(self._queue, self.inventory, self._unbuilt)
+                self._drain_unbuilt()
             return
         while True:
             self._send_batch()
@@ -213,6 +200,33 @@ class Feed:
         joined = self.fanout.take_joined()
         if joined:
             self._welcome(joined)
+
+    def _apply(self, limit: int | None = None) -> list[Queued]:
+        """Take up to ``limit`` events off the queue into the inventory (not flushed); the
+        events taken. Only the last state of each object matters (events of different
+        objects commute: the result is the build of the final objects)."""
+        queue, drained = self._queue, []
+        while queue and (limit is None or len(drained) < limit):
+            drained.append(queue.popleft())
+        last = {item[3]: item for item in drained}
+        for item in last.values() if len(last) < len(drained) else drained:
+            if item[4] is None:
+                self.inventory.delete(item[3])
+            else:
+                self.inventory.set(item[4])
+        return drained
+
+    def _drain_unbuilt(self) -> None:
+        """Before the first build, while the lists come in: the queued objects into the
+        inventory, where their maps are shared as they go in; their events (without the
+        objects) kept for the first build to report. Left queued until the first build,
+        every object's own copies were alive at once: 25 MiB of RSS at 10,000 nodes
+        (docs/inventory.md, "Memory")."""
+        self._unbuilt.extend((*item[:4], None) for item in self._apply())
+
+    def _snapshot(self) -> Snapshot:
+        records = self.inventory.records
+        return Snapshot.build([records[k] for k in sorted(records)])
 
     def _status(self) -> Status:
         queue = self._queue  # drained only on this thread: no race with the emptiness test
@@ -224,9 +238,19 @@ class Feed:
 
     def _send_whole(self) -> None:
         started = time.monotonic()
-        snapshot, drained = build_whole(self._queue, self.inventory, "first build", self._unbuilt)
+        drained = [*self._unbuilt, *self._apply()]
         self._unbuilt = []
+        self.inventory.flush()
+        snapshot = self._snapshot()
         seconds = time.monotonic() - started
+        log.info(
+            "inventory built whole",
+            extra={
+                "reason": "first build",
+                "nodes": len(snapshot.nodes),
+                "seconds": round(seconds, 3),
+            },
+        )
         self.inventory.share_usage(False)  # from now on, events one by one
         errors = self.inventory.errors()
         message = Whole(snapshot, errors, _events(drained), seconds, self._status())
@@ -238,16 +262,16 @@ class Feed:
     def _welcome(self, joined: list[Peer]) -> None:
         """A Whole of the records held now (every queued event sent before it)."""
         started = time.monotonic()
-        records = self.inventory.records
-        snapshot = Snapshot.build([records[k] for k in sorted(records)])
+        snapshot = self._snapshot()
         seconds = time.monotonic() - started
         whole = Whole(snapshot, self.inventory.errors(), (), seconds, self._status())
         self._send(whole, joined)
-        log.info("worker joined", extra={"nodes": len(records), "seconds": round(seconds, 3)})
+        nodes = len(snapshot.nodes)
+        log.info("worker joined", extra={"nodes": nodes, "seconds": round(seconds, 3)})
 
     def _send_batch(self) -> None:
         inventory = self.inventory
-        drained = apply_events(self._queue, inventory, self.max_batch)
+        drained = self._apply(self.max_batch)
         changes = inventory.flush()
         usage = tuple(
             (name, tuple(z.available for z in changes.pop(name).zones))  # type: ignore[union-attr]

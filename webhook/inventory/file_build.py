@@ -1,11 +1,6 @@
-"""A large static inventory file built in a short-lived helper process.
-
-The helper's result is the pickled FileBuild (webhook.inventory.state): the view and
-what the source needs to notice later changes. ``serve`` starts it first thing, before
-its own imports, certificates and TLS setup (~0.5 s): the build runs beside them on
-another core instead of after them (docs/inventory.md, "Startup from a file"). So this
-module imports only the standard library: it is imported before anything heavy.
-"""
+"""A large static inventory file built in a short-lived helper process, which ``serve``
+starts first thing (docs/inventory.md, "Startup from a file"). Imports only the standard
+library: it is imported before anything heavy."""
 
 from __future__ import annotations
 

@@ -1,20 +1,8 @@
-"""One resource type, listed then watched: the loop client-go's ``tools/cache/reflector.go``
-runs (kubernetes.io "API concepts", "Efficient detection of changes").
-
-1. list (paged: ``limit``/``continue``) and keep its ``metadata.resourceVersion``;
-2. watch from that version with ``allowWatchBookmarks=true`` and a server-side
-   ``timeoutSeconds``, applying ADDED/MODIFIED/DELETED to an in-memory map and taking the
-   ``resourceVersion`` of every event, BOOKMARK included, so a reconnect resumes where
-   the last stream stopped;
-3. a ``410 Gone``/``Expired`` (an ERROR event or an HTTP 410) means the version was
-   compacted away: relist; a connection error means reconnect from the last version
-   after an exponential backoff with jitter; a ``404`` on list means the CRD is not
-   installed (a ``403``: not readable by our service account): reported once, retried
-   slowly, and it never holds back the other types.
-
-The kubernetes client is synchronous: each reflector runs in its own daemon thread and
-tells its owner (webhook/inventory/live.py) what changed through a ``Listener``.
-"""
+"""One resource type, listed then watched, as client-go's ``tools/cache/reflector.go``
+does: paged list, watch from its resourceVersion with bookmarks, relist on 410,
+reconnect with backoff, a type not installed or not readable reported once and retried
+slowly (docs/inventory.md, "List and watch"). Each reflector runs in its own thread and
+tells its listener (webhook/inventory/live.py) what changed."""
 
 from __future__ import annotations
 

@@ -45,9 +45,8 @@ def _start_fed(
     parses and merges, and this worker applies the changes it sends
     (webhook/inventory/feed.py). With ``--workers N`` the serve process started it
     (``opts.inventory_address``); else this worker starts it and restarts it."""
-    from webhook.inventory.fed import FedInventory
+    from webhook.inventory.fed import FedInventory, report_sync
     from webhook.inventory.owner import owner_for
-    from webhook.inventory.updates import report_sync
 
     loop = asyncio.get_running_loop()
     owner = None

@@ -1,15 +1,7 @@
-"""The inventory the request path reads, and the sources that feed it.
-
-The request path only ever reads ``InventoryState.view``: one attribute holding an
-immutable :class:`InventoryView`. Sources build a new view (parse, ``build_inventory``,
-``Snapshot.build``) off the request path, in a thread, and swap it in with one
-assignment, which is atomic under the GIL. A source that fails keeps the last good view.
-
-Large static files are parsed in a short-lived helper process (:func:`build_file`):
-the YAML parse of a large file allocates many short-lived dicts, and a process
-that did it keeps most of those pages after freeing them (glibc heap fragmentation). The
-helper sends back the pickled view, which holds only what the request path needs.
-"""
+"""The inventory the request path reads, and the sources that feed it: one attribute,
+``InventoryState.view``, holding an immutable :class:`InventoryView`, swapped in whole;
+a source that fails keeps the last good view. A large static file is built in a helper
+process (docs/inventory.md, "Startup from a file" and "Memory")."""
 
 from __future__ import annotations
 
