@@ -121,35 +121,9 @@ class LiveSource:
         return tuple(self._reflectors)
 
     @property
-    def connected(self) -> bool:
-        """The API answered the latest request of every resource type."""
-        return all(r.connected for r in self._reflectors)
-
-    @property
-    def relists(self) -> int:
-        return sum(r.relists for r in self._reflectors)
-
-    @property
-    def reconnects(self) -> int:
-        return sum(r.reconnects for r in self._reflectors)
-
-    @property
-    def events(self) -> int:
-        return sum(r.events for r in self._reflectors)
-
-    @property
-    def bookmarks(self) -> int:
-        return sum(r.bookmarks for r in self._reflectors)
-
-    @property
     def errors(self) -> dict[str, str]:
         """The current problem per resource type."""
         return {r.resource.name: r.error for r in self._reflectors if r.error}
-
-    def status(self) -> dict[str, dict[str, Any]]:
-        """Per resource type: installed, listed, connected, version served, object count,
-        resourceVersion, error and last sync; for /readyz detail and metrics."""
-        return {r.resource.name: r.status() for r in self._reflectors}
 
     def sync(self) -> list[tuple[str, float | None]]:
         """Per resource type, the time it is known in sync up to (the sync-age gauges)."""

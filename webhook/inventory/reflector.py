@@ -87,19 +87,6 @@ class Reflector:
         """Listed, or known not to be installed (lock held or not: a bool read)."""
         return self.listed or self.installed is False
 
-    def status(self) -> dict[str, Any]:
-        with self.lock:
-            return {
-                "installed": self.installed,
-                "listed": self.listed,
-                "connected": self.connected,
-                "version": self.version,
-                "objects": len(self.items),
-                "resourceVersion": self.resource_version,
-                "error": self.error,
-                "lastSync": self.last_sync,
-            }
-
     def synced_until(self) -> float | None:
         """Up to when this type is known to be in sync: its last list, watch start,
         event, bookmark or clean end of a watch."""

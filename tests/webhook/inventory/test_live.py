@@ -74,6 +74,19 @@ class Recorder(Collector):
         return next(o for o in objects if o["kind"] == kind and o["metadata"]["name"] == name)
 
 
+def each(source: LiveSource, field: str) -> dict[str, Any]:
+    """A field of each resource type's reflector, by type."""
+    return {r.resource.name: getattr(r, field) for r in source.reflectors}
+
+
+def total(source: LiveSource, counter: str) -> int:
+    return sum(each(source, counter).values())
+
+
+def connected(source: LiveSource) -> bool:
+    return all(each(source, "connected").values())
+
+
 def live_source(api: Any, listener: Any, **kwargs: Any) -> LiveSource:
     """A LiveSource with FAST timings (``kwargs``: Timing fields or LiveSource options)."""
     timing = {k: kwargs.pop(k) for k in list(kwargs) if k in Timing.__dataclass_fields__}
@@ -132,7 +145,7 @@ def test_initial_sync_delivers_every_object_with_kind_and_api_version(server, ma
     seed(server)
     source, recorder = make_source()
     wait_for(lambda: source.synced, 5.0, step=0.01)
-    assert source.connected
+    assert connected(source)
     assert recorder.names() == truth(server)
     for obj in recorder.objects():
         assert obj["apiVersion"] in (
@@ -155,8 +168,7 @@ def test_not_synced_before_every_installed_type_listed(server, make_source):
     source, recorder = make_source()
     wait_for(
         lambda: (
-            source.status()["nodes"]["listed"]
-            and source.status()["noderesourcetopologies"]["listed"]
+            each(source, "listed")["nodes"] and each(source, "listed")["noderesourcetopologies"]
         ),
         5.0,
         step=0.01,
@@ -204,7 +216,7 @@ def test_not_synced_until_the_listener_has_every_listed_object(server, api):
         assert listener.entered.wait(5.0)
         wait_for(lambda: {"noderesourcetopologies", "numatopologies"} <= listener.delivered, 5.0)
         assert not source.synced
-        assert not source.status()["nodes"]["listed"]
+        assert not each(source, "listed")["nodes"]
         listener.release.set()
         wait_for(lambda: source.synced, 5.0, step=0.01)
         assert "nodes" in listener.delivered
@@ -231,9 +243,9 @@ def test_add_modify_delete_propagate(server, make_source):
     server.delete(NRTS, "n2")
     wait_for(lambda: ("NodeResourceTopology", "n2") not in recorder.names(), 5.0, step=0.01)
     assert recorder.names() == truth(server)
-    assert source.events >= 3
-    assert source.relists == 0
-    assert source.status()["noderesourcetopologies"]["resourceVersion"] == server.resource_version
+    assert total(source, "events") >= 3
+    assert total(source, "relists") == 0
+    assert each(source, "resource_version")["noderesourcetopologies"] == server.resource_version
 
 
 @pytest.mark.slow
@@ -245,9 +257,9 @@ def test_bookmarks_advance_resource_version_without_notifying(server, make_sourc
     before = recorder.changes
     bumped = server.advance(10)  # writes elsewhere in the cluster
     server.send_bookmarks()
-    versions = lambda: {s["resourceVersion"] for s in source.status().values()}  # noqa: E731
+    versions = lambda: set(each(source, "resource_version").values())  # noqa: E731
     wait_for(lambda: versions() == {bumped}, 5.0, step=0.01)
-    assert source.bookmarks == 3
+    assert total(source, "bookmarks") == 3
     time.sleep(0.2)
     assert recorder.changes == before
     # Thanks to the bookmark, a compaction up to now costs no relist: the next watch
@@ -257,11 +269,11 @@ def test_bookmarks_advance_resource_version_without_notifying(server, make_sourc
     server.down()
     server.up()
     wait_for(
-        lambda: len(server.watch_requests(NODES)) > watches and source.connected, 5.0, step=0.01
+        lambda: len(server.watch_requests(NODES)) > watches and connected(source), 5.0, step=0.01
     )
     server.apply(node("n9"))
     wait_for(lambda: ("Node", "n9") in recorder.names(), 5.0, step=0.01)
-    assert source.relists == 0
+    assert total(source, "relists") == 0
 
 
 def test_410_relists_and_converges_to_the_truth(server, make_source):
@@ -278,7 +290,7 @@ def test_410_relists_and_converges_to_the_truth(server, make_source):
     server.compact()
     server.up()
     wait_for(lambda: recorder.names() == truth(server), 5.0, step=0.01)
-    assert source.relists >= 3  # every type got a 410 and listed again
+    assert total(source, "relists") >= 3  # every type got a 410 and listed again
     assert len(server.list_requests(NODES)) > lists_before
     # Custom resources: one object asked for its count, then (few enough) the first list
     # from the watch cache (resourceVersion=0, as client-go's), the relist after a 410 a
@@ -288,7 +300,7 @@ def test_410_relists_and_converges_to_the_truth(server, make_source):
     assert lists[1].query.get("resourceVersion") == "0"
     assert "resourceVersion" not in lists[-1].query
     assert all("resourceVersion" not in r.query for r in server.list_requests(NODES))
-    assert source.synced and source.connected
+    assert source.synced and connected(source)
     # And the watch goes on from the new list.
     server.apply(node("n8"))
     wait_for(lambda: ("Node", "n8") in recorder.names(), 5.0, step=0.01)
@@ -298,15 +310,15 @@ def test_410_relists_and_converges_to_the_truth(server, make_source):
 def test_api_away_then_back(server, make_source):
     seed(server)
     source, recorder = make_source()
-    wait_for(lambda: source.synced and source.connected, 5.0, step=0.01)
+    wait_for(lambda: source.synced and connected(source), 5.0, step=0.01)
     server.down()
-    wait_for(lambda: not any(s["connected"] for s in source.status().values()), 5.0, step=0.01)
+    wait_for(lambda: not any(each(source, "connected").values()), 5.0, step=0.01)
     stalled = source.last_sync
     assert stalled is not None
     time.sleep(1.0)
     assert source.last_sync == stalled  # staleness grows while the API is away
     assert time.monotonic() - stalled >= 1.0
-    reconnects = source.reconnects
+    reconnects = total(source, "reconnects")
     assert reconnects >= 3
     assert "API unreachable" in source.errors["nodes"]
     # Backoff: 1 s away at 0.05..0.4 s per attempt is far fewer tries than a spin.
@@ -314,7 +326,7 @@ def test_api_away_then_back(server, make_source):
     server.apply(node("while-away"))
     server.up()
     wait_for(
-        lambda: source.connected and ("Node", "while-away") in recorder.names(), 5.0, step=0.01
+        lambda: connected(source) and ("Node", "while-away") in recorder.names(), 5.0, step=0.01
     )
     assert source.last_sync is not None and source.last_sync > stalled
     assert source.errors == {}
@@ -393,7 +405,7 @@ def test_older_crd_version_is_read_when_newer_is_not_served(tmp_path):
             assert recorder.latest("NodeResourceTopology", "n1")["apiVersion"] == (
                 "topology.node.k8s.io/v1alpha1"
             )
-            assert source.status()["noderesourcetopologies"]["version"] == "v1alpha1"
+            assert each(source, "version")["noderesourcetopologies"] == "v1alpha1"
         finally:
             source.stop()
 
@@ -430,7 +442,7 @@ def test_stop_is_prompt_with_long_watches_open(server, make_source):
 def test_stop_is_prompt_while_backing_off(server, make_source):
     server.down()
     source, _ = make_source(backoff_initial=5.0, backoff_max=30.0)
-    wait_for(lambda: source.reconnects >= 3, 5.0, step=0.01)
+    wait_for(lambda: total(source, "reconnects") >= 3, 5.0, step=0.01)
     started = time.monotonic()
     source.stop()
     assert time.monotonic() - started < 2.0  # not the 5 s backoff

@@ -174,7 +174,11 @@ def test_relist_after_410_while_events_keep_coming(server, running):
         server.apply(nrt("n77"))
         server.compact()  # our resourceVersions are gone: 410, relist
         server.up()
-        wait_for(lambda: r.live.relists >= 2 and "n77" in r.nodes(), 10.0, step=0.01)
+        wait_for(
+            lambda: sum(x.relists for x in r.live.reflectors) >= 2 and "n77" in r.nodes(),
+            10.0,
+            step=0.01,
+        )
         time.sleep(0.3)
     wait_for(lambda: r.nodes() == truth_nodes(server), 10.0, step=0.01)
     assert r.fed.full_builds == 1  # the relist was applied as a difference
