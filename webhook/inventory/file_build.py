@@ -17,8 +17,8 @@ from typing import Any
 
 Build = Callable[[str], bytes]  # path -> the pickled FileBuild (state.pickled_file_build)
 
-# Files above this size are built in a helper process (webhook.inventory.state explains
-# why); small ones in-process, where a process start would cost more than it saves.
+# Files above this size are built in a helper process (docs/inventory.md, "Memory"); small
+# ones in-process, where a process start would cost more than it saves.
 ISOLATE_ABOVE_BYTES = 1 << 20
 
 _OK, _FAILED = b"ok", b"failed"
@@ -94,7 +94,12 @@ def start_file_build(path: str | None, build: Build) -> FileBuildProcess | None:
 
 
 def _build_and_send(build: Build, path: str, conn: Connection) -> None:
-    # Runs in the helper, which exits afterwards.
+    # Runs in the helper, which exits afterwards. A forked helper starts with the server's
+    # signal handling (the event loop's wakeup fd): back to a fresh interpreter's, so that
+    # Ctrl-C and SIGTERM reach it as they would reach a spawned one.
+    signal.set_wakeup_fd(-1)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     try:
         payload = build(path)
     except BaseException as exc:  # sent back as itself: the caller raises it

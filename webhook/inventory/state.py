@@ -11,7 +11,6 @@ import gc
 import hashlib
 import os
 import pickle
-import signal
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -220,14 +219,8 @@ def received(pickled: bytes, now: float) -> FileBuild:
 
 def pickled_file_build(path: str) -> bytes:
     """What the helper process runs (webhook/inventory/file_build.py): :func:`build_file`,
-    pickled. Not for other callers: it resets the signal handling and turns the collector
-    off in the process it runs in, which exits afterwards."""
-    # A forked helper starts with the server's signal handling (the event loop's wakeup
-    # fd): back to a fresh interpreter's, so that Ctrl-C and SIGTERM reach it as they would
-    # reach a spawned one.
-    signal.set_wakeup_fd(-1)
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    pickled. Not for other callers: it turns the collector off in the process it runs in,
+    which exits afterwards."""
     # The parse and build allocate millions of objects that all live until the pickle is
     # written: the cyclic collector would traverse them again and again for nothing (40%
     # of the build's CPU at 10,000 nodes, docs/benchmarks.md); the process is short-lived.
