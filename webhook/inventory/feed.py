@@ -116,10 +116,6 @@ class Fanout:
                 with contextlib.suppress(OSError):
                     peer.close()
 
-    @property
-    def served(self) -> int:
-        return len(self._served)
-
 
 class Feed:
     """The LiveSource listener of the inventory process, and its loop: every ``window``
@@ -149,7 +145,7 @@ class Feed:
 
     # Listener (reflector threads): each object parsed there, stamped and queued
     def on_event(self, reflector: Any, kind: str, key: Any, item: dict[str, Any]) -> None:
-        self._queue.append(self._queued(reflector, kind, key, item))
+        self._queue.append(self._queued(reflector, kind, key, item, time.monotonic()))
         self._wake.set()
 
     def on_replaced(
@@ -157,22 +153,26 @@ class Feed:
     ) -> None:
         """What a (re)list changed against what was held (by fingerprint): a relist of an
         unchanged cluster costs a comparison per object."""
+        now = time.monotonic()
         queued = [
-            self._queued(reflector, "ADDED", key, item)
+            self._queued(reflector, "ADDED", key, item, now)
             for key, item in new.items()
             if old.get(key) != fingerprint(item)
         ]
-        queued.extend(self._queued(reflector, "DELETED", k, {}) for k in old.keys() - new.keys())
+        gone = old.keys() - new.keys()
+        queued.extend(self._queued(reflector, "DELETED", key, {}, now) for key in gone)
         self._queue.extend(queued)
         self._wake.set()
 
     def on_touch(self) -> None:
         self._wake.set()
 
-    def _queued(self, reflector: Any, kind: str, key: Any, item: dict[str, Any]) -> Queued:
+    def _queued(
+        self, reflector: Any, kind: str, key: Any, item: dict[str, Any], now: float
+    ) -> Queued:
         resource = reflector.resource
         parsed = None if kind == "DELETED" else parse_object(item, self.inventory.units)
-        return (time.monotonic(), resource.name, kind, (resource.kind, *key), parsed)
+        return (now, resource.name, kind, (resource.kind, *key), parsed)
 
     # The loop
     def run(self, stop: threading.Event | None = None) -> None:
