@@ -6,28 +6,20 @@ webhook/inventory/fed.py; the process's start and restarts webhook/inventory/own
 from __future__ import annotations
 
 import contextlib
-import os
 import pickle
-import signal
 import threading
 import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from multiprocessing.connection import Listener
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from core.inventory.incremental import IncrementalInventory, ObjectKey, parse_object
 from core.model import NodeTopology
 from core.snapshot.snapshot import Snapshot
-from webhook.heap import limit_malloc_arenas, release_free_heap
-from webhook.inventory.file_build import die_with_parent
+from webhook.heap import release_free_heap
 from webhook.inventory.objects import fingerprint
-from webhook.inventory.owner import FeederSpec
 from webhook.logs import get_logger
-
-if TYPE_CHECKING:
-    from webhook.inventory.live import LiveSource
 
 log = get_logger("inventory")
 
@@ -39,10 +31,6 @@ Queued = tuple[float, str, str, ObjectKey, Any]
 # with the worker's other work in between.
 MAX_BATCH_EVENTS = 256
 HEARTBEAT_SECONDS = 1.0
-# The inventory process runs at a lower CPU priority than the workers: when they compete
-# for a core (a CPU limit, a busy node), reviews go first and the inventory lags a little
-# (its events are ~0.2 of a core at 100,000 nodes; the workers' share is what p99 needs).
-NICENESS = 10
 
 
 @dataclass(frozen=True, slots=True)
@@ -285,74 +273,3 @@ class Feed:
 def _events(drained: Sequence[Queued]) -> tuple[Event, ...]:
     """What the workers' metrics need of each event: received, resource, type."""
     return tuple((d[0], d[1], d[2]) for d in drained)
-
-
-def listen(address: str) -> Listener:
-    """The process's socket (a stale one, left by a process that was killed, replaced)."""
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(address)
-    return Listener(address, family="AF_UNIX")
-
-
-def accept_forever(listener: Listener, fanout: Fanout) -> None:
-    """The accepting thread: every worker that connects joins ``fanout``."""
-    while True:
-        try:
-            fanout.join(listener.accept())
-        except OSError:
-            return  # the listener was closed
-
-
-def watch_cluster(spec: FeederSpec, listener: Listener) -> tuple[Feed, LiveSource]:
-    """The watches started, for the workers that connect to ``listener``; the caller runs
-    the Feed's loop (``feed_cluster``; tests run it in a thread)."""
-    from webhook.inventory.kube import build_api_client, describe
-    from webhook.inventory.live import LiveSource
-
-    client = build_api_client(
-        kubeconfig=spec.kubeconfig,
-        context=spec.context,
-        in_cluster=spec.in_cluster,
-        use_default=False,
-    )
-    fanout = Fanout()
-    threading.Thread(
-        target=accept_forever, args=(listener, fanout), name="inventory-accept", daemon=True
-    ).start()
-    feed = Feed(fanout, window=spec.window)
-    live = LiveSource(client, feed, include_pods=spec.include_pods, **spec.live)
-    feed.synced = lambda: live.synced
-    feed.last_sync = lambda: live.last_sync
-    feed.sync = live.sync
-    live.start()
-    log.info("watching the cluster", extra={"host": describe(client)})
-    return feed, live
-
-
-def feed_cluster(spec: FeederSpec, listener: Listener, stop: threading.Event | None = None) -> None:
-    """Watch the cluster and serve the workers that connect to ``listener`` until ``stop``
-    (the process: until it is killed)."""
-    feed, live = watch_cluster(spec, listener)
-    try:
-        feed.run(stop)
-    finally:
-        live.stop(timeout=1.0)
-        listener.close()
-
-
-def feeder_main(spec: FeederSpec) -> None:
-    """The inventory process: watch, merge, send, until its parent (the serve process or
-    the single worker) is gone (the kernel's parent-death signal) or stops it."""
-    from webhook.logs import setup_logging
-
-    die_with_parent()
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a terminal's Ctrl-C: the parent stops us
-    with contextlib.suppress(OSError):
-        os.nice(NICENESS)
-    limit_malloc_arenas()  # before the watch threads start, as in the worker
-    setup_logging(spec.log_level)
-    try:
-        feed_cluster(spec, listen(spec.address))
-    except Exception:  # the parent restarts us; the log line says why
-        log.exception("inventory process failed")
-        raise SystemExit(1) from None

@@ -1,5 +1,5 @@
-"""Starting and restarting the inventory process (webhook/inventory/feed.py): one per
-replica, whatever ``--workers`` is. The serve process starts it before it forks the
+"""The inventory process (its loop: webhook/inventory/feed.py): its spec, its main, and
+its start and restarts; one per replica, whatever ``--workers`` is. The serve process starts it before it forks the
 workers (or the single worker starts it, with ``--workers 1``), and restarts it when it
 exits; the workers connect to its socket (webhook/inventory/fed.py)."""
 
@@ -7,18 +7,25 @@ from __future__ import annotations
 
 import contextlib
 import multiprocessing
+import os
 import shutil
+import signal
 import tempfile
 import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from multiprocessing.connection import Connection, wait
+from multiprocessing.connection import Connection, Listener, wait
 from multiprocessing.process import BaseProcess
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
+from webhook.inventory.file_build import die_with_parent
 from webhook.logs import get_logger
+
+if TYPE_CHECKING:
+    from webhook.inventory.feed import Fanout, Feed
+    from webhook.inventory.live import LiveSource
 
 log = get_logger("inventory")
 
@@ -26,6 +33,10 @@ log = get_logger("inventory")
 # (one that ran for RESTART_MAX seconds or more starts from RESTART_INITIAL again).
 RESTART_INITIAL = 1.0
 RESTART_MAX = 30.0
+# The inventory process runs at a lower CPU priority than the workers: when they compete
+# for a core (a CPU limit, a busy node), reviews go first and the inventory lags a little
+# (its events are ~0.2 of a core at 100,000 nodes; the workers' share is what p99 needs).
+NICENESS = 10
 _GO = b"go"
 
 
@@ -65,7 +76,10 @@ def _process_main(spec: FeederSpec, gate: Connection | None) -> None:
     that has not loaded it. ``gate``: wait, once imported, until the parent has checked its
     arguments; a parent that refused them says why itself, so this process goes quietly."""
     from webhook.config import ConfigHolder
-    from webhook.inventory.feed import feeder_main
+
+    # The watch's modules (the kubernetes client, the parsers) imported before the gate:
+    # beside serve's own start (docs/inventory.md, the inventory process's own parse).
+    from webhook.inventory import feed, kube, live  # noqa: F401
 
     if gate is not None and not _released(gate):
         return
@@ -198,3 +212,76 @@ def owner_for(opts: ClusterOptions, include_pods: bool | None = None) -> Invento
         config=opts.config,
     )
     return InventoryOwner(spec)
+
+
+def listen(address: str) -> Listener:
+    """The process's socket (a stale one, left by a process that was killed, replaced)."""
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(address)
+    return Listener(address, family="AF_UNIX")
+
+
+def accept_forever(listener: Listener, fanout: Fanout) -> None:
+    """The accepting thread: every worker that connects joins ``fanout``."""
+    while True:
+        try:
+            fanout.join(listener.accept())
+        except OSError:
+            return  # the listener was closed
+
+
+def watch_cluster(spec: FeederSpec, listener: Listener) -> tuple[Feed, LiveSource]:
+    """The watches started, for the workers that connect to ``listener``; the caller runs
+    the Feed's loop (``feed_cluster``; tests run it in a thread)."""
+    from webhook.inventory.feed import Fanout, Feed
+    from webhook.inventory.kube import build_api_client, describe
+    from webhook.inventory.live import LiveSource
+
+    client = build_api_client(
+        kubeconfig=spec.kubeconfig,
+        context=spec.context,
+        in_cluster=spec.in_cluster,
+        use_default=False,
+    )
+    fanout = Fanout()
+    threading.Thread(
+        target=accept_forever, args=(listener, fanout), name="inventory-accept", daemon=True
+    ).start()
+    feed = Feed(fanout, window=spec.window)
+    live = LiveSource(client, feed, include_pods=spec.include_pods, **spec.live)
+    feed.synced = lambda: live.synced
+    feed.last_sync = lambda: live.last_sync
+    feed.sync = live.sync
+    live.start()
+    log.info("watching the cluster", extra={"host": describe(client)})
+    return feed, live
+
+
+def feed_cluster(spec: FeederSpec, listener: Listener, stop: threading.Event | None = None) -> None:
+    """Watch the cluster and serve the workers that connect to ``listener`` until ``stop``
+    (the process: until it is killed)."""
+    feed, live = watch_cluster(spec, listener)
+    try:
+        feed.run(stop)
+    finally:
+        live.stop(timeout=1.0)
+        listener.close()
+
+
+def feeder_main(spec: FeederSpec) -> None:
+    """The inventory process: watch, merge, send, until its parent (the serve process or
+    the single worker) is gone (the kernel's parent-death signal) or stops it."""
+    from webhook.heap import limit_malloc_arenas
+    from webhook.logs import setup_logging
+
+    die_with_parent()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a terminal's Ctrl-C: the parent stops us
+    with contextlib.suppress(OSError):
+        os.nice(NICENESS)
+    limit_malloc_arenas()  # before the watch threads start, as in the worker
+    setup_logging(spec.log_level)
+    try:
+        feed_cluster(spec, listen(spec.address))
+    except Exception:  # the parent restarts us; the log line says why
+        log.exception("inventory process failed")
+        raise SystemExit(1) from None

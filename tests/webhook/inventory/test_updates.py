@@ -34,9 +34,8 @@ from tests.webhook.fake_apiserver import (
 )
 from tests.webhook.fake_apiserver_churn import churning
 from webhook.inventory.fed import FedInventory
-from webhook.inventory.feed import FeederSpec, listen, watch_cluster
 from webhook.inventory.live import Timing
-from webhook.inventory.owner import socket_address
+from webhook.inventory.owner import FeederSpec, listen, socket_address, watch_cluster
 from webhook.inventory.state import InventoryState
 from webhook.metrics import WebhookMetrics
 
