@@ -44,7 +44,7 @@ def namespace(args: argparse.Namespace) -> str:
 
 def _progress(collected: Any, started: float) -> None:
     if sys.stderr.isatty():
-        count = len(collected.objects())
+        count = len(collected)
         sys.stderr.write(
             f"\rnumagate: reading the cluster's inventory: {count} objects "
             f"({time.monotonic() - started:.0f} s)"

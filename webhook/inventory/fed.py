@@ -140,6 +140,10 @@ class FedInventory:
 
     # The connection
     def start(self) -> None:
+        """Connect, and from now on ``state`` is live: fresh and ready as the process says."""
+        self.state.live = True
+        self.state.last_sync = lambda: self.last_sync
+        self.state.synced = lambda: self.synced
         threading.Thread(target=self._read, name="inventory-feed", daemon=True).start()
 
     def stop(self) -> None:

@@ -158,6 +158,9 @@ class Collector:
     def on_touch(self) -> None:
         pass
 
+    def __len__(self) -> int:
+        return sum(len(held) for held in self._held.values())
+
     def objects(self) -> list[dict[str, Any]]:
         with self._lock:
             return [held[key] for held in self._held.values() for key in sorted(held)]

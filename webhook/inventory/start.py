@@ -57,9 +57,6 @@ def _start_fed(
         owner.start()
         address = owner.address
     fed = FedInventory(state, loop, address, metrics=state.metrics)
-    state.live = True
-    state.last_sync = lambda: fed.last_sync
-    state.synced = lambda: fed.synced
     fed.start()
     log.info("watching the cluster through the inventory process", extra={"socket": address})
     tasks = [loop.create_task(report_sync(fed.sync, fed.lag, state.metrics))]

@@ -324,8 +324,6 @@ async def _feeding(
         owner.start()
         state = InventoryState(metrics=WebhookMetrics())
         fed = FedInventory(state, asyncio.get_running_loop(), owner.address, metrics=state.metrics)
-        state.live, state.synced = True, lambda: fed.synced
-        state.last_sync = lambda: fed.last_sync
         fed.start()
         try:
             await _wait(lambda: state.ready, 30, "ready")

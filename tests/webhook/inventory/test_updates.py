@@ -67,9 +67,6 @@ class Running:
         self.owner = threading.Thread(target=self.feed.run, args=(self.stopping,), daemon=True)
         self.owner.start()
         self.fed = FedInventory(self.state, self.loop, address, metrics=self.state.metrics)
-        self.state.live = True
-        self.state.last_sync = lambda: self.fed.last_sync
-        self.state.synced = lambda: self.fed.synced
         self.fed.start()
 
     def stop(self) -> None:
