@@ -20,7 +20,7 @@ is shared, and wall time would measure the neighbours.
   longest batch (how long one batch holds the event loop).
 - ``stream``: the live source's memory: objects parsed one at a time as the pages of a
   list arrive (no whole list held), RSS after the first build.
-- ``loop``: the server's arrangement (webhook/inventory/updates.py on an event loop, NRT
+- ``loop``: the server's arrangement (webhook/inventory/fed.py on an event loop, NRT
   events parsed in a feeder thread) at each ``--rate`` for ``--seconds``: how late a
   1 ms timer on the loop runs (p50/p99/max: what a review or /healthz waits), the
   event-received-to-served latency, and the process's CPU per event applied (parse,

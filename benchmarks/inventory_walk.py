@@ -76,7 +76,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = p.parse_args(argv)
     from core.inventory.incremental import parse_object
     from webhook.inventory.feed import Fanout, Feed
-    from webhook.inventory.updates import drain_unbuilt
 
     feed = Feed(Fanout())
     feed.synced = lambda: False
@@ -89,7 +88,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         store[(meta.get("namespace") or "", meta["name"])] = str(1000 + len(store))
         feed._queue.append((time.monotonic(), RESOURCES[kind], "ADDED", parsed.key, parsed))
         if len(feed._queue) >= 250:  # a page
-            drain_unbuilt(feed._queue, feed.inventory, feed._unbuilt)
+            feed._drain_unbuilt()
     del obj, parsed
     lists = time.process_time() - started
     feed.synced = lambda: True

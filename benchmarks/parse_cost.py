@@ -179,8 +179,7 @@ def run(where: Path, kinds: Sequence[str], hold: bool = False) -> dict[str, floa
         sys.stdin.readline()
     for kind, pages in every.items():
         resource = dataclasses.replace(resources[kind], from_cache=False)
-        reflector = Reflector(resource, None, feed, timing, threading.Event(), random.Random(1),
-                              keep_objects=False)  # type: ignore[arg-type]  # fmt: skip
+        reflector = Reflector(resource, None, feed, timing, threading.Event(), random.Random(1))  # type: ignore[arg-type]  # fmt: skip
 
         def request(
             version: str, params: dict[str, Any], timeout: float, pages: list[bytes] = pages

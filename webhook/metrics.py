@@ -195,7 +195,7 @@ UPDATE_BUCKETS: tuple[float, ...] = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5
 
 
 class InventoryUpdateMetrics:
-    """How the live inventory keeps up (webhook/inventory/updates.py)."""
+    """How the live inventory keeps up (webhook/inventory/fed.py)."""
 
     def __init__(self, f: Families) -> None:
         self.events = f.counter(

@@ -321,14 +321,11 @@ def run_workers(
 def _start_owner(opts: ServeOptions) -> InventoryOwner | None:
     """A watched cluster's inventory process, one for all the workers (issue 31): spawned
     first, it lists while the workers start."""
-    if not (opts.kubeconfig or opts.in_cluster):
-        return None
-    from webhook.inventory.owner import InventoryOwner, socket_address
-    from webhook.inventory.start import owner_spec
+    from webhook.inventory.owner import owner_for
 
-    watch_pods = ConfigHolder(opts.config).current.inventory.watch_pods
-    owner = InventoryOwner(owner_spec(opts, watch_pods=watch_pods, address=socket_address()))
-    owner.spawn()
+    owner = owner_for(opts)
+    if owner is not None:
+        owner.spawn()
     return owner
 
 

@@ -3,8 +3,8 @@ read it: the kubeconfig (``--kubeconfig``, ``$KUBECONFIG``, ``~/.kube/config``, 
 builder in :mod:`webhook.inventory.kube`), ``--context``, ``-n``.
 
 The inventory is read by the live source the server runs (:class:`webhook.inventory.live.
-LiveSource`: the same list code, paging, CRD versions, bound pods), stopped as soon as it
-has listed everything once. On a terminal a progress line says what is being read.
+LiveSource`: the same list code, paging, CRD versions, bound pods) into a ``Collector``,
+stopped as soon as it has listed everything once. On a terminal a progress line says what is being read.
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ import argparse
 import json
 import sys
 import tempfile
-import threading
 import time
 from typing import Any
 
@@ -43,9 +42,9 @@ def namespace(args: argparse.Namespace) -> str:
     return str(args.namespace or default_namespace(args.kubeconfig, args.context))
 
 
-def _progress(live: Any, started: float) -> None:
+def _progress(collected: Any, started: float) -> None:
     if sys.stderr.isatty():
-        count = len(live.objects())
+        count = len(collected)
         sys.stderr.write(
             f"\rnumagate: reading the cluster's inventory: {count} objects "
             f"({time.monotonic() - started:.0f} s)"
@@ -56,19 +55,12 @@ def _progress(live: Any, started: float) -> None:
 def read_inventory(api: kubernetes.client.ApiClient) -> list[dict[str, Any]]:
     """Nodes, NodeResourceTopologies, Numatopologies, bound Pods and the DRA objects
     (webhook/dra/state.py: optional, a cluster without them lists the rest), listed once."""
-    from webhook.inventory.live import LiveSource
-
-    listed = threading.Event()
     from webhook.dra.state import DRA_RESOURCES
-    from webhook.inventory.live import DEFAULT_RESOURCES
+    from webhook.inventory.live import BOUND_PODS, DEFAULT_RESOURCES, Collector, LiveSource
 
-    live = LiveSource(
-        api,
-        lambda objects: listed.set(),
-        include_pods=True,
-        resources=(*DEFAULT_RESOURCES, *DRA_RESOURCES),
-        debounce=0.0,
-    )
+    resources = (*DEFAULT_RESOURCES, *DRA_RESOURCES, BOUND_PODS)
+    collected = Collector(resources)
+    live = LiveSource(api, collected, resources=resources)
     started = time.monotonic()
     live.start()
     try:
@@ -79,9 +71,9 @@ def read_inventory(api: kubernetes.client.ApiClient) -> list[dict[str, Any]]:
                     f"{api.configuration.host}: the inventory was not listed in "
                     f"{LIST_TIMEOUT_SECONDS:.0f} s ({errors})"
                 )
-            _progress(live, started)
-            listed.wait(0.2)
-        return live.objects()
+            _progress(collected, started)
+            time.sleep(0.05)
+        return collected.objects()
     finally:
         live.stop()
         if sys.stderr.isatty():

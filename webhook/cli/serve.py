@@ -100,15 +100,12 @@ def _spawn_inventory(args: argparse.Namespace) -> InventoryOwner | None:
     and workers on the second core."""
     if args.inventory:
         return None  # the file is the inventory (webhook/inventory/start.py)
-    from webhook.inventory.owner import spawn_early
+    from webhook.inventory.owner import owner_for
 
-    return spawn_early(
-        kubeconfig=args.kubeconfig,
-        context=args.context,
-        in_cluster=args.in_cluster,
-        config=args.config,
-        log_level=args.log_level,
-    )
+    owner = owner_for(args)
+    if owner is not None:
+        owner.spawn(held=True)  # released once the cluster source is checked
+    return owner
 
 
 def _build_file(path: str) -> bytes:

@@ -1,6 +1,6 @@
 """The live DRA inventory, event by event (the NRT inventory's rules, docs/inventory.md).
 
-The reflectors (webhook/inventory/reflector.py, through ``LiveSource(updates=...)``) call
+The reflectors (webhook/inventory/reflector.py, through ``LiveSource``) call
 ``DraUpdates`` from their threads: each object received is read there
 (core.dra.inventory.parse_dra) and queued; a relist queues only what differs from what
 was held (by resourceVersion), deletions included. A flush thread drains the queue every

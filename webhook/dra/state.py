@@ -23,7 +23,6 @@ import dataclasses
 import hashlib
 import os
 import pickle
-import signal
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -192,11 +191,8 @@ class DraFileSource:
 
 
 def pickled_dra_build(path: str) -> bytes:
-    """What the helper process runs: the file's DRA view, pickled."""
-    # a forked helper starts with the server's signal handling (as pickled_file_build)
-    signal.set_wakeup_fd(-1)
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    """What the helper process runs (webhook/inventory/file_build.py): the file's DRA
+    view, pickled."""
     objects = [o.obj for o in parse_objects(read_text(path), path)]
     view = build_dra_view(objects, source=f"file:{path}", now=0.0)
     return pickle.dumps(view, protocol=pickle.HIGHEST_PROTOCOL)
@@ -212,7 +208,7 @@ def start_live(api_client: Any, state: DraState, **timings: Any) -> Any:
         state.install(DraView(inventory, "live", state.clock(), objects))
 
     updates = DraUpdates(install)
-    live = LiveSource(api_client, updates=updates, resources=DRA_RESOURCES, **timings)
+    live = LiveSource(api_client, updates, resources=DRA_RESOURCES, **timings)
     updates.synced = lambda: live.synced
     state.live = True
     state.last_sync = lambda: live.last_sync if state.view is not None else None

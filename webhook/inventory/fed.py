@@ -1,10 +1,7 @@
-"""The worker's end of the inventory process (webhook/inventory/feed.py: the process's
-end and the messages): it connects to the process's socket, reads its messages in a
-thread, and applies them on the event loop in the order sent. A lost connection (the
-process exited: its parent restarts it, webhook/inventory/owner.py) or a delta for a
-record the worker does not hold (``Diverged``) makes it connect again; the new
-connection starts with a Whole. Meanwhile the last good view is served and ages into
-stale (it never denies then), as with a watch that is down."""
+"""The worker's end of the inventory process (webhook/inventory/feed.py): its messages,
+read in a thread and applied on the event loop in the order sent; a lost connection or a
+``Diverged`` delta makes it connect again, for a new Whole (docs/inventory.md, "The
+inventory process")."""
 
 from __future__ import annotations
 
@@ -18,7 +15,7 @@ import struct
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from multiprocessing.connection import Client, Connection
 from typing import Any
 
@@ -28,12 +25,12 @@ from core.snapshot.delta import SnapshotEditor
 from core.snapshot.snapshot import Snapshot
 from webhook.heap import release_free_heap
 from webhook.inventory.feed import Batch, Status, Whole
-from webhook.inventory.state import InventoryState
-from webhook.inventory.updates import install_update
+from webhook.inventory.state import InventoryState, InventoryView
 from webhook.logs import get_logger
 from webhook.metrics import WebhookMetrics
 
 log = get_logger("inventory")
+SOURCE = "cluster"
 
 # A connection that fails (the process is starting, or restarting) is tried again after
 # this long, doubling to RECONNECT_MAX (a refused connect costs microseconds; a worker
@@ -44,10 +41,6 @@ RECONNECT_MAX = 0.5
 
 class Diverged(Exception):
     """A usage delta for a node the worker does not hold as the process does."""
-
-
-def connect(address: str) -> Connection:
-    return Client(address, family="AF_UNIX")
 
 
 # Bytes of a message read from the socket at a time while it is unpickled.
@@ -109,7 +102,6 @@ class FedInventory:
         address: str,
         *,
         metrics: WebhookMetrics | None = None,
-        connect: Callable[[str], Connection] = connect,
     ) -> None:
         self.state = state
         self.address = address
@@ -117,7 +109,6 @@ class FedInventory:
         self.editor: SnapshotEditor | None = None
         self.status: Status | None = None  # of the connection whose Whole is served
         self._loop = loop
-        self._connect = connect
         self._conn: Connection | None = None  # the connection whose messages are applied
         self._fresh = True  # the current connection has not sent its Whole yet
         self._delivered = False  # the current connection has sent a Whole
@@ -149,6 +140,10 @@ class FedInventory:
 
     # The connection
     def start(self) -> None:
+        """Connect, and from now on ``state`` is live: fresh and ready as the process says."""
+        self.state.live = True
+        self.state.last_sync = lambda: self.last_sync
+        self.state.synced = lambda: self.synced
         threading.Thread(target=self._read, name="inventory-feed", daemon=True).start()
 
     def stop(self) -> None:
@@ -168,7 +163,7 @@ class FedInventory:
         delay = RECONNECT_INITIAL
         while not self._stopping.is_set():
             try:
-                conn = self._connect(self.address)
+                conn = Client(self.address, family="AF_UNIX")
             except OSError:  # not listening yet, or restarting
                 self._stopping.wait(delay)
                 delay = min(RECONNECT_MAX, delay * 2)
@@ -302,3 +297,54 @@ class FedInventory:
             self.metrics.inventory_updates.rebuilt(time.monotonic() - started)
         install_update(self.state, snapshot, self._errors, message.events, started, self.metrics)
         self._next()
+
+
+def install_update(
+    state: InventoryState,
+    snapshot: Snapshot,
+    errors: tuple[str, ...],
+    events: Sequence[tuple[Any, ...]],
+    started: float,
+    metrics: WebhookMetrics | None,
+) -> None:
+    """Serve ``snapshot`` (a batch of ``events``, items (received, resource, type, ...),
+    applied since ``started``): the new view, the update metrics, the debug line."""
+    old = state.view
+    view = InventoryView(snapshot.nodes, snapshot, errors, SOURCE, time.monotonic())
+    if old is not None and old.snapshot.structure is snapshot.structure:
+        # Only usage changed: what the request path memoized per view still holds.
+        view.memo.update(old.memo)
+    state.install(view, quiet=old is not None)
+    done = time.monotonic()
+    if metrics is not None:
+        metrics.inventory_updates.record(events, done, done - started)
+    if events:
+        log.debug(
+            "inventory updated",
+            extra={
+                "events": len(events),
+                "nodes": len(snapshot.nodes),
+                "applyMs": round((done - started) * 1000, 3),
+                "lagMs": round((done - events[0][0]) * 1000, 3),
+            },
+        )
+
+
+async def report_sync(
+    sync: Callable[[], Iterable[tuple[str, float | None]]],
+    lag: Callable[[float], float],
+    metrics: WebhookMetrics | None,
+    every: float = 1.0,
+) -> None:
+    """Keep the per-resource sync age (``sync``: each resource type and the monotonic time
+    it is known in sync up to) and the watch lag gauges current."""
+    if metrics is None:
+        return
+    gauges = metrics.inventory_updates
+    while True:
+        now = time.monotonic()
+        for resource, until in sync():
+            age = float("nan") if until is None else now - until
+            gauges.sync_age.set(age, resource=resource)
+        gauges.watch_lag.set(lag(now))
+        await asyncio.sleep(every)

@@ -1,74 +1,36 @@
-"""The cluster inventory's owner: one process per replica (issue 31; docs/inventory.md,
-"The inventory process").
-
-Watching in the worker put the watch threads' parsing under the worker's GIL, beside the
-reviews: at 100,000 nodes and 1,667 NRT events/s the worker paid 3.1-3.8 ms of CPU per
-review against 1.5 ms with the watches in a process of their own (issue 31). So the
-*inventory process* is the only live path: it lists and watches, parses and merges, and
-every worker of the replica connects to it over a Unix socket and receives:
-
-- a ``Whole`` first (the packed snapshot): the first build, or, for a worker that joins
-  later (a reconnect, a restarted process), the snapshot of the records held then;
-- then a ``Batch`` per round of events: for each node whose new record differs only in
-  free amounts (most events under churn), its name and its zones' free amounts; for any
-  other change the record (or None: gone). The worker rebuilds the former from the record
-  it holds (``with_available``) and patches its own copy-on-write snapshot;
-- every message carries the process's ``Status`` (per-resource sync times, whether every
-  type listed, the oldest event it has not sent), at least once a second: staleness,
-  readiness and the sync-age and lag gauges read it.
-
-A worker and the process hold the same records in the same order from the Whole on, so a
-usage delta names a record the worker has; one that does not (a bug, never a race) makes
-the worker reconnect, and the new connection starts with a Whole. This module is the
-process's end and the messages; the worker's end is webhook/inventory/fed.py, and the
-process's start and restarts webhook/inventory/owner.py.
-"""
+"""The inventory process's end: one process per replica lists and watches, parses and
+merges, and sends every worker a ``Whole`` then a ``Batch`` per round, each with its
+``Status`` (docs/inventory.md, "The inventory process"). The worker's end is
+webhook/inventory/fed.py; the process's start and restarts webhook/inventory/owner.py."""
 
 from __future__ import annotations
 
 import contextlib
-import os
 import pickle
-import signal
 import threading
 import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from multiprocessing.connection import Listener
-from typing import TYPE_CHECKING, Any, Protocol
+from dataclasses import dataclass
+from typing import Any, Protocol
 
-from core.inventory.incremental import IncrementalInventory
+from core.inventory.incremental import IncrementalInventory, ObjectKey, parse_object
 from core.model import NodeTopology
 from core.snapshot.snapshot import Snapshot
-from webhook.heap import limit_malloc_arenas, release_free_heap
-from webhook.inventory.file_build import die_with_parent
-from webhook.inventory.updates import (
-    Queued,
-    apply_events,
-    build_whole,
-    drain_unbuilt,
-    queue_object,
-    reflector_sync,
-    relist_difference,
-)
+from webhook.heap import release_free_heap
+from webhook.inventory.objects import fingerprint
 from webhook.logs import get_logger
-
-if TYPE_CHECKING:
-    from webhook.inventory.live import LiveSource
 
 log = get_logger("inventory")
 
 Event = tuple[float, str, str]  # (monotonic time received, resource, event type)
+# An Event, then the object's key and its parsed parts (None: deleted).
+Queued = tuple[float, str, str, ObjectKey, Any]
 # At most this many events per Batch: a worker applies one Batch in one go on its event
 # loop (~60 us per event at 100,000 nodes), so a backlog (a relist) arrives as batches
 # with the worker's other work in between.
 MAX_BATCH_EVENTS = 256
 HEARTBEAT_SECONDS = 1.0
-# The inventory process runs at a lower CPU priority than the workers: when they compete
-# for a core (a CPU limit, a busy node), reviews go first and the inventory lags a little
-# (its events are ~0.2 of a core at 100,000 nodes; the workers' share is what p99 needs).
-NICENESS = 10
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,20 +60,6 @@ class Batch:
     errors: tuple[str, ...] | None  # None: unchanged
     events: tuple[Event, ...]
     status: Status
-
-
-@dataclass(frozen=True)
-class FeederSpec:
-    """What the inventory process needs (picklable: it is spawned)."""
-
-    address: str  # the Unix socket the workers connect to
-    kubeconfig: str | None = None
-    context: str | None = None
-    in_cluster: bool = False
-    include_pods: bool = False
-    log_level: str = "info"
-    window: float = 0.05
-    live: Mapping[str, Any] = field(default_factory=dict)  # LiveSource timings (tests)
 
 
 class Peer(Protocol):
@@ -156,10 +104,6 @@ class Fanout:
                 with contextlib.suppress(OSError):
                     peer.close()
 
-    @property
-    def served(self) -> int:
-        return len(self._served)
-
 
 class Feed:
     """The LiveSource listener of the inventory process, and its loop: every ``window``
@@ -187,19 +131,36 @@ class Feed:
         self._wake = threading.Event()
         fanout.wake = self._wake.set
 
-    # Listener (reflector threads)
+    # Listener (reflector threads): each object parsed there, stamped and queued
     def on_event(self, reflector: Any, kind: str, key: Any, item: dict[str, Any]) -> None:
-        self._queue.append(queue_object(self.inventory, reflector, kind, key, item))
+        self._queue.append(self._queued(reflector, kind, key, item, time.monotonic()))
         self._wake.set()
 
     def on_replaced(
         self, reflector: Any, old: Mapping[Any, Any], new: Mapping[Any, Any], changed: bool
     ) -> None:
-        self._queue.extend(relist_difference(self.inventory, reflector, old, new))
+        """What a (re)list changed against what was held (by fingerprint): a relist of an
+        unchanged cluster costs a comparison per object."""
+        now = time.monotonic()
+        queued = [
+            self._queued(reflector, "ADDED", key, item, now)
+            for key, item in new.items()
+            if old.get(key) != fingerprint(item)
+        ]
+        gone = old.keys() - new.keys()
+        queued.extend(self._queued(reflector, "DELETED", key, {}, now) for key in gone)
+        self._queue.extend(queued)
         self._wake.set()
 
     def on_touch(self) -> None:
         self._wake.set()
+
+    def _queued(
+        self, reflector: Any, kind: str, key: Any, item: dict[str, Any], now: float
+    ) -> Queued:
+        resource = reflector.resource
+        parsed = None if kind == "DELETED" else parse_object(item, self.inventory.units)
+        return (now, resource.name, kind, (resource.kind, *key), parsed)
 
     # The loop
     def run(self, stop: threading.Event | None = None) -> None:
@@ -218,7 +179,7 @@ class Feed:
             if self.synced():
                 self._send_whole()
             else:
-                drain_unbuilt(self._queue, self.inventory, self._unbuilt)
+                self._drain_unbuilt()
             return
         while True:
             self._send_batch()
@@ -227,6 +188,33 @@ class Feed:
         joined = self.fanout.take_joined()
         if joined:
             self._welcome(joined)
+
+    def _apply(self, limit: int | None = None) -> list[Queued]:
+        """Take up to ``limit`` events off the queue into the inventory (not flushed); the
+        events taken. Only the last state of each object matters (events of different
+        objects commute: the result is the build of the final objects)."""
+        queue, drained = self._queue, []
+        while queue and (limit is None or len(drained) < limit):
+            drained.append(queue.popleft())
+        last = {item[3]: item for item in drained}
+        for item in last.values() if len(last) < len(drained) else drained:
+            if item[4] is None:
+                self.inventory.delete(item[3])
+            else:
+                self.inventory.set(item[4])
+        return drained
+
+    def _drain_unbuilt(self) -> None:
+        """Before the first build, while the lists come in: the queued objects into the
+        inventory, where their maps are shared as they go in; their events (without the
+        objects) kept for the first build to report. Left queued until the first build,
+        every object's own copies were alive at once: 25 MiB of RSS at 10,000 nodes
+        (docs/inventory.md, "Memory")."""
+        self._unbuilt.extend((*item[:4], None) for item in self._apply())
+
+    def _snapshot(self) -> Snapshot:
+        records = self.inventory.records
+        return Snapshot.build([records[k] for k in sorted(records)])
 
     def _status(self) -> Status:
         queue = self._queue  # drained only on this thread: no race with the emptiness test
@@ -238,9 +226,19 @@ class Feed:
 
     def _send_whole(self) -> None:
         started = time.monotonic()
-        snapshot, drained = build_whole(self._queue, self.inventory, "first build", self._unbuilt)
+        drained = [*self._unbuilt, *self._apply()]
         self._unbuilt = []
+        self.inventory.flush()
+        snapshot = self._snapshot()
         seconds = time.monotonic() - started
+        log.info(
+            "inventory built whole",
+            extra={
+                "reason": "first build",
+                "nodes": len(snapshot.nodes),
+                "seconds": round(seconds, 3),
+            },
+        )
         self.inventory.share_usage(False)  # from now on, events one by one
         errors = self.inventory.errors()
         message = Whole(snapshot, errors, _events(drained), seconds, self._status())
@@ -252,16 +250,16 @@ class Feed:
     def _welcome(self, joined: list[Peer]) -> None:
         """A Whole of the records held now (every queued event sent before it)."""
         started = time.monotonic()
-        records = self.inventory.records
-        snapshot = Snapshot.build([records[k] for k in sorted(records)])
+        snapshot = self._snapshot()
         seconds = time.monotonic() - started
         whole = Whole(snapshot, self.inventory.errors(), (), seconds, self._status())
         self._send(whole, joined)
-        log.info("worker joined", extra={"nodes": len(records), "seconds": round(seconds, 3)})
+        nodes = len(snapshot.nodes)
+        log.info("worker joined", extra={"nodes": nodes, "seconds": round(seconds, 3)})
 
     def _send_batch(self) -> None:
         inventory = self.inventory
-        drained = apply_events(self._queue, inventory, self.max_batch)
+        drained = self._apply(self.max_batch)
         changes = inventory.flush()
         usage = tuple(
             (name, tuple(z.available for z in changes.pop(name).zones))  # type: ignore[union-attr]
@@ -275,74 +273,3 @@ class Feed:
 def _events(drained: Sequence[Queued]) -> tuple[Event, ...]:
     """What the workers' metrics need of each event: received, resource, type."""
     return tuple((d[0], d[1], d[2]) for d in drained)
-
-
-def listen(address: str) -> Listener:
-    """The process's socket (a stale one, left by a process that was killed, replaced)."""
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(address)
-    return Listener(address, family="AF_UNIX")
-
-
-def accept_forever(listener: Listener, fanout: Fanout) -> None:
-    """The accepting thread: every worker that connects joins ``fanout``."""
-    while True:
-        try:
-            fanout.join(listener.accept())
-        except OSError:
-            return  # the listener was closed
-
-
-def watch_cluster(spec: FeederSpec, listener: Listener) -> tuple[Feed, LiveSource]:
-    """The watches started, for the workers that connect to ``listener``; the caller runs
-    the Feed's loop (``feed_cluster``; tests run it in a thread)."""
-    from webhook.inventory.kube import build_api_client, describe
-    from webhook.inventory.live import LiveSource
-
-    client = build_api_client(
-        kubeconfig=spec.kubeconfig,
-        context=spec.context,
-        in_cluster=spec.in_cluster,
-        use_default=False,
-    )
-    fanout = Fanout()
-    threading.Thread(
-        target=accept_forever, args=(listener, fanout), name="inventory-accept", daemon=True
-    ).start()
-    feed = Feed(fanout, window=spec.window)
-    live = LiveSource(client, updates=feed, include_pods=spec.include_pods, **spec.live)
-    feed.synced = lambda: live.synced
-    feed.last_sync = lambda: live.last_sync
-    feed.sync = lambda: reflector_sync(live)
-    live.start()
-    log.info("watching the cluster", extra={"host": describe(client)})
-    return feed, live
-
-
-def feed_cluster(spec: FeederSpec, listener: Listener, stop: threading.Event | None = None) -> None:
-    """Watch the cluster and serve the workers that connect to ``listener`` until ``stop``
-    (the process: until it is killed)."""
-    feed, live = watch_cluster(spec, listener)
-    try:
-        feed.run(stop)
-    finally:
-        live.stop(timeout=1.0)
-        listener.close()
-
-
-def feeder_main(spec: FeederSpec) -> None:
-    """The inventory process: watch, merge, send, until its parent (the serve process or
-    the single worker) is gone (the kernel's parent-death signal) or stops it."""
-    from webhook.logs import setup_logging
-
-    die_with_parent()
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a terminal's Ctrl-C: the parent stops us
-    with contextlib.suppress(OSError):
-        os.nice(NICENESS)
-    limit_malloc_arenas()  # before the watch threads start, as in the worker
-    setup_logging(spec.log_level)
-    try:
-        feed_cluster(spec, listen(spec.address))
-    except Exception:  # the parent restarts us; the log line says why
-        log.exception("inventory process failed")
-        raise SystemExit(1) from None

@@ -1,11 +1,6 @@
-"""A large static inventory file built in a short-lived helper process.
-
-The helper's result is the pickled FileBuild (webhook.inventory.state): the view and
-what the source needs to notice later changes. ``serve`` starts it first thing, before
-its own imports, certificates and TLS setup (~0.5 s): the build runs beside them on
-another core instead of after them (docs/inventory.md, "Startup from a file"). So this
-module imports only the standard library: it is imported before anything heavy.
-"""
+"""A large static inventory file built in a short-lived helper process, which ``serve``
+starts first thing (docs/inventory.md, "Startup from a file"). Imports only the standard
+library: it is imported before anything heavy."""
 
 from __future__ import annotations
 
@@ -22,8 +17,8 @@ from typing import Any
 
 Build = Callable[[str], bytes]  # path -> the pickled FileBuild (state.pickled_file_build)
 
-# Files above this size are built in a helper process (webhook.inventory.state explains
-# why); small ones in-process, where a process start would cost more than it saves.
+# Files above this size are built in a helper process (docs/inventory.md, "Memory"); small
+# ones in-process, where a process start would cost more than it saves.
 ISOLATE_ABOVE_BYTES = 1 << 20
 
 _OK, _FAILED = b"ok", b"failed"
@@ -99,7 +94,12 @@ def start_file_build(path: str | None, build: Build) -> FileBuildProcess | None:
 
 
 def _build_and_send(build: Build, path: str, conn: Connection) -> None:
-    # Runs in the helper, which exits afterwards.
+    # Runs in the helper, which exits afterwards. A forked helper starts with the server's
+    # signal handling (the event loop's wakeup fd): back to a fresh interpreter's, so that
+    # Ctrl-C and SIGTERM reach it as they would reach a spawned one.
+    signal.set_wakeup_fd(-1)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     try:
         payload = build(path)
     except BaseException as exc:  # sent back as itself: the caller raises it

@@ -1,13 +1,6 @@
 """The one builder of ``kubernetes.client.ApiClient`` for ``serve``, ``certs`` and the CLI,
-with kubectl's rules and errors that name the file and the problem.
-
-Where the cluster comes from, as kubectl decides it: ``--kubeconfig FILE``, else
-``$KUBECONFIG`` (a ``:``-separated list, merged), else ``~/.kube/config``, else, when the
-caller allows it, the in-cluster service account. ``--in-cluster`` asks for the service
-account only. ``--context`` picks a context other than the current one. The kubernetes
-client raises terse ``ConfigException``s ("Invalid kube-config file. No configuration
-found."); they become one :class:`KubeConfigError` line naming the file.
-"""
+with kubectl's rules (README, "Cluster access"); the client's terse ``ConfigException``s
+become one :class:`KubeConfigError` line naming the file and the problem."""
 
 from __future__ import annotations
 
@@ -142,7 +135,7 @@ def build_api_client(
     in_cluster_fallback: bool = False,
     sa_dir: Path = SERVICE_ACCOUNT_DIR,
 ) -> kubernetes.client.ApiClient:
-    """The ApiClient by kubectl's rules (module docstring). ``use_default``: look at
+    """The ApiClient by kubectl's rules (README, "Cluster access"). ``use_default``: look at
     ``$KUBECONFIG`` and ``~/.kube/config`` when no file is named (``serve`` does not: with no
     source it serves the demo inventory); ``in_cluster_fallback``: then try the service
     account (``certs`` in a Job). A named source that is broken is an error, never a

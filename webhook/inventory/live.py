@@ -1,29 +1,19 @@
-"""Live inventory: the cluster objects numagate reads, kept by one reflector per resource
-type (webhook/inventory/reflector.py) and combined here (docs/contracts.md: Inventory input).
-
-Nothing here is called on the request path: ``on_change`` hands the complete current
-object list to the server, which builds a new immutable snapshot and swaps it in. It runs
-in a separate notifier thread, debounced, and only once every installed type has
-completed its first list.
-"""
+"""Live inventory: the cluster objects numagate reads, one reflector per resource type
+(webhook/inventory/reflector.py), each change told to one listener as it comes
+(docs/inventory.md, "The data flow")."""
 
 from __future__ import annotations
 
-import logging
 import random
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import kubernetes.client
 
 from webhook.inventory.reflector import Key, Listener, Reflector, Timing, WatchedResource
 from webhook.inventory.stream import Backoff
-
-log = logging.getLogger("numagate.live")
-
-OnChange = Callable[[list[dict[str, Any]]], None]
 
 NODES = WatchedResource("nodes", "Node", "", ("v1",), "nodes", optional=False)
 NODE_RESOURCE_TOPOLOGIES = WatchedResource(
@@ -54,104 +44,55 @@ BOUND_PODS = WatchedResource(
     field_selector="spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed",
 )
 DEFAULT_RESOURCES: tuple[WatchedResource, ...] = (NODES, NODE_RESOURCE_TOPOLOGIES, NUMATOPOLOGIES)
-# Objects per list page. A page's dicts exist until it is parsed, and the heap a first list
-# leaves behind keeps about that much free: 250 instead of client-go's 500 takes ~8 MiB off
-# a worker's RSS at 10,000 nodes, for no measurable CPU (docs/benchmarks.md, issue 14).
-PAGE_SIZE = 250
-__all__ = ["BOUND_PODS", "DEFAULT_RESOURCES", "Backoff", "LiveSource", "WatchedResource"]
+DEFAULT_TIMING = Timing()
+__all__ = [
+    "BOUND_PODS",
+    "DEFAULT_RESOURCES",
+    "Backoff",
+    "Collector",
+    "LiveSource",
+    "Timing",
+    "WatchedResource",
+]
 
 
 class LiveSource:
-    """Keeps the cluster's Nodes, NodeResourceTopologies and Numatopologies (and
-    optionally bound Pods) in memory and reports the full set through ``on_change``,
-    or every change as it comes to ``updates`` (then only fingerprints are kept here:
-    the listener keeps what it needs of each object)."""
+    """Lists and watches the cluster's Nodes, NodeResourceTopologies and Numatopologies
+    (and optionally bound Pods) and tells ``listener`` every change as it comes; keeps
+    only each object's fingerprint (the listener keeps what it needs of each object)."""
 
     def __init__(
         self,
         api_client: kubernetes.client.ApiClient,
-        on_change: OnChange | None = None,
+        listener: Listener,
         *,
-        updates: Listener | None = None,
         include_pods: bool = False,
         resources: Sequence[WatchedResource] | None = None,
-        watch_timeout: int = 60,
-        request_timeout: float = 30.0,
-        backoff_initial: float = 0.2,
-        backoff_max: float = 3.0,
-        absent_retry: float = 60.0,
-        debounce: float = 0.2,
-        page_size: int = PAGE_SIZE,
-        cache_list_max: int = Timing.cache_list_max,
+        timing: Timing = DEFAULT_TIMING,
         rng: random.Random | None = None,
     ) -> None:
-        if watch_timeout < 1:
-            raise ValueError(f"watch_timeout: {watch_timeout!r} must be at least 1 (seconds)")
-        if debounce < 0:
-            raise ValueError(f"debounce: {debounce!r} must be >= 0 (seconds)")
-        Backoff(backoff_initial, backoff_max)  # validates the bounds now, not in a thread
         chosen = tuple(resources) if resources is not None else DEFAULT_RESOURCES
         if include_pods and BOUND_PODS not in chosen:
             chosen = (*chosen, BOUND_PODS)
-        timing = Timing(
-            watch_timeout,
-            request_timeout,
-            backoff_initial,
-            backoff_max,
-            absent_retry,
-            page_size,
-            cache_list_max,
-        )
-        if (on_change is None) == (updates is None):
-            raise ValueError("LiveSource: give exactly one of on_change and updates")
-        self._on_change = on_change
-        self._debounce = debounce
         self._stopping = threading.Event()
         rng = rng or random.Random()
-        listener = updates if updates is not None else self
         self._reflectors = [
-            Reflector(
-                r, api_client, listener, timing, self._stopping, rng, keep_objects=updates is None
-            )
-            for r in chosen
+            Reflector(r, api_client, listener, timing, self._stopping, rng) for r in chosen
         ]
-        self._lock = threading.Lock()
-        self._dirty = threading.Event()
         self._threads: list[threading.Thread] = []
-        self._notify_error: str | None = None
-
-    # ------------------------------------------------------------------ Listener
-
-    def on_replaced(
-        self,
-        reflector: Reflector,
-        old: Mapping[Key, Any],
-        new: Mapping[Key, dict[str, Any]],
-        changed: bool,
-    ) -> None:
-        if changed:
-            self._dirty.set()
-
-    def on_event(self, reflector: Reflector, kind: str, key: Key, item: dict[str, Any]) -> None:
-        self._dirty.set()
-
-    def on_touch(self) -> None:
-        pass
-
-    # ------------------------------------------------------------------ public API
 
     def start(self) -> None:
         if self._threads:
             raise RuntimeError("LiveSource.start() called twice")
         for reflector in self._reflectors:
-            self._spawn(f"numagate-watch-{reflector.resource.name}", reflector.run)
-        if self._on_change is not None:
-            self._spawn("numagate-inventory-notify", self._notify_loop)
+            name = f"numagate-watch-{reflector.resource.name}"
+            thread = threading.Thread(target=reflector.run, name=name, daemon=True)
+            self._threads.append(thread)
+            thread.start()
 
     def stop(self, timeout: float = 5.0) -> None:
         """End every thread; returns within ``timeout`` seconds."""
         self._stopping.set()
-        self._dirty.set()
         for reflector in self._reflectors:
             reflector.cut()
         deadline = time.monotonic() + timeout
@@ -180,83 +121,46 @@ class LiveSource:
         return tuple(self._reflectors)
 
     @property
-    def connected(self) -> bool:
-        """The API answered the latest request of every resource type."""
-        return all(r.connected for r in self._reflectors)
-
-    @property
-    def relists(self) -> int:
-        return sum(r.relists for r in self._reflectors)
-
-    @property
-    def reconnects(self) -> int:
-        return sum(r.reconnects for r in self._reflectors)
-
-    @property
-    def events(self) -> int:
-        return sum(r.events for r in self._reflectors)
-
-    @property
-    def bookmarks(self) -> int:
-        return sum(r.bookmarks for r in self._reflectors)
-
-    @property
     def errors(self) -> dict[str, str]:
-        """The current problem per resource type (and ``on_change`` if it raised)."""
-        found = {r.resource.name: r.error for r in self._reflectors if r.error}
+        """The current problem per resource type."""
+        return {r.resource.name: r.error for r in self._reflectors if r.error}
+
+    def sync(self) -> list[tuple[str, float | None]]:
+        """Per resource type, the time it is known in sync up to (the sync-age gauges)."""
+        return [(r.resource.name, r.synced_until()) for r in self._reflectors]
+
+
+class Collector:
+    """A listener that keeps every object as listed and watched, in the order of
+    ``resources`` then by key: ``read_inventory``'s one-shot list (webhook/cli/cluster.py)."""
+
+    def __init__(self, resources: Sequence[WatchedResource]) -> None:
+        self._lock = threading.Lock()
+        self._held: dict[str, dict[Key, dict[str, Any]]] = {r.name: {} for r in resources}
+
+    def on_replaced(
+        self, reflector: Reflector, old: Mapping[Key, Any], new: Mapping[Key, Any], changed: bool
+    ) -> None:
         with self._lock:
-            if self._notify_error:
-                found["on_change"] = self._notify_error
-        return found
+            held = self._held[reflector.resource.name]
+            for key in old.keys() - new.keys():
+                held.pop(key, None)
+            held.update(new)
 
-    def resource_versions(self) -> dict[str, str | None]:
-        return {r.resource.name: r.resource_version for r in self._reflectors}
+    def on_event(self, reflector: Reflector, kind: str, key: Key, item: dict[str, Any]) -> None:
+        with self._lock:
+            held = self._held[reflector.resource.name]
+            if kind == "DELETED":
+                held.pop(key, None)
+            else:
+                held[key] = item
 
-    def status(self) -> dict[str, dict[str, Any]]:
-        """Per resource type: installed, listed, connected, version served, object count,
-        resourceVersion, error and last sync; for /readyz detail and metrics."""
-        return {r.resource.name: r.status() for r in self._reflectors}
+    def on_touch(self) -> None:
+        pass
+
+    def __len__(self) -> int:
+        return sum(len(held) for held in self._held.values())
 
     def objects(self) -> list[dict[str, Any]]:
-        """The complete current object list (the list ``on_change`` receives)."""
-        objects: list[dict[str, Any]] = []
-        for reflector in self._reflectors:
-            with reflector.lock:
-                items = reflector.items
-                objects.extend(items[key] for key in sorted(items))
-        return objects
-
-    # ------------------------------------------------------------------ threads
-
-    def _spawn(self, name: str, target: Callable[..., None], *args: Any) -> None:
-        thread = threading.Thread(target=target, args=args, name=name, daemon=True)
-        self._threads.append(thread)
-        thread.start()
-
-    def _notify_loop(self) -> None:
-        last = float("-inf")
-        while not self._stopping.is_set():
-            self._dirty.wait()
-            if self._stopping.is_set():
-                return
-            wait = last + self._debounce - time.monotonic()
-            if wait > 0 and self._stopping.wait(wait):
-                return
-            self._dirty.clear()
-            if not self.synced:
-                continue
-            objects = self.objects()
-            last = time.monotonic()
-            self._deliver(objects)
-
-    def _deliver(self, objects: list[dict[str, Any]]) -> None:
-        assert self._on_change is not None
-        try:
-            self._on_change(objects)
-        except Exception as exc:
-            log.exception("inventory on_change callback failed")
-            with self._lock:
-                self._notify_error = f"{type(exc).__name__}: {exc}"
-            return
         with self._lock:
-            self._notify_error = None
+            return [held[key] for held in self._held.values() for key in sorted(held)]

@@ -1,26 +1,31 @@
-"""Starting and restarting the inventory process (webhook/inventory/feed.py): one per
-replica, whatever ``--workers`` is. The serve process starts it before it forks the
+"""The inventory process (its loop: webhook/inventory/feed.py): its spec, its main, and
+its start and restarts; one per replica, whatever ``--workers`` is. The serve process starts it before it forks the
 workers (or the single worker starts it, with ``--workers 1``), and restarts it when it
 exits; the workers connect to its socket (webhook/inventory/fed.py)."""
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import multiprocessing
+import os
 import shutil
+import signal
 import tempfile
 import threading
 import time
-from multiprocessing.connection import Connection, wait
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from multiprocessing.connection import Connection, Listener, wait
 from multiprocessing.process import BaseProcess
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
+from webhook.inventory.file_build import die_with_parent
 from webhook.logs import get_logger
 
 if TYPE_CHECKING:
-    from webhook.inventory.feed import FeederSpec
+    from webhook.inventory.feed import Fanout, Feed
+    from webhook.inventory.live import LiveSource
 
 log = get_logger("inventory")
 
@@ -28,7 +33,37 @@ log = get_logger("inventory")
 # (one that ran for RESTART_MAX seconds or more starts from RESTART_INITIAL again).
 RESTART_INITIAL = 1.0
 RESTART_MAX = 30.0
+# The inventory process runs at a lower CPU priority than the workers: when they compete
+# for a core (a CPU limit, a busy node), reviews go first and the inventory lags a little
+# (its events are ~0.2 of a core at 100,000 nodes; the workers' share is what p99 needs).
+NICENESS = 10
 _GO = b"go"
+
+
+@dataclass(frozen=True)
+class FeederSpec:
+    """What the inventory process needs (picklable: it is spawned; defined here, where
+    importing it costs nothing, so that serve spawns the process before its own imports)."""
+
+    address: str  # the Unix socket the workers connect to
+    kubeconfig: str | None = None
+    context: str | None = None
+    in_cluster: bool = False
+    include_pods: bool | None = False  # None: as the configuration file ``config`` says
+    log_level: str = "info"
+    window: float = 0.05
+    live: Mapping[str, Any] = field(default_factory=dict)  # LiveSource options (tests)
+    config: str | None = None
+
+
+class ClusterOptions(Protocol):
+    """What :func:`owner_for` reads of serve's arguments or options."""
+
+    kubeconfig: str | None
+    context: str | None
+    in_cluster: bool
+    config: str | None
+    log_level: str
 
 
 def socket_address() -> str:
@@ -36,20 +71,21 @@ def socket_address() -> str:
     return str(Path(tempfile.mkdtemp(prefix="numagate-inventory-")) / "inventory.sock")
 
 
-def _process_main(fields: dict[str, Any], config: str | None, gate: Connection | None) -> None:
-    """The spawned process's entry: the FeederSpec made here from its fields (so that the
-    parent need not import the watch's modules to start it); ``include_pods`` None means
-    "as the configuration file says" (read here, not in a parent that has not loaded it).
-    ``gate``: wait, once imported, until the parent has checked its arguments; a parent
-    that refused them says why itself, so this process goes quietly."""
+def _process_main(spec: FeederSpec, gate: Connection | None) -> None:
+    """The spawned process's entry. The configuration file is read here, not in a parent
+    that has not loaded it. ``gate``: wait, once imported, until the parent has checked its
+    arguments; a parent that refused them says why itself, so this process goes quietly."""
     from webhook.config import ConfigHolder
-    from webhook.inventory.feed import FeederSpec, feeder_main
+
+    # The watch's modules (the kubernetes client, the parsers) imported before the gate:
+    # beside serve's own start (docs/inventory.md, the inventory process's own parse).
+    from webhook.inventory import feed, kube, live  # noqa: F401
 
     if gate is not None and not _released(gate):
         return
-    if fields.get("include_pods") is None:
-        fields = {**fields, "include_pods": ConfigHolder(config).current.inventory.watch_pods}
-    feeder_main(FeederSpec(**fields))
+    if spec.include_pods is None:
+        spec = replace(spec, include_pods=ConfigHolder(spec.config).current.inventory.watch_pods)
+    feeder_main(spec)
 
 
 def _released(gate: Connection) -> bool:
@@ -62,14 +98,10 @@ def _released(gate: Connection) -> bool:
 
 
 class InventoryOwner:
-    """The inventory process of this replica, kept running until :meth:`stop`. ``spec``:
-    the FeederSpec, or its fields (:func:`spawn_early`, with ``config``)."""
+    """The inventory process of this replica, kept running until :meth:`stop`."""
 
-    def __init__(self, spec: FeederSpec | dict[str, Any], *, config: str | None = None) -> None:
-        if not isinstance(spec, dict):
-            spec = {f.name: getattr(spec, f.name) for f in dataclasses.fields(spec)}
-        self._fields = spec
-        self._config = config
+    def __init__(self, spec: FeederSpec) -> None:
+        self.spec = spec
         self.restarts = 0
         self._proc: BaseProcess | None = None
         self._gate: Connection | None = None  # the parent's end while the process is held
@@ -78,7 +110,7 @@ class InventoryOwner:
 
     @property
     def address(self) -> str:
-        return str(self._fields["address"])
+        return self.spec.address
 
     @property
     def pid(self) -> int | None:
@@ -95,7 +127,7 @@ class InventoryOwner:
             theirs, self._gate = ctx.Pipe(duplex=False)
         proc = ctx.Process(
             target=_process_main,
-            args=(self._fields, self._config, theirs),
+            args=(self.spec, theirs),
             name="numagate-inventory",
         )
         proc.daemon = True
@@ -164,31 +196,92 @@ class InventoryOwner:
             shutil.rmtree(Path(self.address).parent)
 
 
-def spawn_early(
-    *,
-    kubeconfig: str | None,
-    context: str | None,
-    in_cluster: bool,
-    config: str | None,
-    log_level: str,
-) -> InventoryOwner | None:
-    """The replica's inventory process, spawned before serve's own start (None without a
-    cluster to watch), held until the caller has checked the cluster source
-    (:meth:`InventoryOwner.release`). Not supervised yet: the caller calls
-    :meth:`InventoryOwner.supervise` once it has forked its workers (a thread here would
-    make forking them unsafe)."""
-    if not (kubeconfig or in_cluster):
+def owner_for(opts: ClusterOptions, include_pods: bool | None = None) -> InventoryOwner | None:
+    """The replica's inventory process for the cluster ``opts`` names (serve's arguments or
+    options), not started yet; None without a cluster to watch. ``include_pods`` None: as
+    ``opts.config`` says (read in the process)."""
+    if not (opts.kubeconfig or opts.in_cluster):
         return None
-    owner = InventoryOwner(
-        {
-            "address": socket_address(),
-            "kubeconfig": kubeconfig,
-            "context": context,
-            "in_cluster": in_cluster,
-            "include_pods": None,  # from the configuration, in the process
-            "log_level": log_level,
-        },
-        config=config,
+    spec = FeederSpec(
+        address=socket_address(),
+        kubeconfig=opts.kubeconfig,
+        context=opts.context,
+        in_cluster=opts.in_cluster,
+        include_pods=include_pods,
+        log_level=opts.log_level,
+        config=opts.config,
     )
-    owner.spawn(held=True)
-    return owner
+    return InventoryOwner(spec)
+
+
+def listen(address: str) -> Listener:
+    """The process's socket (a stale one, left by a process that was killed, replaced)."""
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(address)
+    return Listener(address, family="AF_UNIX")
+
+
+def accept_forever(listener: Listener, fanout: Fanout) -> None:
+    """The accepting thread: every worker that connects joins ``fanout``."""
+    while True:
+        try:
+            fanout.join(listener.accept())
+        except OSError:
+            return  # the listener was closed
+
+
+def watch_cluster(spec: FeederSpec, listener: Listener) -> tuple[Feed, LiveSource]:
+    """The watches started, for the workers that connect to ``listener``; the caller runs
+    the Feed's loop (``feed_cluster``; tests run it in a thread)."""
+    from webhook.inventory.feed import Fanout, Feed
+    from webhook.inventory.kube import build_api_client, describe
+    from webhook.inventory.live import LiveSource
+
+    client = build_api_client(
+        kubeconfig=spec.kubeconfig,
+        context=spec.context,
+        in_cluster=spec.in_cluster,
+        use_default=False,
+    )
+    fanout = Fanout()
+    threading.Thread(
+        target=accept_forever, args=(listener, fanout), name="inventory-accept", daemon=True
+    ).start()
+    feed = Feed(fanout, window=spec.window)
+    live = LiveSource(client, feed, include_pods=spec.include_pods, **spec.live)
+    feed.synced = lambda: live.synced
+    feed.last_sync = lambda: live.last_sync
+    feed.sync = live.sync
+    live.start()
+    log.info("watching the cluster", extra={"host": describe(client)})
+    return feed, live
+
+
+def feed_cluster(spec: FeederSpec, listener: Listener, stop: threading.Event | None = None) -> None:
+    """Watch the cluster and serve the workers that connect to ``listener`` until ``stop``
+    (the process: until it is killed)."""
+    feed, live = watch_cluster(spec, listener)
+    try:
+        feed.run(stop)
+    finally:
+        live.stop(timeout=1.0)
+        listener.close()
+
+
+def feeder_main(spec: FeederSpec) -> None:
+    """The inventory process: watch, merge, send, until its parent (the serve process or
+    the single worker) is gone (the kernel's parent-death signal) or stops it."""
+    from webhook.heap import limit_malloc_arenas
+    from webhook.logs import setup_logging
+
+    die_with_parent()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a terminal's Ctrl-C: the parent stops us
+    with contextlib.suppress(OSError):
+        os.nice(NICENESS)
+    limit_malloc_arenas()  # before the watch threads start, as in the worker
+    setup_logging(spec.log_level)
+    try:
+        feed_cluster(spec, listen(spec.address))
+    except Exception:  # the parent restarts us; the log line says why
+        log.exception("inventory process failed")
+        raise SystemExit(1) from None

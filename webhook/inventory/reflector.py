@@ -1,20 +1,8 @@
-"""One resource type, listed then watched: the loop client-go's ``tools/cache/reflector.go``
-runs (kubernetes.io "API concepts", "Efficient detection of changes").
-
-1. list (paged: ``limit``/``continue``) and keep its ``metadata.resourceVersion``;
-2. watch from that version with ``allowWatchBookmarks=true`` and a server-side
-   ``timeoutSeconds``, applying ADDED/MODIFIED/DELETED to an in-memory map and taking the
-   ``resourceVersion`` of every event, BOOKMARK included, so a reconnect resumes where
-   the last stream stopped;
-3. a ``410 Gone``/``Expired`` (an ERROR event or an HTTP 410) means the version was
-   compacted away: relist; a connection error means reconnect from the last version
-   after an exponential backoff with jitter; a ``404`` on list means the CRD is not
-   installed (a ``403``: not readable by our service account): reported once, retried
-   slowly, and it never holds back the other types.
-
-The kubernetes client is synchronous: each reflector runs in its own daemon thread and
-tells its owner (webhook/inventory/live.py) what changed through a ``Listener``.
-"""
+"""One resource type, listed then watched, as client-go's ``tools/cache/reflector.go``
+does: paged list, watch from its resourceVersion with bookmarks, relist on 410,
+reconnect with backoff, a type not installed or not readable reported once and retried
+slowly (docs/inventory.md, "List and watch"). Each reflector runs in its own thread and
+tells its listener (webhook/inventory/live.py) what changed."""
 
 from __future__ import annotations
 
@@ -70,21 +58,17 @@ class Reflector:
         timing: Timing,
         stopping: threading.Event,
         rng: random.Random,
-        *,
-        keep_objects: bool = True,
     ) -> None:
-        """``keep_objects``: keep each object in ``items``; else (the listener keeps what
-        it needs) only its fingerprint, its resourceVersion: what a relist changed."""
         self.resource = resource
         self._client = api_client
         self._listener = listener
         self._timing = timing
-        self._keep = keep_objects
         self._stopping = stopping
         self._rng = rng
         self.lock = threading.Lock()
         # Guarded by ``lock``:
         self.version: str | None = None
+        # Each object's fingerprint (the listener keeps the object): what a relist changed.
         self.items: dict[Key, Any] = {}
         self.resource_version: str | None = None
         self.listed = False
@@ -102,19 +86,6 @@ class Reflector:
     def settled(self) -> bool:
         """Listed, or known not to be installed (lock held or not: a bool read)."""
         return self.listed or self.installed is False
-
-    def status(self) -> dict[str, Any]:
-        with self.lock:
-            return {
-                "installed": self.installed,
-                "listed": self.listed,
-                "connected": self.connected,
-                "version": self.version,
-                "objects": len(self.items),
-                "resourceVersion": self.resource_version,
-                "error": self.error,
-                "lastSync": self.last_sync,
-            }
 
     def synced_until(self) -> float | None:
         """Up to when this type is known to be in sync: its last list, watch start,
@@ -184,8 +155,7 @@ class Reflector:
 
     def _list_version(self, version: str) -> None:
         """List one version, page by page (``limit``/``continue``), each page fetched
-        while the one before is parsed (webhook/inventory/pages.py). Kept objects are
-        replaced when the list is complete. Else (fingerprints kept) each page goes to the
+        while the one before is parsed (webhook/inventory/pages.py) and handed to the
         listener as it arrives, so that a large list never exists whole as dicts; the
         objects the list lacks are deleted at its end (:meth:`_replace`)."""
         resource_version: str | None = None
@@ -196,10 +166,7 @@ class Reflector:
             for body in pages:
                 page, resource_version = read_page(body, self.resource, version, resource_version)
                 del body
-                if self._keep:
-                    listed.update(page)
-                else:
-                    self._deliver(page, listed)
+                self._deliver(page, listed)
                 del page
         self._replace(version, listed, resource_version)
 
@@ -237,8 +204,8 @@ class Reflector:
         self._listener.on_replaced(self, held, page, held != prints)
 
     def _replace(self, version: str, listed: dict[Key, Any], resource_version: str | None) -> None:
-        """The list is complete: ``listed`` (objects, or fingerprints of the objects the
-        listener already has page by page) is what the type holds now."""
+        """The list is complete: ``listed`` (the fingerprints of the objects the listener
+        has had page by page) is what the type holds now."""
         with self.lock:
             old = self.items
             changed = not self.listed or old != listed or self.installed is not True
@@ -258,13 +225,10 @@ class Reflector:
                 len(listed),
                 resource_version,
             )
-        if self._keep:
-            self._listener.on_replaced(self, old, listed, changed)
-        else:
-            # Delivered already: only the deletions are left (an empty call still tells
-            # the listener that this type has listed).
-            gone = {key: value for key, value in old.items() if key not in listed}
-            self._listener.on_replaced(self, gone, {}, changed)
+        # Delivered already: only the deletions are left (an empty call still tells the
+        # listener that this type has listed).
+        gone = {key: value for key, value in old.items() if key not in listed}
+        self._listener.on_replaced(self, gone, {}, changed)
         # Listed (so settled) only once the listener has every object: the first build
         # waits for every type's list, not for its flag (a 10,000-node list takes the
         # listener about a second to parse; ready before that was ready without Nodes).
@@ -340,7 +304,7 @@ class Reflector:
             if kind == "DELETED":
                 self.items.pop(key, None)
             else:
-                self.items[key] = item if self._keep else fingerprint(item)
+                self.items[key] = fingerprint(item)
             if resource_version:
                 self.resource_version = resource_version
             self.events += 1

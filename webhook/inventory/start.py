@@ -5,18 +5,14 @@ embedded demo. Split from webhook/server.py, which wires it into the server's li
 from __future__ import annotations
 
 import asyncio
-import pickle
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from webhook.config import ConfigHolder
 from webhook.dra import state as dra_sources
-from webhook.inventory.state import FileBuild, InventoryState, StaticFileSource, load_demo
+from webhook.inventory.state import InventoryState, StaticFileSource, load_demo
 from webhook.logs import get_logger
-
-if TYPE_CHECKING:  # the watch's modules (the kubernetes client) only when a cluster is watched
-    from webhook.inventory.feed import FeederSpec
 
 
 class ServeOptions(Protocol):
@@ -28,6 +24,7 @@ class ServeOptions(Protocol):
     in_cluster: bool
     log_level: str
     inventory_address: str | None
+    config: str | None
 
 
 log = get_logger("server")
@@ -41,20 +38,6 @@ class Sources:
     stop: Callable[[], None]
 
 
-def owner_spec(opts: ServeOptions, *, watch_pods: bool, address: str) -> FeederSpec:
-    """The inventory process's options, from serve's."""
-    from webhook.inventory.feed import FeederSpec
-
-    return FeederSpec(
-        address=address,
-        kubeconfig=opts.kubeconfig,
-        context=opts.context,
-        in_cluster=opts.in_cluster,
-        include_pods=watch_pods,
-        log_level=opts.log_level,
-    )
-
-
 def _start_fed(
     opts: ServeOptions, state: InventoryState, *, watch_pods: bool
 ) -> tuple[Callable[[], None], list[asyncio.Task[Any]]]:
@@ -62,21 +45,18 @@ def _start_fed(
     parses and merges, and this worker applies the changes it sends
     (webhook/inventory/feed.py). With ``--workers N`` the serve process started it
     (``opts.inventory_address``); else this worker starts it and restarts it."""
-    from webhook.inventory.fed import FedInventory
-    from webhook.inventory.owner import InventoryOwner, socket_address
-    from webhook.inventory.updates import report_sync
+    from webhook.inventory.fed import FedInventory, report_sync
+    from webhook.inventory.owner import owner_for
 
     loop = asyncio.get_running_loop()
     owner = None
     address = opts.inventory_address
     if address is None:
-        owner = InventoryOwner(owner_spec(opts, watch_pods=watch_pods, address=socket_address()))
+        owner = owner_for(opts, watch_pods)
+        assert owner is not None  # a cluster is named (``start_sources``)
         owner.start()
         address = owner.address
     fed = FedInventory(state, loop, address, metrics=state.metrics)
-    state.live = True
-    state.last_sync = lambda: fed.last_sync
-    state.synced = lambda: fed.synced
     fed.start()
     log.info("watching the cluster through the inventory process", extra={"socket": address})
     tasks = [loop.create_task(report_sync(fed.sync, fed.lag, state.metrics))]
@@ -107,12 +87,7 @@ def start_sources(
     tasks.extend(dra_tasks)
     if opts.inventory:
         static = StaticFileSource(opts.inventory, state, interval=interval)
-        if preloaded is not None:
-            built: FileBuild = pickle.loads(preloaded)
-            static.adopt(built)
-            del built
-        else:
-            static.load()
+        static.load(preloaded)
         tasks.append(asyncio.get_running_loop().create_task(static.run()))
     elif opts.kubeconfig or opts.in_cluster:
         watch_pods = holder.current.inventory.watch_pods

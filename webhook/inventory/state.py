@@ -1,15 +1,7 @@
-"""The inventory the request path reads, and the sources that feed it.
-
-The request path only ever reads ``InventoryState.view``: one attribute holding an
-immutable :class:`InventoryView`. Sources build a new view (parse, ``build_inventory``,
-``Snapshot.build``) off the request path, in a thread, and swap it in with one
-assignment, which is atomic under the GIL. A source that fails keeps the last good view.
-
-Large static files are parsed in a short-lived helper process (:func:`build_file`):
-the YAML parse of a large file allocates many short-lived dicts, and a process
-that did it keeps most of those pages after freeing them (glibc heap fragmentation). The
-helper sends back the pickled view, which holds only what the request path needs.
-"""
+"""The inventory the request path reads, and the sources that feed it: one attribute,
+``InventoryState.view``, holding an immutable :class:`InventoryView`, swapped in whole;
+a source that fails keeps the last good view. A large static file is built in a helper
+process (docs/inventory.md, "Startup from a file" and "Memory")."""
 
 from __future__ import annotations
 
@@ -19,7 +11,6 @@ import gc
 import hashlib
 import os
 import pickle
-import signal
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -200,16 +191,18 @@ class FileBuild:
     signature: Signature | None  # taken before the read: a later change is noticed
 
 
-def build_file(path: str, *, now: float, isolate: bool = False) -> FileBuild:
+def build_file(
+    path: str, *, now: float, isolate: bool = False, text: str | None = None
+) -> FileBuild:
     """Read, parse and build ``path`` (LoadError for unreadable or unparsable files, the
     build's own errors as themselves); ``isolate``: in a short-lived helper process
-    (:class:`FileBuildProcess`, :func:`pickled_file_build`), stamped with ``now``."""
+    (:class:`FileBuildProcess` running :func:`pickled_file_build`), which reads the file
+    itself; else ``text``, when given, is the content read already."""
     if isolate:
-        built: FileBuild = pickle.loads(FileBuildProcess(path, pickled_file_build).result())
-        # Stamped with this process's clock (the age metric and staleness use it).
-        return dataclasses.replace(built, view=dataclasses.replace(built.view, built_at=now))
+        return received(FileBuildProcess(path, pickled_file_build).result(), now)
     signature = file_signature(path)
-    text = read_text(path)
+    if text is None:
+        text = read_text(path)
     digest = _digest(text)
     objects = [o.obj for o in parse_objects(text, path)]
     del text
@@ -217,16 +210,17 @@ def build_file(path: str, *, now: float, isolate: bool = False) -> FileBuild:
     return FileBuild(view, digest, signature)
 
 
+def received(pickled: bytes, now: float) -> FileBuild:
+    """A FileBuild a helper process built, stamped with this process's clock ``now`` (the
+    age metric and staleness use it)."""
+    built: FileBuild = pickle.loads(pickled)
+    return dataclasses.replace(built, view=dataclasses.replace(built.view, built_at=now))
+
+
 def pickled_file_build(path: str) -> bytes:
     """What the helper process runs (webhook/inventory/file_build.py): :func:`build_file`,
-    pickled. Not for other callers: it resets the signal handling and turns the collector
-    off in the process it runs in, which exits afterwards."""
-    # A forked helper starts with the server's signal handling (the event loop's wakeup
-    # fd): back to a fresh interpreter's, so that Ctrl-C and SIGTERM reach it as they would
-    # reach a spawned one.
-    signal.set_wakeup_fd(-1)
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    pickled. Not for other callers: it turns the collector off in the process it runs in,
+    which exits afterwards."""
     # The parse and build allocate millions of objects that all live until the pickle is
     # written: the cyclic collector would traverse them again and again for nothing (40%
     # of the build's CPU at 10,000 nodes, docs/benchmarks.md); the process is short-lived.
@@ -262,22 +256,16 @@ class StaticFileSource:
     def _remember(self, digest: str | None, signature: Signature | None) -> None:
         self._digest, self._signature = digest, _trusted(signature)
 
-    def adopt(self, built: FileBuild) -> InventoryView:
-        """Install a view built elsewhere (the server's parent builds it once for all
-        workers) as if this source had loaded it."""
-        view = dataclasses.replace(built.view, built_at=self.state.clock())
-        self.state.install(view)
-        self._remember(built.digest, built.signature)
-        return view
-
-    def load(self) -> InventoryView:
-        """First load: errors propagate (a bad file at startup is a usage error)."""
-        sig = file_signature(self.path)
+    def load(self, pickled: bytes | None = None) -> InventoryView:
+        """First load: errors propagate (a bad file at startup is a usage error).
+        ``pickled``: the FileBuild a helper made already (serve's parent builds it once for
+        all workers: :func:`received`), installed as if this source had loaded it."""
         now = self.state.clock()
-        self.reads += 1
-        built = build_file(
-            self.path, now=now, isolate=sig is not None and sig[1] > self.isolate_above
-        )
+        if pickled is not None:
+            built = received(pickled, now)
+        else:
+            self.reads += 1
+            built = build_file(self.path, now=now, isolate=self._large(file_signature(self.path)))
         self.state.install(built.view)
         self._remember(built.digest, built.signature)
         return built.view
@@ -304,8 +292,12 @@ class StaticFileSource:
             return self._fail(
                 f"{self.path}: file is empty (being written?); an empty inventory needs 'kind: List' with no items"
             )
+        large = self._large(sig)
         try:
-            view = self._build(text, large=sig is not None and sig[1] > self.isolate_above)
+            # A helper reads the file again; if it changed meanwhile, its stat differs from
+            # the signature remembered above and the next check reloads.
+            now = self.state.clock()
+            view = build_file(self.path, now=now, isolate=large, text=text).view
         except (LoadError, CoreError, ValueError, TypeError) as exc:
             return self._fail(f"{self.path}: {exc}")
         self.state.install(view)
@@ -313,14 +305,8 @@ class StaticFileSource:
         log.info("inventory reloaded", extra={"file": self.path})
         return True
 
-    def _build(self, text: str, *, large: bool) -> InventoryView:
-        now = self.state.clock()
-        if large:
-            # The helper reads the file again; if it changed meanwhile, its stat differs
-            # from the signature remembered above and the next check reloads.
-            return build_file(self.path, now=now, isolate=True).view
-        objects = [o.obj for o in parse_objects(text, self.path)]
-        return build_view(objects, source=f"file:{self.path}", now=now)
+    def _large(self, sig: Signature | None) -> bool:
+        return sig is not None and sig[1] > self.isolate_above
 
     def _fail(self, message: str) -> bool:
         if message != self.last_error:

@@ -38,12 +38,17 @@ from tests.webhook.fake_apiserver import FakeApiServer, running_apiserver
 from tests.webhook.fake_apiserver import node as api_node
 from tests.webhook.fake_apiserver import nrt as api_nrt
 from tests.webhook.fake_apiserver_churn import churning
-from webhook.inventory import feed as feed_module
 from webhook.inventory import owner as owner_module
 from webhook.inventory.fed import FedInventory
-from webhook.inventory.feed import Batch, Fanout, Feed, FeederSpec, Whole, listen
-from webhook.inventory.live import BOUND_PODS, NODE_RESOURCE_TOPOLOGIES, NODES, NUMATOPOLOGIES
-from webhook.inventory.owner import InventoryOwner, socket_address
+from webhook.inventory.feed import Batch, Fanout, Feed, Whole
+from webhook.inventory.live import (
+    BOUND_PODS,
+    NODE_RESOURCE_TOPOLOGIES,
+    NODES,
+    NUMATOPOLOGIES,
+    Timing,
+)
+from webhook.inventory.owner import FeederSpec, InventoryOwner, listen, socket_address
 from webhook.inventory.state import InventoryState
 from webhook.metrics import WebhookMetrics
 
@@ -53,7 +58,9 @@ RESOURCES = {
     "Numatopology": NUMATOPOLOGIES,
     "Pod": BOUND_PODS,
 }
-FAST = {"watch_timeout": 1, "backoff_initial": 0.05, "backoff_max": 0.4, "request_timeout": 5.0}
+FAST = {
+    "timing": Timing(watch_timeout=1, backoff_initial=0.05, backoff_max=0.4, request_timeout=5.0)
+}
 
 
 def _event(feed: Feed, obj: dict[str, Any], *, delete: bool = False) -> None:
@@ -317,8 +324,6 @@ async def _feeding(
         owner.start()
         state = InventoryState(metrics=WebhookMetrics())
         fed = FedInventory(state, asyncio.get_running_loop(), owner.address, metrics=state.metrics)
-        state.live, state.synced = True, lambda: fed.synced
-        state.last_sync = lambda: fed.last_sync
         fed.start()
         try:
             await _wait(lambda: state.ready, 30, "ready")
@@ -344,7 +349,7 @@ async def test_the_inventory_process_feeds_the_worker_and_is_restarted_when_kill
         assert first is not None and first != os.getpid()
         # Reviews go first when the workers and the inventory process compete for a core.
         ours = os.getpriority(os.PRIO_PROCESS, 0)
-        assert os.getpriority(os.PRIO_PROCESS, first) == min(19, ours + feed_module.NICENESS)
+        assert os.getpriority(os.PRIO_PROCESS, first) == min(19, ours + owner_module.NICENESS)
         assert fed.full_builds == 1 and len(state.view.nodes) == 8  # type: ignore[union-attr]
         assert {r for r, _ in fed.sync()} == {"nodes", "noderesourcetopologies", "numatopologies"}
         before = state.view

@@ -33,43 +33,64 @@ from webhook.inventory.kube import (
     api_client_in_cluster,
     build_api_client,
 )
-from webhook.inventory.live import Backoff, LiveSource
+from webhook.inventory.live import (
+    BOUND_PODS,
+    DEFAULT_RESOURCES,
+    Backoff,
+    Collector,
+    LiveSource,
+    Timing,
+)
 
 FAST = {
     "watch_timeout": 1,
     "backoff_initial": 0.05,
     "backoff_max": 0.4,
     "absent_retry": 0.3,
-    "debounce": 0.05,
     "request_timeout": 5.0,
 }
 
 
-class Recorder:
-    """Collects on_change calls (from the notifier thread)."""
+class Recorder(Collector):
+    """The objects the listener was told of, and how many changes (lists, events) it got."""
 
     def __init__(self) -> None:
-        self.calls: list[list[dict[str, Any]]] = []
-        self._lock = threading.Lock()
+        super().__init__((*DEFAULT_RESOURCES, BOUND_PODS))
+        self.changes = 0
 
-    def __call__(self, objects: list[dict[str, Any]]) -> None:
-        with self._lock:
-            self.calls.append(objects)
+    def on_replaced(self, reflector: Any, old: Any, new: Any, changed: bool) -> None:
+        super().on_replaced(reflector, old, new, changed)
+        self.changes += 1
 
-    @property
-    def count(self) -> int:
-        with self._lock:
-            return len(self.calls)
+    def on_event(self, reflector: Any, kind: str, key: Any, item: dict[str, Any]) -> None:
+        super().on_event(reflector, kind, key, item)
+        self.changes += 1
 
     def names(self) -> set[tuple[str, str]]:
-        with self._lock:
-            last = self.calls[-1] if self.calls else []
-        return {(o["kind"], o["metadata"]["name"]) for o in last}
+        return {(o["kind"], o["metadata"]["name"]) for o in self.objects()}
 
     def latest(self, kind: str, name: str) -> dict[str, Any]:
-        with self._lock:
-            last = self.calls[-1]
-        return next(o for o in last if o["kind"] == kind and o["metadata"]["name"] == name)
+        objects = self.objects()
+        return next(o for o in objects if o["kind"] == kind and o["metadata"]["name"] == name)
+
+
+def each(source: LiveSource, field: str) -> dict[str, Any]:
+    """A field of each resource type's reflector, by type."""
+    return {r.resource.name: getattr(r, field) for r in source.reflectors}
+
+
+def total(source: LiveSource, counter: str) -> int:
+    return sum(each(source, counter).values())
+
+
+def connected(source: LiveSource) -> bool:
+    return all(each(source, "connected").values())
+
+
+def live_source(api: Any, listener: Any, **kwargs: Any) -> LiveSource:
+    """A LiveSource with FAST timings (``kwargs``: Timing fields or LiveSource options)."""
+    timing = {k: kwargs.pop(k) for k in list(kwargs) if k in Timing.__dataclass_fields__}
+    return LiveSource(api, listener, timing=Timing(**{**FAST, **timing}), **kwargs)
 
 
 def truth(server: FakeApiServer, *resources: Any) -> set[tuple[str, str]]:
@@ -86,7 +107,7 @@ def make_source(api) -> Iterator[Callable[..., tuple[LiveSource, Recorder]]]:
 
     def make(**kwargs: Any) -> tuple[LiveSource, Recorder]:
         recorder = Recorder()
-        source = LiveSource(api, recorder, **{**FAST, "rng": random.Random(7), **kwargs})
+        source = live_source(api, recorder, **{"rng": random.Random(7), **kwargs})
         sources.append(source)
         source.start()
         return source, recorder
@@ -123,10 +144,10 @@ def test_a_custom_resource_list_over_the_cap_is_paged_not_read_whole(server, mak
 def test_initial_sync_delivers_every_object_with_kind_and_api_version(server, make_source):
     seed(server)
     source, recorder = make_source()
-    wait_for(lambda: recorder.count >= 1, 5.0, step=0.01)
-    assert source.synced and source.connected
+    wait_for(lambda: source.synced, 5.0, step=0.01)
+    assert connected(source)
     assert recorder.names() == truth(server)
-    for obj in recorder.calls[-1]:
+    for obj in recorder.objects():
         assert obj["apiVersion"] in (
             "v1",
             "topology.node.k8s.io/v1alpha2",
@@ -141,14 +162,13 @@ def test_initial_sync_delivers_every_object_with_kind_and_api_version(server, ma
 
 
 @pytest.mark.slow
-def test_no_notification_before_every_installed_type_listed(server, make_source):
+def test_not_synced_before_every_installed_type_listed(server, make_source):
     seed(server)
     server.hold_lists(NUMATOPOLOGIES)
     source, recorder = make_source()
     wait_for(
         lambda: (
-            source.status()["nodes"]["listed"]
-            and source.status()["noderesourcetopologies"]["listed"]
+            each(source, "listed")["nodes"] and each(source, "listed")["noderesourcetopologies"]
         ),
         5.0,
         step=0.01,
@@ -156,15 +176,15 @@ def test_no_notification_before_every_installed_type_listed(server, make_source)
     server.apply(node("n3"))  # a change while numatopologies is still listing
     time.sleep(0.3)
     assert not source.synced
-    assert recorder.count == 0
+    assert source.last_sync is None
     server.release_lists(NUMATOPOLOGIES)
-    wait_for(lambda: recorder.count >= 1, 5.0, step=0.01)
+    wait_for(lambda: source.synced, 5.0, step=0.01)
     assert ("Node", "n3") in recorder.names()
     assert ("Numatopology", "n1") in recorder.names()
 
 
 class _SlowNodesListener:
-    """An ``updates`` listener that takes its time over the Node list, as parsing 10,000
+    """A listener that takes its time over the Node list, as parsing 10,000
     Nodes does (about a second)."""
 
     def __init__(self) -> None:
@@ -190,13 +210,13 @@ def test_not_synced_until_the_listener_has_every_listed_object(server, api):
     came back: otherwise the first build runs without the Nodes still being parsed."""
     seed(server)
     listener = _SlowNodesListener()
-    source = LiveSource(api, updates=listener, **{**FAST, "rng": random.Random(7)})
+    source = live_source(api, listener, rng=random.Random(7))
     source.start()
     try:
         assert listener.entered.wait(5.0)
         wait_for(lambda: {"noderesourcetopologies", "numatopologies"} <= listener.delivered, 5.0)
         assert not source.synced
-        assert not source.status()["nodes"]["listed"]
+        assert not each(source, "listed")["nodes"]
         listener.release.set()
         wait_for(lambda: source.synced, 5.0, step=0.01)
         assert "nodes" in listener.delivered
@@ -208,7 +228,7 @@ def test_not_synced_until_the_listener_has_every_listed_object(server, api):
 def test_add_modify_delete_propagate(server, make_source):
     seed(server)
     source, recorder = make_source()
-    wait_for(lambda: recorder.count >= 1, 5.0, step=0.01)
+    wait_for(lambda: source.synced, 5.0, step=0.01)
     server.apply(node("n3"))
     wait_for(lambda: ("Node", "n3") in recorder.names(), 5.0, step=0.01)
     server.apply(node("n1", labels={"node.koordinator.sh/numa-topology-policy": "SingleNUMANode"}))
@@ -223,24 +243,25 @@ def test_add_modify_delete_propagate(server, make_source):
     server.delete(NRTS, "n2")
     wait_for(lambda: ("NodeResourceTopology", "n2") not in recorder.names(), 5.0, step=0.01)
     assert recorder.names() == truth(server)
-    assert source.events >= 3
-    assert source.relists == 0
-    assert source.resource_versions()["noderesourcetopologies"] == server.resource_version
+    assert total(source, "events") >= 3
+    assert total(source, "relists") == 0
+    assert each(source, "resource_version")["noderesourcetopologies"] == server.resource_version
 
 
 @pytest.mark.slow
 def test_bookmarks_advance_resource_version_without_notifying(server, make_source):
     seed(server)
     source, recorder = make_source(watch_timeout=5)
-    wait_for(lambda: recorder.count >= 1 and server.open_watches() == 3, 5.0, step=0.01)
-    time.sleep(0.2)  # let the initial notification settle
-    before = recorder.count
+    wait_for(lambda: source.synced and server.open_watches() == 3, 5.0, step=0.01)
+    time.sleep(0.2)  # let the lists settle
+    before = recorder.changes
     bumped = server.advance(10)  # writes elsewhere in the cluster
     server.send_bookmarks()
-    wait_for(lambda: set(source.resource_versions().values()) == {bumped}, 5.0, step=0.01)
-    assert source.bookmarks == 3
+    versions = lambda: set(each(source, "resource_version").values())  # noqa: E731
+    wait_for(lambda: versions() == {bumped}, 5.0, step=0.01)
+    assert total(source, "bookmarks") == 3
     time.sleep(0.2)
-    assert recorder.count == before
+    assert recorder.changes == before
     # Thanks to the bookmark, a compaction up to now costs no relist: the next watch
     # resumes from the bookmarked version, which is still in history.
     server.compact()
@@ -248,17 +269,17 @@ def test_bookmarks_advance_resource_version_without_notifying(server, make_sourc
     server.down()
     server.up()
     wait_for(
-        lambda: len(server.watch_requests(NODES)) > watches and source.connected, 5.0, step=0.01
+        lambda: len(server.watch_requests(NODES)) > watches and connected(source), 5.0, step=0.01
     )
     server.apply(node("n9"))
     wait_for(lambda: ("Node", "n9") in recorder.names(), 5.0, step=0.01)
-    assert source.relists == 0
+    assert total(source, "relists") == 0
 
 
 def test_410_relists_and_converges_to_the_truth(server, make_source):
     seed(server)
     source, recorder = make_source()
-    wait_for(lambda: recorder.count >= 1, 5.0, step=0.01)
+    wait_for(lambda: source.synced, 5.0, step=0.01)
     lists_before = len(server.list_requests(NODES))
     server.down()
     # While we are away: changes, then history compacted past our resourceVersion.
@@ -269,7 +290,7 @@ def test_410_relists_and_converges_to_the_truth(server, make_source):
     server.compact()
     server.up()
     wait_for(lambda: recorder.names() == truth(server), 5.0, step=0.01)
-    assert source.relists >= 3  # every type got a 410 and listed again
+    assert total(source, "relists") >= 3  # every type got a 410 and listed again
     assert len(server.list_requests(NODES)) > lists_before
     # Custom resources: one object asked for its count, then (few enough) the first list
     # from the watch cache (resourceVersion=0, as client-go's), the relist after a 410 a
@@ -279,7 +300,7 @@ def test_410_relists_and_converges_to_the_truth(server, make_source):
     assert lists[1].query.get("resourceVersion") == "0"
     assert "resourceVersion" not in lists[-1].query
     assert all("resourceVersion" not in r.query for r in server.list_requests(NODES))
-    assert source.synced and source.connected
+    assert source.synced and connected(source)
     # And the watch goes on from the new list.
     server.apply(node("n8"))
     wait_for(lambda: ("Node", "n8") in recorder.names(), 5.0, step=0.01)
@@ -289,15 +310,15 @@ def test_410_relists_and_converges_to_the_truth(server, make_source):
 def test_api_away_then_back(server, make_source):
     seed(server)
     source, recorder = make_source()
-    wait_for(lambda: recorder.count >= 1 and source.connected, 5.0, step=0.01)
+    wait_for(lambda: source.synced and connected(source), 5.0, step=0.01)
     server.down()
-    wait_for(lambda: not any(s["connected"] for s in source.status().values()), 5.0, step=0.01)
+    wait_for(lambda: not any(each(source, "connected").values()), 5.0, step=0.01)
     stalled = source.last_sync
     assert stalled is not None
     time.sleep(1.0)
     assert source.last_sync == stalled  # staleness grows while the API is away
     assert time.monotonic() - stalled >= 1.0
-    reconnects = source.reconnects
+    reconnects = total(source, "reconnects")
     assert reconnects >= 3
     assert "API unreachable" in source.errors["nodes"]
     # Backoff: 1 s away at 0.05..0.4 s per attempt is far fewer tries than a spin.
@@ -305,7 +326,7 @@ def test_api_away_then_back(server, make_source):
     server.apply(node("while-away"))
     server.up()
     wait_for(
-        lambda: source.connected and ("Node", "while-away") in recorder.names(), 5.0, step=0.01
+        lambda: connected(source) and ("Node", "while-away") in recorder.names(), 5.0, step=0.01
     )
     assert source.last_sync is not None and source.last_sync > stalled
     assert source.errors == {}
@@ -318,7 +339,7 @@ def test_missing_crd_reported_once_and_does_not_block_the_others(server, make_so
     server.set_installed(NUMATOPOLOGIES, False)
     caplog.set_level(logging.WARNING, logger="numagate.live")
     source, recorder = make_source(absent_retry=0.1)
-    wait_for(lambda: recorder.count >= 1, 5.0, step=0.01)
+    wait_for(lambda: source.synced, 5.0, step=0.01)
     assert source.synced
     assert recorder.names() == truth(server, NODES, NRTS)
     time.sleep(0.5)  # several slow retries
@@ -338,7 +359,7 @@ def test_forbidden_resource_names_rbac_and_does_not_block(server, make_source):
     seed(server)
     server.set_forbidden(NRTS, True)
     source, recorder = make_source()
-    wait_for(lambda: recorder.count >= 1, 5.0, step=0.01)
+    wait_for(lambda: source.synced, 5.0, step=0.01)
     assert recorder.names() == truth(server, NODES, NUMATOPOLOGIES)
     assert "403" in source.errors["noderesourcetopologies"]
     assert "service account" in source.errors["noderesourcetopologies"]
@@ -377,14 +398,14 @@ def test_older_crd_version_is_read_when_newer_is_not_served(tmp_path):
         server.apply({**nrt("n1"), "apiVersion": "topology.node.k8s.io/v1alpha1"})
         api = api_client_from_kubeconfig(server.write_kubeconfig(tmp_path / "kc"))
         recorder = Recorder()
-        source = LiveSource(api, recorder, **FAST)
+        source = live_source(api, recorder)
         source.start()
         try:
-            wait_for(lambda: recorder.count >= 1, 5.0, step=0.01)
+            wait_for(lambda: source.synced, 5.0, step=0.01)
             assert recorder.latest("NodeResourceTopology", "n1")["apiVersion"] == (
                 "topology.node.k8s.io/v1alpha1"
             )
-            assert source.status()["noderesourcetopologies"]["version"] == "v1alpha1"
+            assert each(source, "version")["noderesourcetopologies"] == "v1alpha1"
         finally:
             source.stop()
 
@@ -395,8 +416,8 @@ def test_bound_pods_are_optional(server, make_source):
     server.apply(pod("pending"))
     server.apply(pod("done", node_name="n1", phase="Succeeded"))
     without, rec_without = make_source()
-    _, rec_with = make_source(include_pods=True)
-    wait_for(lambda: rec_without.count >= 1 and rec_with.count >= 1, 5.0, step=0.01)
+    with_pods, rec_with = make_source(include_pods=True)
+    wait_for(lambda: without.synced and with_pods.synced, 5.0, step=0.01)
     assert not any(kind == "Pod" for kind, _ in rec_without.names())
     assert {n for kind, n in rec_with.names() if kind == "Pod"} == {"bound"}
     server.apply(pod("bound", node_name="n1", phase="Failed"))
@@ -406,52 +427,10 @@ def test_bound_pods_are_optional(server, make_source):
     assert without.synced
 
 
-@pytest.mark.slow
-def test_burst_of_changes_is_debounced(server, make_source):
-    seed(server)
-    source, recorder = make_source(debounce=0.3)
-    wait_for(lambda: recorder.count >= 1, 5.0, step=0.01)
-    before = recorder.count
-    started = time.monotonic()
-    for i in range(40):
-        server.apply(node(f"burst-{i}"))
-    wait_for(lambda: ("Node", "burst-39") in recorder.names(), 5.0, step=0.01)
-    elapsed = time.monotonic() - started
-    time.sleep(0.4)
-    # At most one delivery per debounce interval (plus the leading and trailing ones).
-    assert recorder.count - before <= elapsed / 0.3 + 2
-    assert recorder.count - before < 10
-    assert recorder.names() == truth(server)
-    assert source.events >= 40
-
-
-def test_failing_callback_is_reported_and_does_not_stop_delivery(server, api):
-    seed(server)
-    calls: list[int] = []
-
-    def flaky(objects: list[dict[str, Any]]) -> None:
-        calls.append(len(objects))
-        if len(calls) == 1:
-            raise RuntimeError("inventory rejected")
-
-    source = LiveSource(api, flaky, **FAST)
-    source.start()
-    try:
-        wait_for(lambda: len(calls) == 1, 5.0, step=0.01)
-        wait_for(lambda: "on_change" in source.errors, 5.0, step=0.01)
-        assert "inventory rejected" in source.errors["on_change"]
-        server.apply(node("n5"))
-        wait_for(lambda: len(calls) >= 2, 5.0, step=0.01)
-        wait_for(lambda: "on_change" not in source.errors, 5.0, step=0.01)
-        assert calls[-1] == len(truth(server))
-    finally:
-        source.stop()
-
-
 def test_stop_is_prompt_with_long_watches_open(server, make_source):
     seed(server)
-    source, recorder = make_source(watch_timeout=60)
-    wait_for(lambda: recorder.count >= 1 and server.open_watches() == 3, 5.0, step=0.01)
+    source, _ = make_source(watch_timeout=60)
+    wait_for(lambda: source.synced and server.open_watches() == 3, 5.0, step=0.01)
     started = time.monotonic()
     source.stop()
     # Far below the 60..120 s watch the threads were blocked in.
@@ -463,7 +442,7 @@ def test_stop_is_prompt_with_long_watches_open(server, make_source):
 def test_stop_is_prompt_while_backing_off(server, make_source):
     server.down()
     source, _ = make_source(backoff_initial=5.0, backoff_max=30.0)
-    wait_for(lambda: source.reconnects >= 3, 5.0, step=0.01)
+    wait_for(lambda: total(source, "reconnects") >= 3, 5.0, step=0.01)
     started = time.monotonic()
     source.stop()
     assert time.monotonic() - started < 2.0  # not the 5 s backoff
@@ -483,11 +462,11 @@ def test_backoff_grows_with_jitter_and_is_capped():
     assert backoff.next() <= 0.2
 
 
-def test_constructor_rejects_bad_bounds(api):
+def test_timing_rejects_bad_bounds():
     with pytest.raises(ValueError, match=r"initial=1.0, maximum=0.5"):
-        LiveSource(api, lambda objects: None, backoff_initial=1.0, backoff_max=0.5)
+        Timing(backoff_initial=1.0, backoff_max=0.5)
     with pytest.raises(ValueError, match="watch_timeout"):
-        LiveSource(api, lambda objects: None, watch_timeout=0)
+        Timing(watch_timeout=0)
 
 
 def test_kubeconfig_errors_are_clear(tmp_path, monkeypatch):

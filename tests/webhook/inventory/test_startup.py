@@ -89,9 +89,7 @@ def reflect(api: kubernetes.client.ApiClient) -> Iterator[Any]:
     started: list[tuple[Reflector, threading.Thread]] = []
 
     def start(listener: Model) -> Reflector:
-        reflector = Reflector(
-            NODE_RESOURCE, api, listener, TIMING, stopping, random.Random(1), keep_objects=False
-        )
+        reflector = Reflector(NODE_RESOURCE, api, listener, TIMING, stopping, random.Random(1))
         thread = threading.Thread(target=reflector.run, daemon=True)
         thread.start()
         started.append((reflector, thread))
@@ -118,7 +116,7 @@ def test_a_list_reaches_the_listener_page_by_page(server: FakeApiServer, reflect
     wait_for(lambda: len(model.calls) >= 4, 10, "the deliveries")
     assert model.calls[:4] == [(0, 2), (0, 2), (0, 1), (0, 0)]
     assert model.names() == server_names(server) == {f"n{i}" for i in range(5)}
-    assert reflector.status()["objects"] == 5
+    assert len(reflector.items) == 5
 
 
 def test_a_relist_sends_only_the_deletions_at_its_end(server: FakeApiServer, reflect: Any) -> None:
@@ -152,7 +150,7 @@ def test_a_list_cut_short_leaves_no_object_behind(server: FakeApiServer, reflect
     wait_for(lambda: reflector.listed, 10, "the list after the 410")
     wait_for(lambda: model.names() == server_names(server), 10, "the listener in step")
     assert len(server_names(server)) == 4 and reflector.relists >= 1
-    assert reflector.status()["objects"] == 4
+    assert len(reflector.items) == 4
 
 
 def test_api_get_lists_core_and_custom_resources_and_raises_for_errors(

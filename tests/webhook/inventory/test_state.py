@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import pickle
 import time
 from pathlib import Path
 
@@ -163,7 +164,7 @@ def test_adopted_build_then_reloads_on_change(tmp_path: Path) -> None:
     built = build_file(str(path), now=0.0)
     state = InventoryState()
     source = StaticFileSource(path, state)
-    view = source.adopt(built)
+    view = source.load(pickle.dumps(built))
     assert state.view is view and view.built_at > 0  # stamped when adopted, not built
     assert source.check() is None and source.reads == 0  # adopted: not read again
     path.write_text(SMALL.read_text().split("\n---\n")[0])

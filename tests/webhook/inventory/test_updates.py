@@ -34,12 +34,14 @@ from tests.webhook.fake_apiserver import (
 )
 from tests.webhook.fake_apiserver_churn import churning
 from webhook.inventory.fed import FedInventory
-from webhook.inventory.feed import FeederSpec, listen, watch_cluster
-from webhook.inventory.owner import socket_address
+from webhook.inventory.live import Timing
+from webhook.inventory.owner import FeederSpec, listen, socket_address, watch_cluster
 from webhook.inventory.state import InventoryState
 from webhook.metrics import WebhookMetrics
 
-FAST = {"watch_timeout": 1, "backoff_initial": 0.05, "backoff_max": 0.4, "request_timeout": 5.0}
+FAST = {
+    "timing": Timing(watch_timeout=1, backoff_initial=0.05, backoff_max=0.4, request_timeout=5.0)
+}
 pytestmark = pytest.mark.slow
 
 
@@ -65,9 +67,6 @@ class Running:
         self.owner = threading.Thread(target=self.feed.run, args=(self.stopping,), daemon=True)
         self.owner.start()
         self.fed = FedInventory(self.state, self.loop, address, metrics=self.state.metrics)
-        self.state.live = True
-        self.state.last_sync = lambda: self.fed.last_sync
-        self.state.synced = lambda: self.fed.synced
         self.fed.start()
 
     def stop(self) -> None:
@@ -171,7 +170,11 @@ def test_relist_after_410_while_events_keep_coming(server, running):
         server.apply(nrt("n77"))
         server.compact()  # our resourceVersions are gone: 410, relist
         server.up()
-        wait_for(lambda: r.live.relists >= 2 and "n77" in r.nodes(), 10.0, step=0.01)
+        wait_for(
+            lambda: sum(x.relists for x in r.live.reflectors) >= 2 and "n77" in r.nodes(),
+            10.0,
+            step=0.01,
+        )
         time.sleep(0.3)
     wait_for(lambda: r.nodes() == truth_nodes(server), 10.0, step=0.01)
     assert r.fed.full_builds == 1  # the relist was applied as a difference
