@@ -17,9 +17,8 @@ through ``parse_object`` and applies the results on its event loop).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
-from operator import attrgetter
 from typing import Any
 
 from core.inventory.build import SLOTS, Identified, Parsed, identify, parse
@@ -29,9 +28,9 @@ from core.inventory.nrt import NrtData
 from core.inventory.records import Units
 from core.inventory.share import Sharer
 from core.inventory.usage import PodUsage
-from core.inventory.usage_only import share_unchanged, usage_only
+from core.inventory.usage_only import share_unchanged, usage_only, with_available
 from core.inventory.volcano import VolcanoData
-from core.model import NodeTopology, NumaZone
+from core.model import NodeTopology
 
 ObjectKey = tuple[str, str, str]  # (kind, namespace, name)
 # The sharer is replaced when it holds more than this many entries plus so many per node.
@@ -294,30 +293,6 @@ def _with_usage(record: NodeTopology, nrt: NrtData) -> NodeTopology | None:
             return None
         available.append(rec.available)
     return with_available(record, available)
-
-
-def with_available(record: NodeTopology, available: Sequence[Mapping[str, int]]) -> NodeTopology:
-    """``record`` with zone ``k``'s free amounts replaced by ``available[k]`` (one per
-    zone, in order); ``record`` itself when none changed. The inventory process sends a
-    worker these for a usage-only change instead of the record (webhook/inventory/feed.py)."""
-    fresh = []
-    changed = False
-    for zone, free in zip(record.zones, available, strict=True):
-        if free == zone.available:
-            fresh.append(zone)
-        else:
-            fresh.append(NumaZone(zone.id, zone.capacity, zone.allocatable, free, zone.costs))
-            changed = True
-    if not changed:
-        return record
-    # Positional, not dataclasses.replace: that looks the fields up on every call (an
-    # eighth of the event loop under churn, py-spy).
-    values = _FIELDS(record)
-    return NodeTopology(*values[:_ZONES], tuple(fresh), *values[_ZONES + 1 :])
-
-
-_FIELDS = attrgetter(*NodeTopology.__dataclass_fields__)
-_ZONES = list(NodeTopology.__dataclass_fields__).index("zones")
 
 
 def _empty(parts: Parts) -> bool:

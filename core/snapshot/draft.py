@@ -13,6 +13,7 @@ from typing import Any, Protocol
 from core.feasibility._kernel_py import SHAPE_FIELDS
 from core.feasibility.bitsets import BitIndex, ValueIndex, expand, with_member, without_member
 from core.model import NodeTopology
+from core.snapshot.columns import Usage, usage_of
 from core.snapshot.packing import PackedStore
 from core.snapshot.rows import ShapeRows, shape_rows, usage_rows, usage_values
 from core.snapshot.snapshot import (
@@ -20,11 +21,10 @@ from core.snapshot.snapshot import (
     SortMemo,
     _available_within_allocatable,
     _topology_key,
-    _usage_key,
     rows_of,
 )
 
-ShapeKey = tuple[Any, Any]
+ShapeKey = tuple[Any, Usage]  # (topology key, usage_of)
 
 # A class's dead shapes are dropped from its evaluation order once they are more than
 # 1/DEAD_FRACTION of it: every review that scans the class walks them (at 1/2, a minute
@@ -65,7 +65,7 @@ class Draft:
         self.topo_monotone = list(snap.topo_monotone)
         self.usage_gen = array("q", snap.usage_gen)
         self.name_index: Mapping[str, int] = snap.name_index
-        self.label_bits: BitIndex = _bit_index(snap.label_bits)
+        self.label_bits = snap.label_bits
         self.key_bits: Mapping[str, int] = snap.key_bits
         self.touched_keys: set[str] = set()
         self.rows: dict[int, ShapeRows] = {}  # shapes written in this batch
@@ -91,12 +91,12 @@ class Draft:
         # Once: the topology key is the costliest part of an event, and a usage-only
         # event (most of them under churn) keeps its node's.
         tkey = self.ed.topo_keys[self.topo_of[s]] if usage_only else _topology_key(node, self.memo)
-        key = (tkey, _usage_key(node))
+        key = (tkey, usage_of(node))
         h = hash(key)
         # Before node i is written: it may be the shape's representative.
         same = self.ed.shape_hash[s] == h and self._key_of(s) == key
         if usage_only:
-            self.nodes.set_usage(i, node)  # the record stays; only atoms are written
+            self.nodes.usage[i] = key[1]  # the record stays; only atoms are written
         else:
             self.nodes[i] = node
         if old.labels is not node.labels and old.labels != node.labels:
@@ -205,11 +205,14 @@ class Draft:
         return True
 
     def _key_of(self, s: int) -> ShapeKey:
-        """Live shape s's key, from its representative's record: the editor keeps only
-        the keys' hashes (the keys were ~60 MiB in a worker at 100,000 distinct shapes,
+        """Live shape s's key, from its representative: the editor keeps only the keys'
+        hashes (the keys were ~60 MiB in a worker at 100,000 distinct shapes,
         docs/inventory.md). Read only when a hash matches."""
-        node = self.nodes[self.shape_rep[s]]
-        return self.ed.topo_keys[self.topo_of[s]], _usage_key(node)
+        rep = self.shape_rep[s]
+        usage = self.nodes.usage[rep]
+        if usage is None:
+            usage = usage_of(self.nodes.base[rep])
+        return self.ed.topo_keys[self.topo_of[s]], usage
 
     def _find(self, h: int, key: ShapeKey, skip: int = -1) -> int | None:
         """The live shape whose key is ``key`` (a hash found is checked against the key)."""
@@ -218,7 +221,7 @@ class Draft:
 
     def _shape_for(self, node: NodeTopology, key: ShapeKey | None = None, skip: int = -1) -> int:
         ed = self.ed
-        key = key or (_topology_key(node, self.memo), _usage_key(node))
+        key = key or (_topology_key(node, self.memo), usage_of(node))
         tkey, h = key[0], hash(key)
         s = self._find(h, key, skip)
         if s is not None:
@@ -306,7 +309,7 @@ class Draft:
         old = self.old.values_of
         if not self.touched_keys:
             return old
-        out = dict(label_values(self.old))
+        out = dict(self.old.values_of.values)
         for k in self.touched_keys:
             vs = self.ed.values.get(k)
             if vs:
@@ -341,17 +344,3 @@ class Draft:
             structure=object() if self.structural else old.structure,
             usage_gen=self.usage_gen,
         )
-
-
-def _bit_index(labels: Mapping[tuple[str, str], int]) -> BitIndex:
-    if isinstance(labels, BitIndex):
-        return labels
-    return BitIndex({k: b for k, b in labels.items() if b})  # a snapshot built elsewhere
-
-
-def label_values(snap: Snapshot) -> dict[str, tuple[str, ...]]:
-    """Each label key's values in ``snap``."""
-    values = snap.values_of
-    if isinstance(values, ValueIndex):
-        return values.values
-    return {k: tuple(v for v, _ in vs) for k, vs in values.items()}
