@@ -63,9 +63,9 @@ class SnapshotEditor:
         for s, rep in enumerate(snap.shape_rep):
             if rep < 0:  # dead (a Whole of an edited snapshot): no key, never found
                 continue
-            node = snap.nodes[rep]
+            node, usage = snap.nodes.base[rep], snap.nodes.usage[rep]
             tkey = _topology_key(node, memo)
-            key = (tkey, usage_of(node))
+            key = (tkey, usage_of(node) if usage is None else usage)
             h = self.shape_hash[s] = hash(key)
             self.shape_index.setdefault(h, s)
             self.topo_index.setdefault(tkey, snap.topo_of[s])
@@ -90,7 +90,8 @@ class SnapshotEditor:
         index, nodes = snap.name_index, snap.nodes
         for name, node in changes.items():
             i = index.get(name)
-            if node is not None and i is not None and usage_only(nodes[i], node):
+            # Against the base record: usage written since kept its keys (usage_only).
+            if node is not None and i is not None and usage_only(nodes.base[i], node):
                 out.add(name)
         self._usage_memo = (changes, out)
         return out
@@ -137,7 +138,7 @@ class SnapshotEditor:
             if name in same:
                 continue
             i = snap.name_index.get(name)
-            for r in resource_names([snap.nodes[i]]) if i is not None else ():
+            for r in resource_names([snap.nodes.base[i]]) if i is not None else ():
                 delta[r] = delta.get(r, 0) - 1
             for r in resource_names([node]) if node is not None else ():
                 delta[r] = delta.get(r, 0) + 1

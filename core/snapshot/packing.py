@@ -118,16 +118,12 @@ class PackedStore:
 
     def _append(self, rows: ShapeRows, zoff: int) -> int:
         """A new slot past every earlier one, its zones at region ``zoff`` (_region)."""
-        s, n, nres = self.n_shapes, rows.n, self.base.n_res
-        info = [n, zoff, self.dist_len, *rows.info]
-        self._put("shape_info", s * SHAPE_FIELDS, info)
-        self._put("zones", zoff * nres * 3, rows.zones)
-        self._put("dist", self.dist_len, rows.dist)
-        self._put("states", zoff, rows.states)
-        self._put("node_alloc", s * nres, rows.node_alloc)
-        self._put("unaligned", s * nres, rows.unaligned)
+        s, n = self.n_shapes, rows.n
+        base = s * SHAPE_FIELDS
+        self.arrays["shape_info"][base : base + 3] = array("q", (n, zoff, self.dist_len))
         self.n_shapes += 1
         self.dist_len += n * n
+        self._write(s, rows)
         return s
 
     def _used(self) -> dict[str, int]:
@@ -204,10 +200,6 @@ class PackedStore:
         self.arrays[name] = fresh
         if name == "shape_info":
             self.info_shared = False
-
-    def _put(self, name: str, at: int, values: object) -> None:
-        values = values if isinstance(values, array) else array("q", values)  # type: ignore[arg-type]
-        self.arrays[name][at : at + len(values)] = values
 
     def packed(self) -> Packed:
         """The table as it stands (sharing the arrays; its counts bound what it reads)."""
