@@ -1,15 +1,7 @@
-"""What a usage-only change is, written once for every kind of record (issue 31).
-
-Under watch churn most events change a node's usage only: NFD's topology-updater and
-koordlet rewrite each NUMA zone's free amounts (``available``), koordlet its NUMA states
-(``numa_states``). Two places take a shorter path for such a change: the incremental
-inventory on a parsed NRT (it patches the node's record instead of merging its parts
-again, core/inventory/incremental.py) and the snapshot editor on a node record (the node
-keeps its topology class and packed resources, core/snapshot/delta.py). Both ask
-:func:`usage_only`, which reads the dataclasses' own fields: every field but the usage
-ones is equal (nested records compared the same way), and a usage map keeps its keys (the
-packed resource table is made of them). A field added to a record is compared unless it
-is named in USAGE_FIELDS: the safe side (the whole path) by default.
+"""What a usage-only change is, once for every kind of record (docs/inventory.md,
+"Usage-only events, a shorter path"): every field but USAGE_FIELDS equal, nested records
+compared the same way, and a usage map keeping its keys (the packed resource table is made
+of them). A field added to a record later is compared unless named in USAGE_FIELDS.
 """
 
 from __future__ import annotations
