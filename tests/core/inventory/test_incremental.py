@@ -143,6 +143,7 @@ def test_usage_churn_rewritten_in_place_equals_full_build(
         put(name, (k, 31 - k), True)
     inventory.flush()
     editor = SnapshotEditor(Snapshot.build(inventory.nodes()), reserve=True)
+
     def drop(name: str) -> None:
         place(name, 0)
         key = object_key(nrt(name, []))
