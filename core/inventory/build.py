@@ -144,67 +144,45 @@ def parse(found: Identified, obj: Mapping[str, Any], units: Units) -> Parsed:
     return volcano
 
 
-def attach(parts: Parts, kind: str, data: Parsed) -> bool:
-    """Put ``data`` into its slot of ``parts``; False when the slot is taken (a duplicate)."""
+def attach(parts: Parts, kind: str, data: Parsed) -> None:
+    """Put ``data`` (of a kind the inventory reads, not None) into its place in ``parts``."""
     if kind == "Pod":
-        if data is not None:
-            add_pod(parts, data)  # type: ignore[arg-type]
-        return True
-    slot = SLOTS[kind]
-    if getattr(parts, slot) is not None:
-        return False
-    setattr(parts, slot, data)
-    return True
+        add_pod(parts, data)  # type: ignore[arg-type]
+    else:
+        setattr(parts, SLOTS[kind], data)
 
 
 # Where each kind but Pod goes in a node's Parts (the incremental inventory uses it too).
 SLOTS: Final = {"Node": "node", "NodeResourceTopology": "nrt", "Numatopology": "volcano"}
 
 
-class _Builder:
-    def __init__(self) -> None:
-        self.errors: list[str] = []
-        self.units = Units()
-        self.parts: dict[str, Parts] = {}
-        self.ignored: dict[str, int] = {}
-        self.share = Sharer()
-
-    def add(self, index: int, obj: Any) -> None:
-        found = identify(index, obj, self.errors)
-        if isinstance(found, str):
-            self.ignored[found] = self.ignored.get(found, 0) + 1
-            return
-        if found is None:
-            return
-        slot = SLOTS.get(found.kind)
-        parts = self.parts.get(found.name)
-        if slot is not None and parts is not None and getattr(parts, slot) is not None:
-            found.report.error("metadata.name", "listed twice; the first one is used")
-            return
-        data = parse(found, obj, self.units)
-        if found.kind == "Pod":
-            if data is None:
-                return
-            parts = self.parts.get(data.node)  # type: ignore[union-attr]
-            name = data.node  # type: ignore[union-attr]
-        else:
-            name = found.name
-        if parts is None:
-            parts = self.parts[name] = Parts()
-        attach(parts, found.kind, data)
-
-    def build(self) -> InventoryResult:
-        nodes = [merge(name, self.parts[name], self.share) for name in sorted(self.parts)]
-        return InventoryResult(tuple(nodes), tuple(self.errors), dict(self.ignored))
-
-
 def build_inventory(objects: Iterable[Mapping[str, Any]]) -> InventoryResult:
     """Build the inventory from raw Kubernetes objects. Never raises for bad input:
     each bad object, zone or field becomes an error string and the rest still loads."""
-    builder = _Builder()
+    errors: list[str] = []
+    units = Units()
+    parts: dict[str, Parts] = {}
+    ignored: dict[str, int] = {}
     for index, obj in enumerate(objects):
-        builder.add(index, obj)
-    return builder.build()
+        found = identify(index, obj, errors)
+        if isinstance(found, str):
+            ignored[found] = ignored.get(found, 0) + 1
+            continue
+        if found is None:
+            continue
+        slot = SLOTS.get(found.kind)
+        held = parts.get(found.name)
+        if slot is not None and held is not None and getattr(held, slot) is not None:
+            found.report.error("metadata.name", "listed twice; the first one is used")
+            continue
+        data = parse(found, obj, units)
+        if data is None:
+            continue  # a pod not bound, or finished
+        name = data.node if isinstance(data, PodUsage) else found.name
+        attach(parts.setdefault(name, Parts()), found.kind, data)
+    share = Sharer()
+    nodes = tuple(merge(name, parts[name], share) for name in sorted(parts))
+    return InventoryResult(nodes, tuple(errors), ignored)
 
 
 def _display_name(kind: object, metadata: object, index: int) -> str:

@@ -1,37 +1,30 @@
-"""The inventory kept up to date object by object (issue 14).
+"""The inventory kept up to date object by object (docs/inventory.md, "The data flow").
 
-A watch event changes one object; only the node it belongs to is merged again
-(core/inventory/merge.py), from the parsed parts kept per object. ``set``/``delete``
-record the change and the node name it touches; ``flush`` merges the touched names and
-returns their new records (None: nothing is known about that name any more), which
-core/snapshot/delta.py patches into the snapshot. The result after any sequence of
-changes equals ``build_inventory`` of the final objects (a property test checks it),
-except the order of errors and that two objects of one kind with one name cannot
-happen here (the key is the name).
-
-Objects are parsed when they are set, so a caller may parse in one thread and flush
-in another as long as the calls do not overlap (the server parses in the watch threads
-through ``parse_object`` and applies the results on its event loop).
+``set``/``delete`` keep one object's parsed parts and mark the node name it touches;
+``flush`` merges the marked names and returns their new records (None: the name is gone).
+The result equals ``build_inventory`` of the final objects but for the order of errors and
+duplicates of one kind and name, which cannot happen here (the key is the name). Objects
+may be parsed (``parse_object``) in one thread and set and flushed in another, as long as
+those calls do not overlap.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
-from operator import attrgetter
 from typing import Any
 
-from core.inventory.build import SLOTS, Identified, Parsed, identify, parse
-from core.inventory.merge import Parts, add_pod, merge
+from core.inventory.build import SLOTS, Identified, Parsed, attach, identify, parse
+from core.inventory.merge import Parts, merge
 from core.inventory.node import NodeInfo
 from core.inventory.nrt import NrtData
 from core.inventory.records import Units
 from core.inventory.share import Sharer
 from core.inventory.usage import PodUsage
-from core.inventory.usage_only import share_unchanged, usage_only
+from core.inventory.usage_only import share_unchanged, usage_only, with_available
 from core.inventory.volcano import VolcanoData
-from core.model import NodeTopology, NumaZone
+from core.model import NodeTopology
 
 ObjectKey = tuple[str, str, str]  # (kind, namespace, name)
 # The sharer is replaced when it holds more than this many entries plus so many per node.
@@ -143,10 +136,7 @@ class IncrementalInventory:
         parts = self._parts.get(name)
         if parts is None:
             parts = self._parts[name] = Parts()
-        if kind == "Pod":
-            add_pod(parts, parsed.data)  # type: ignore[arg-type]
-        else:
-            setattr(parts, SLOTS[kind], parsed.data)
+        attach(parts, kind, parsed.data)
         self._dirty.add(name)
 
     def delete(self, key: ObjectKey) -> None:
@@ -294,30 +284,6 @@ def _with_usage(record: NodeTopology, nrt: NrtData) -> NodeTopology | None:
             return None
         available.append(rec.available)
     return with_available(record, available)
-
-
-def with_available(record: NodeTopology, available: Sequence[Mapping[str, int]]) -> NodeTopology:
-    """``record`` with zone ``k``'s free amounts replaced by ``available[k]`` (one per
-    zone, in order); ``record`` itself when none changed. The inventory process sends a
-    worker these for a usage-only change instead of the record (webhook/inventory/feed.py)."""
-    fresh = []
-    changed = False
-    for zone, free in zip(record.zones, available, strict=True):
-        if free == zone.available:
-            fresh.append(zone)
-        else:
-            fresh.append(NumaZone(zone.id, zone.capacity, zone.allocatable, free, zone.costs))
-            changed = True
-    if not changed:
-        return record
-    # Positional, not dataclasses.replace: that looks the fields up on every call (an
-    # eighth of the event loop under churn, py-spy).
-    values = _FIELDS(record)
-    return NodeTopology(*values[:_ZONES], tuple(fresh), *values[_ZONES + 1 :])
-
-
-_FIELDS = attrgetter(*NodeTopology.__dataclass_fields__)
-_ZONES = list(NodeTopology.__dataclass_fields__).index("zones")
 
 
 def _empty(parts: Parts) -> bool:

@@ -74,7 +74,8 @@ def merge(name: str, parts: Parts, share: Sharer) -> NodeTopology:
         allocatable = _sum_zones(zones, "allocatable")
         capacity = _sum_zones(zones, "capacity")
     states = tuple(usage.state(z.id) for z in zones)
-    kwargs = {k: v for k, v in _settings_items(settings) if v is not None}
+    given = ((k, getattr(settings, k)) for k in Settings.__slots__)
+    kwargs = {k: v for k, v in given if v is not None}
     return NodeTopology(
         name=name,
         labels=share.mapping(node.labels if node else {}),
@@ -172,21 +173,12 @@ def _sum_zones(zones: tuple[NumaZone, ...], attr: str) -> dict[str, int]:
     return total
 
 
-def _is_device(resource: str) -> bool:
-    # Device plugins register domain-qualified names (nvidia.com/gpu); hugepages and the
-    # native resources never carry a slash.
-    return "/" in resource
-
-
 def _unaligned(allocatable: Mapping[str, int], zones: tuple[NumaZone, ...]) -> dict[str, int]:
     in_zones = _sum_zones(zones, "allocatable")
     return {
         resource: count - in_zones.get(resource, 0)
         for resource, count in allocatable.items()
-        if _is_device(resource) and count > in_zones.get(resource, 0)
+        # a device: plugins register domain-qualified names (nvidia.com/gpu); hugepages
+        # and the native resources never carry a slash
+        if "/" in resource and count > in_zones.get(resource, 0)
     }
-
-
-def _settings_items(settings: Settings) -> Iterable[tuple[str, object]]:
-    for name in Settings.__slots__:
-        yield name, getattr(settings, name)

@@ -171,8 +171,6 @@ def _pod_usage(
 def _numa_list(
     units: Units, entries: object, path: str, report: Reporter
 ) -> dict[int, dict[str, int]] | None:
-    if entries is None:
-        return None
     if not isinstance(entries, list):
         report.error(f"{path}.numaNodeResources", "must be a list of {node, resources}")
         return None

@@ -1,25 +1,19 @@
-"""What a usage-only change is, written once for every kind of record (issue 31).
-
-Under watch churn most events change a node's usage only: NFD's topology-updater and
-koordlet rewrite each NUMA zone's free amounts (``available``), koordlet its NUMA states
-(``numa_states``). Two places take a shorter path for such a change: the incremental
-inventory on a parsed NRT (it patches the node's record instead of merging its parts
-again, core/inventory/incremental.py) and the snapshot editor on a node record (the node
-keeps its topology class and packed resources, core/snapshot/delta.py). Both ask
-:func:`usage_only`, which reads the dataclasses' own fields: every field but the usage
-ones is equal (nested records compared the same way), and a usage map keeps its keys (the
-packed resource table is made of them). A field added to a record is compared unless it
-is named in USAGE_FIELDS: the safe side (the whole path) by default.
+"""What a usage-only change is, once for every kind of record (docs/inventory.md,
+"Usage-only events, a shorter path"): every field but USAGE_FIELDS equal, nested records
+compared the same way, and a usage map keeping its keys (the packed resource table is made
+of them). A field added to a record later is compared unless named in USAGE_FIELDS.
 """
 
 from __future__ import annotations
 
 import functools
 import typing
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import fields, is_dataclass
 from operator import attrgetter
 from typing import Any
+
+from core.model import NodeTopology, NumaZone
 
 USAGE_FIELDS = frozenset({"available", "numa_states"})
 
@@ -105,3 +99,36 @@ def share_unchanged(old: Any, new: Any) -> None:
 def _kept(cls: type) -> tuple[str, ...]:
     _, nested, usage = _plan(cls)
     return tuple(f.name for f in fields(cls) if f.name not in nested and f.name not in usage)
+
+
+def with_available(
+    record: NodeTopology,
+    available: Sequence[Mapping[str, int]],
+    states: tuple[str, ...] | None = None,
+) -> NodeTopology:
+    """``record`` with zone ``k``'s free amounts replaced by ``available[k]`` (one per
+    zone, in order) and, given, its NUMA states by ``states``; ``record`` itself when
+    nothing changed. The inventory process sends a worker these for a usage-only change
+    instead of the record (webhook/inventory/feed.py)."""
+    fresh = []
+    changed = states is not None and states != record.numa_states
+    for zone, free in zip(record.zones, available, strict=True):
+        if free == zone.available:
+            fresh.append(zone)
+        else:
+            fresh.append(NumaZone(zone.id, zone.capacity, zone.allocatable, free, zone.costs))
+            changed = True
+    if not changed:
+        return record
+    # Positional, not dataclasses.replace: that looks the fields up on every call (an
+    # eighth of the event loop under churn, py-spy).
+    values = list(_FIELDS(record))
+    values[_ZONES] = tuple(fresh)
+    if states is not None:
+        values[_STATES] = states
+    return NodeTopology(*values)
+
+
+_FIELDS = attrgetter(*NodeTopology.__dataclass_fields__)
+_ZONES = list(NodeTopology.__dataclass_fields__).index("zones")
+_STATES = list(NodeTopology.__dataclass_fields__).index("numa_states")

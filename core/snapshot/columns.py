@@ -1,23 +1,18 @@
-"""A per-node column that a batch of watch events copies only where it changes.
+"""Per-node columns that a batch copies only where it writes.
 
-A snapshot holds one record (and one shape bitset) per node; the incremental inventory
-makes a new snapshot per batch of events, and copying a 100,000-entry tuple per batch
-costs more than the batch's own work (every entry's reference count is touched twice:
-measured at about 1 ms per copy at 100,000 nodes). A :class:`Column` is a tuple of
-chunks of CHUNK entries: an :class:`EditedColumn` copies the outer tuple and the chunks
-it writes to, and :meth:`EditedColumn.freeze` returns a new column sharing every other
-chunk with the old one. Columns are immutable, so a reader of the old snapshot (a kernel
-thread, a request in flight) never sees a write.
+A :class:`Column` is a tuple of CHUNK-entry chunks: an edit copies the outer tuple and the
+chunks it writes, and ``freeze`` shares every other chunk with the old column (a copy of a
+100,000-entry tuple per batch cost ~1 ms, more than the batch's own work).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
 from itertools import chain
-from operator import attrgetter
 from typing import Any, Generic, TypeVar, overload
 
-from core.model import NodeTopology, NumaZone
+from core.inventory.usage_only import with_available
+from core.model import NodeTopology
 
 T = TypeVar("T")
 SHIFT = 8
@@ -135,10 +130,10 @@ class EditedColumn(Generic[T]):
         return Column(tuple(chunks), self._len)  # type: ignore[arg-type]
 
 
-# Each zone's free amounts (resource, amount, ...) closed by None, then the NUMA states:
-# one flat tuple of str and int. The collector stops tracking a tuple of atoms; one that
-# holds a dict (even of atoms) it tracks for good (docs/inventory.md, "Usage beside the
-# records").
+# Each zone's free amounts (resource, amount, ..., in the map's order) closed by None, then
+# the NUMA states: one flat tuple of str and int, which the collector stops tracking (one
+# that holds a dict it tracks for good: docs/inventory.md, "Usage beside the records").
+# It is also the usage half of a shape's key (snapshot.py), so it is made once per event.
 Usage = tuple[Any, ...]
 
 
@@ -154,22 +149,12 @@ def usage_of(node: NodeTopology) -> Usage:
 def with_usage(node: NodeTopology, usage: Usage) -> NodeTopology:
     """``node`` with the free amounts and NUMA states of ``usage`` (a fresh record, not
     kept: kept records are what the collector walks)."""
-    zones, k = [], 0
-    for z in node.zones:
+    frees, k = [], 0
+    for _ in node.zones:
         end = usage.index(None, k)
-        free = dict(zip(usage[k:end:2], usage[k + 1 : end : 2], strict=True))
-        zones.append(NumaZone(z.id, z.capacity, z.allocatable, free, z.costs))
+        frees.append(dict(zip(usage[k:end:2], usage[k + 1 : end : 2], strict=True)))
         k = end + 1
-    values = _FIELDS(node)
-    return NodeTopology(
-        *values[:_ZONES], tuple(zones), *values[_ZONES + 1 : _STATES], usage[k:],
-        *values[_STATES + 1 :],
-    )  # fmt: skip
-
-
-_FIELDS = attrgetter(*NodeTopology.__dataclass_fields__)
-_ZONES = list(NodeTopology.__dataclass_fields__).index("zones")
-_STATES = list(NodeTopology.__dataclass_fields__).index("numa_states")
+    return with_available(node, frees, usage[k:])
 
 
 class Nodes(Sequence[NodeTopology]):
@@ -214,48 +199,3 @@ class Nodes(Sequence[NodeTopology]):
 
     def __reduce__(self) -> tuple[object, tuple[Column[NodeTopology], Column[Usage | None]]]:
         return (Nodes, (self.base, self.usage))
-
-    def edit(self) -> EditedNodes:
-        return EditedNodes(self)
-
-
-class EditedNodes:
-    """A draft of ``Nodes``: a record written replaces the base (its usage with it);
-    ``set_usage`` keeps the base and writes the usage only."""
-
-    __slots__ = ("base", "usage")
-
-    def __init__(self, nodes: Nodes) -> None:
-        self.base = nodes.base.edit()
-        self.usage = nodes.usage.edit()
-
-    def __len__(self) -> int:
-        return len(self.base)
-
-    def __getitem__(self, i: int) -> NodeTopology:
-        u = self.usage[i]
-        return self.base[i] if u is None else with_usage(self.base[i], u)
-
-    def __setitem__(self, i: int, node: NodeTopology) -> None:
-        self.base[i] = node
-        self.usage[i] = None
-
-    def set_usage(self, i: int, node: NodeTopology) -> None:
-        """Node i's usage becomes ``node``'s; the rest of ``node`` equals the record's
-        (core/inventory/usage_only.py)."""
-        self.usage[i] = usage_of(node)
-
-    def move(self, src: int, dst: int) -> None:
-        self.base[dst] = self.base[src]
-        self.usage[dst] = self.usage[src]
-
-    def append(self, node: NodeTopology) -> None:
-        self.base.append(node)
-        self.usage.append(None)
-
-    def pop(self) -> None:
-        self.base.pop()
-        self.usage.pop()
-
-    def freeze(self) -> Nodes:
-        return Nodes(self.base.freeze(), self.usage.freeze())

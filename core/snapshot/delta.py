@@ -1,26 +1,9 @@
-"""A snapshot patched node by node: the incremental inventory's write side.
+"""A snapshot patched node by node: the write side of the incremental inventory.
 
-``SnapshotEditor.apply`` takes the new records of some nodes (None: the node is gone) and
-returns a new :class:`Snapshot` sharing everything it did not change with the previous
-one (copy-on-write: the request path may still be reading the previous snapshot, from
-the event loop or from a kernel thread, so nothing it can see is written).
-
-Cost per batch: the changed nodes' keys and rows, a few big-int operations per node, the
-chunks of the per-node columns it writes (core/snapshot/columns.py) and one memcpy of
-the integer columns and, when usage moved, of ``shape_info``; new shapes and moved usage
-are written into the packed arrays past what earlier snapshots read
-(core/snapshot/packing.py): O(changed nodes) Python work.
-A removed node's index is filled by the last node (its bits move), so indexes stay
-dense; the order of ``nodes`` is therefore the order of arrival, not the names' (a full
-build sorts by name).
-
-Shapes nobody uses any more stay in the evaluation order (``topo_shapes``) until an
-eighth of their class is dead (they have no nodes: evaluation skips them); then their
-slots of the packed arrays are freed, and reused by new shapes with as many NUMA zones
-in the next copy of the arrays (core/snapshot/packing.py), so the arrays stay close
-to the live shapes under churn. A usage change of a node alone in its shape (most events
-under churn) keeps its shape and moves its usage rows instead (draft.py, ``_move_usage``).
-A node with a resource the packed table does not have needs a new table: ``apply`` then builds the snapshot whole (``rebuilt`` counts those).
+``SnapshotEditor.apply`` returns a new :class:`Snapshot` sharing what it did not change
+with the previous one; nothing a reader of an earlier snapshot can see is written
+(docs/inventory.md, "The data flow": per-batch costs, dead shapes, moved usage). A removed
+node's index is taken by the last node, so ``nodes`` is in order of arrival, not of name.
 """
 
 from __future__ import annotations
@@ -33,10 +16,11 @@ from typing import Any
 from core.feasibility.bitsets import count
 from core.inventory.usage_only import usage_only
 from core.model import NodeTopology
-from core.snapshot.draft import Draft, label_values
+from core.snapshot.columns import usage_of
+from core.snapshot.draft import Draft
 from core.snapshot.packing import PackedStore
 from core.snapshot.rows import resource_names
-from core.snapshot.snapshot import Snapshot, SortMemo, _topology_key, _usage_key
+from core.snapshot.snapshot import Snapshot, SortMemo, _topology_key
 
 # Reserved slots beyond one per node (``reserve``): the dead shapes classes list, the
 # freed slots and zone regions that wait for the next copy of the arrays (packing.py).
@@ -79,14 +63,14 @@ class SnapshotEditor:
         for s, rep in enumerate(snap.shape_rep):
             if rep < 0:  # dead (a Whole of an edited snapshot): no key, never found
                 continue
-            node = snap.nodes[rep]
+            node, usage = snap.nodes.base[rep], snap.nodes.usage[rep]
             tkey = _topology_key(node, memo)
-            key = (tkey, _usage_key(node))
+            key = (tkey, usage_of(node) if usage is None else usage)
             h = self.shape_hash[s] = hash(key)
             self.shape_index.setdefault(h, s)
             self.topo_index.setdefault(tkey, snap.topo_of[s])
             self.topo_keys[snap.topo_of[s]] = tkey
-        self.values: dict[str, set[str]] = {k: set(vs) for k, vs in label_values(snap).items()}
+        self.values: dict[str, set[str]] = {k: set(vs) for k, vs in snap.values_of.values.items()}
         # How many nodes report each resource: one no node reports any more must leave the
         # packed table, as a whole build leaves it out (verdicts.py: unadvertised resources
         # are not checked, since the kubelet drops them).
@@ -106,7 +90,8 @@ class SnapshotEditor:
         index, nodes = snap.name_index, snap.nodes
         for name, node in changes.items():
             i = index.get(name)
-            if node is not None and i is not None and usage_only(nodes[i], node):
+            # Against the base record: usage written since kept its keys (usage_only).
+            if node is not None and i is not None and usage_only(nodes.base[i], node):
                 out.add(name)
         self._usage_memo = (changes, out)
         return out
@@ -153,7 +138,7 @@ class SnapshotEditor:
             if name in same:
                 continue
             i = snap.name_index.get(name)
-            for r in resource_names([snap.nodes[i]]) if i is not None else ():
+            for r in resource_names([snap.nodes.base[i]]) if i is not None else ():
                 delta[r] = delta.get(r, 0) - 1
             for r in resource_names([node]) if node is not None else ():
                 delta[r] = delta.get(r, 0) + 1

@@ -13,6 +13,7 @@ from typing import Any, Protocol
 from core.feasibility._kernel_py import SHAPE_FIELDS
 from core.feasibility.bitsets import BitIndex, ValueIndex, expand, with_member, without_member
 from core.model import NodeTopology
+from core.snapshot.columns import Nodes, Usage, usage_of
 from core.snapshot.packing import PackedStore
 from core.snapshot.rows import ShapeRows, shape_rows, usage_rows, usage_values
 from core.snapshot.snapshot import (
@@ -20,11 +21,10 @@ from core.snapshot.snapshot import (
     SortMemo,
     _available_within_allocatable,
     _topology_key,
-    _usage_key,
     rows_of,
 )
 
-ShapeKey = tuple[Any, Any]
+ShapeKey = tuple[Any, Usage]  # (topology key, usage_of)
 
 # A class's dead shapes are dropped from its evaluation order once they are more than
 # 1/DEAD_FRACTION of it: every review that scans the class walks them (at 1/2, a minute
@@ -54,7 +54,10 @@ class Draft:
         snap = editor.snapshot
         self.ed = editor
         self.old = snap
-        self.nodes = snap.nodes.edit()
+        # Records as of their last change but usage, and usage written since (columns.py):
+        # a draft reads only what usage never changes (names, labels, topology).
+        self.base = snap.nodes.base.edit()
+        self.usage = snap.nodes.usage.edit()
         self.shape_of = array("q", snap.shape_of)
         self.shape_bits = snap.shape_bits.edit()
         self.shape_rep = array("q", snap.shape_rep)
@@ -65,7 +68,7 @@ class Draft:
         self.topo_monotone = list(snap.topo_monotone)
         self.usage_gen = array("q", snap.usage_gen)
         self.name_index: Mapping[str, int] = snap.name_index
-        self.label_bits: BitIndex = _bit_index(snap.label_bits)
+        self.label_bits = snap.label_bits
         self.key_bits: Mapping[str, int] = snap.key_bits
         self.touched_keys: set[str] = set()
         self.rows: dict[int, ShapeRows] = {}  # shapes written in this batch
@@ -76,8 +79,9 @@ class Draft:
     # -- nodes -----------------------------------------------------------------------------
 
     def add(self, node: NodeTopology) -> None:
-        i = len(self.nodes)
-        self.nodes.append(node)
+        i = len(self.base)
+        self.base.append(node)
+        self.usage.append(None)
         self.shape_of.append(-1)
         self._names()[node.name] = i
         self.structural = True
@@ -86,19 +90,19 @@ class Draft:
 
     def update(self, i: int, node: NodeTopology, *, usage_only: bool = False) -> None:
         """``usage_only``: core/inventory/usage_only.py holds against node i's record."""
-        old = self.nodes[i]
+        old = self.base[i]
         s = self.shape_of[i]
         # Once: the topology key is the costliest part of an event, and a usage-only
         # event (most of them under churn) keeps its node's.
         tkey = self.ed.topo_keys[self.topo_of[s]] if usage_only else _topology_key(node, self.memo)
-        key = (tkey, _usage_key(node))
+        key = (tkey, usage_of(node))
         h = hash(key)
         # Before node i is written: it may be the shape's representative.
         same = self.ed.shape_hash[s] == h and self._key_of(s) == key
         if usage_only:
-            self.nodes.set_usage(i, node)  # the record stays; only atoms are written
+            self.usage[i] = key[1]  # the record stays; only atoms are written
         else:
-            self.nodes[i] = node
+            self.base[i], self.usage[i] = node, None
         if old.labels is not node.labels and old.labels != node.labels:
             self._labels(i, old.labels, add=False)
             self._labels(i, node.labels, add=True)
@@ -114,18 +118,19 @@ class Draft:
         self._unplace(i, s, keep_topology=same_class)
 
     def remove(self, i: int) -> None:
-        last = len(self.nodes) - 1
-        gone = self.nodes[i]
+        last = len(self.base) - 1
+        gone = self.base[i]
         self._unplace(i, self.shape_of[i], keep_topology=False)
         self._labels(i, gone.labels, add=False)
         names = self._names()
         del names[gone.name]
         if i != last:
-            moved = self.nodes[last]
+            moved = self.base[last]
             self._move(last, i, moved)
-            self.nodes.move(last, i)
+            self.base[i], self.usage[i] = moved, self.usage[last]
             names[moved.name] = i
-        self.nodes.pop()
+        self.base.pop()
+        self.usage.pop()
         self.shape_of.pop()
         self.structural = True
 
@@ -205,11 +210,14 @@ class Draft:
         return True
 
     def _key_of(self, s: int) -> ShapeKey:
-        """Live shape s's key, from its representative's record: the editor keeps only
-        the keys' hashes (the keys were ~60 MiB in a worker at 100,000 distinct shapes,
+        """Live shape s's key, from its representative: the editor keeps only the keys'
+        hashes (the keys were ~60 MiB in a worker at 100,000 distinct shapes,
         docs/inventory.md). Read only when a hash matches."""
-        node = self.nodes[self.shape_rep[s]]
-        return self.ed.topo_keys[self.topo_of[s]], _usage_key(node)
+        rep = self.shape_rep[s]
+        usage = self.usage[rep]
+        if usage is None:
+            usage = usage_of(self.base[rep])
+        return self.ed.topo_keys[self.topo_of[s]], usage
 
     def _find(self, h: int, key: ShapeKey, skip: int = -1) -> int | None:
         """The live shape whose key is ``key`` (a hash found is checked against the key)."""
@@ -218,7 +226,7 @@ class Draft:
 
     def _shape_for(self, node: NodeTopology, key: ShapeKey | None = None, skip: int = -1) -> int:
         ed = self.ed
-        key = key or (_topology_key(node, self.memo), _usage_key(node))
+        key = key or (_topology_key(node, self.memo), usage_of(node))
         tkey, h = key[0], hash(key)
         s = self._find(h, key, skip)
         if s is not None:
@@ -306,7 +314,7 @@ class Draft:
         old = self.old.values_of
         if not self.touched_keys:
             return old
-        out = dict(label_values(self.old))
+        out = dict(self.old.values_of.values)
         for k in self.touched_keys:
             vs = self.ed.values.get(k)
             if vs:
@@ -324,7 +332,7 @@ class Draft:
             # A new array: the old snapshot's readers still iterate the old one.
             self.topo_shapes[t] = self.topo_shapes[t] + array("q", added)
         return Snapshot(
-            nodes=self.nodes.freeze(),
+            nodes=Nodes(self.base.freeze(), self.usage.freeze()),
             packed=self.ed.store.packed() if self.rows or self.moved else old.packed,
             shape_of=self.shape_of,
             shape_bits=self.shape_bits.freeze(),
@@ -333,7 +341,7 @@ class Draft:
             topo_bits=tuple(self.topo_bits),
             topo_shapes=tuple(self.topo_shapes),
             topo_monotone=tuple(self.topo_monotone),
-            all_bits=(1 << len(self.nodes)) - 1,
+            all_bits=(1 << len(self.base)) - 1,
             name_index=self.name_index,
             label_bits=self.label_bits,
             key_bits=self.key_bits,
@@ -341,17 +349,3 @@ class Draft:
             structure=object() if self.structural else old.structure,
             usage_gen=self.usage_gen,
         )
-
-
-def _bit_index(labels: Mapping[tuple[str, str], int]) -> BitIndex:
-    if isinstance(labels, BitIndex):
-        return labels
-    return BitIndex({k: b for k, b in labels.items() if b})  # a snapshot built elsewhere
-
-
-def label_values(snap: Snapshot) -> dict[str, tuple[str, ...]]:
-    """Each label key's values in ``snap``."""
-    values = snap.values_of
-    if isinstance(values, ValueIndex):
-        return values.values
-    return {k: tuple(v for v, _ in vs) for k, vs in values.items()}

@@ -1,28 +1,7 @@
-"""The packed arrays of an incrementally edited snapshot: copy-on-write, never rewritten.
-
-Copying the packed arrays per batch of watch events cost a third of the event loop at
-10,000 nodes under churn (py-spy): every event makes a new shape, so the arrays are as
-large as the cluster, and a copy per batch is O(N). A :class:`PackedStore` keeps the
-arrays with spare capacity and writes a new shape past the end of what any snapshot
-handed out reads: snapshots share the arrays, each reading only its own
-``n_shapes``/``zone_count`` prefix and the slots its classes list, so a write there is
-invisible to them.
-
-A freed slot (a shape no node has any more, dropped from its class's evaluation order)
-may still be read by the snapshots made before it was freed, which share these arrays.
-So it is reused only in arrays made after it was freed: when an append finds no room,
-the store copies its arrays (:meth:`PackedStore._renew`; the snapshots handed out keep
-the old ones, and reference counting frees those with the last of them), and every slot
-freed until then may be written in the copy. No reader registers anything: what a
-snapshot can read is never written, by construction.
-
-A usage change of a node alone in its shape (nearly every event under churn) keeps the
-slot: :meth:`PackedStore.move_usage` writes the shape's zone rows, with the new free
-amounts, to a zone region no snapshot handed out reads (past the end, or one freed
-before the last copy) and points the slot at it in a copy of ``shape_info`` (one
-memcpy per snapshot handed out, shared by every such change of the batch). The old
-region is freed as a slot is. The slot's bits, class and evaluation order stay, so
-no dead shape is left behind.
+"""The packed arrays of an edited snapshot, copy-on-write: a new shape, or a shape's moved
+usage, is written where no snapshot handed out reads (past the prefix each one reads, or a
+slot or zone region freed before the last copy of the arrays). docs/inventory.md, "The
+data flow", says why and what it costs.
 """
 
 from __future__ import annotations
@@ -33,7 +12,7 @@ from dataclasses import replace
 
 from core.feasibility.codes import SHAPE_FIELDS
 from core.snapshot.rows import ShapeRows
-from core.snapshot.snapshot import Packed, packed_from
+from core.snapshot.snapshot import Packed
 
 _FIELDS = ("shape_info", "zones", "node_alloc", "unaligned", "dist", "states", "idle_states")
 _SLOT_ARRAYS = frozenset({"shape_info", "node_alloc", "unaligned", "dist"})
@@ -139,16 +118,12 @@ class PackedStore:
 
     def _append(self, rows: ShapeRows, zoff: int) -> int:
         """A new slot past every earlier one, its zones at region ``zoff`` (_region)."""
-        s, n, nres = self.n_shapes, rows.n, self.base.n_res
-        info = [n, zoff, self.dist_len, *rows.info]
-        self._put("shape_info", s * SHAPE_FIELDS, info)
-        self._put("zones", zoff * nres * 3, rows.zones)
-        self._put("dist", self.dist_len, rows.dist)
-        self._put("states", zoff, rows.states)
-        self._put("node_alloc", s * nres, rows.node_alloc)
-        self._put("unaligned", s * nres, rows.unaligned)
+        s, n = self.n_shapes, rows.n
+        base = s * SHAPE_FIELDS
+        self.arrays["shape_info"][base : base + 3] = array("q", (n, zoff, self.dist_len))
         self.n_shapes += 1
         self.dist_len += n * n
+        self._write(s, rows)
         return s
 
     def _used(self) -> dict[str, int]:
@@ -226,28 +201,10 @@ class PackedStore:
         if name == "shape_info":
             self.info_shared = False
 
-    def _put(self, name: str, at: int, values: object) -> None:
-        values = values if isinstance(values, array) else array("q", values)  # type: ignore[arg-type]
-        self.arrays[name][at : at + len(values)] = values
-
     def packed(self) -> Packed:
         """The table as it stands (sharing the arrays; its counts bound what it reads)."""
         self.info_shared = True
-        a = self.arrays
-        p = self.base
-        return packed_from(
-            p.res_names,
-            self.n_shapes,
-            self.zone_count,
-            a["shape_info"],
-            a["zones"],
-            a["node_alloc"],
-            a["unaligned"],
-            a["dist"],
-            a["states"],
-            like=p,
-            idle_states=a["idle_states"],
-        )
+        return replace(self.base, n_shapes=self.n_shapes, zone_count=self.zone_count, **self.arrays)
 
 
 def _dist_end(p: Packed) -> int:

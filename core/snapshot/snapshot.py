@@ -1,12 +1,8 @@
-"""The inventory packed for the feasibility kernel: built once per inventory, immutable.
+"""The inventory packed for the feasibility kernel, immutable (docs/architecture.md).
 
-Nodes with identical topology, usage and policies share a *shape* and are evaluated once
-per pod. Node selection and policy compatibility work on Python-int bitsets over node
-indexes (per shape, per label key=value, per label key), so a pod's selection is a few
-big-int operations rather than a loop over nodes.
-
-Packed layout (all ``array('q')``, int64): see ``Packed``. CPU in the zone table is in whole
-CPUs (the kubelet's exclusive CPUs); every other amount is in core units.
+Nodes with identical topology, usage and policies share a *shape*, evaluated once per pod;
+selection works on bitsets of node indexes. Layout: ``Packed`` (int64 arrays; CPU in the
+zone table in whole CPUs, every other amount in core units).
 """
 
 from __future__ import annotations
@@ -14,15 +10,14 @@ from __future__ import annotations
 from array import array
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import chain
 from types import ModuleType
 from typing import Any
 
 from core.feasibility import _kernel_py as ref
-from core.feasibility.bitsets import bitset, compact, label_indexes
+from core.feasibility.bitsets import BitIndex, ValueIndex, bitset, compact, label_indexes
 from core.feasibility.codes import SHAPE_FIELDS
 from core.model import NodeTopology, PodIntent
-from core.snapshot.columns import Column, Nodes
+from core.snapshot.columns import Column, Nodes, usage_of
 from core.snapshot.rows import (
     MAX_REQUEST,
     ShapeRows,
@@ -199,20 +194,6 @@ def _available_within_allocatable(node: NodeTopology) -> bool:
     return all(v <= z.allocatable.get(k, 0) for z in node.zones for k, v in z.available.items())
 
 
-def _usage_key(node: NodeTopology) -> tuple[Any, ...]:
-    """What tells nodes of one topology class apart: each zone's free amounts, then the
-    NUMA states. One flat tuple (resource, amount, ..., None per zone, states...): keys
-    are kept per shape, and the incremental inventory makes one per watch event, so a
-    tuple per item and per zone cost memory and, under churn, most of the young
-    collection at each install (their count is the collector's work)."""
-    key: list[Any] = []
-    for z in node.zones:
-        key.extend(chain.from_iterable(sorted(z.available.items())))
-        key.append(None)
-    key.extend(node.numa_states)
-    return tuple(key)
-
-
 @dataclass(frozen=True, slots=True)
 class Snapshot:
     """An immutable, packed inventory. Build with ``Snapshot.build(nodes)``."""
@@ -235,9 +216,9 @@ class Snapshot:
     topo_monotone: tuple[bool, ...]  # available <= allocatable everywhere in the class
     all_bits: int
     name_index: Mapping[str, int]
-    label_bits: Mapping[tuple[str, str], int]
+    label_bits: BitIndex  # (key, value) -> compact bitset
     key_bits: Mapping[str, int]
-    values_of: Mapping[str, tuple[tuple[str, int], ...]]
+    values_of: ValueIndex
     # What a cached decision depends on (webhook/review/decision_cache.py): ``structure``
     # is replaced whenever anything but usage changes (nodes added or removed, labels,
     # topology, policies); ``usage_gen[t]`` counts the usage changes of topology class t.
@@ -257,7 +238,7 @@ class Snapshot:
         memo: SortMemo = {}
         for i, node in enumerate(nodes):
             tkey = _topology_key(node, memo)
-            key = (tkey, _usage_key(node))
+            key = (tkey, usage_of(node))
             s = shape_index.get(key)
             if s is None:
                 s = shape_index[key] = len(reps)
@@ -350,48 +331,18 @@ def _pack(shapes: Sequence[NodeTopology]) -> Packed:
         node_alloc += rows.node_alloc
         unaligned += rows.unaligned
         zone_count += rows.n
-    return packed_from(
-        ordered, len(shapes), zone_count, info, zones, node_alloc, unaligned, dist, states
-    )
-
-
-def packed_from(
-    ordered: tuple[str, ...],
-    n_shapes: int,
-    zone_count: int,
-    info: Sequence[int],
-    zones: Sequence[int],
-    node_alloc: Sequence[int],
-    unaligned: Sequence[int],
-    dist: Sequence[int],
-    states: Sequence[int],
-    *,
-    like: Packed | None = None,
-    idle_states: array[int] | None = None,
-) -> Packed:
-    """A Packed from its rows; ``like``: a Packed with the same resource table, whose
-    table (and idle states, when as long) are shared; ``idle_states``: zeros, at least
-    ``zone_count`` of them."""
-
-    def arr(values: Sequence[int]) -> array[int]:
-        return values if isinstance(values, array) else array("q", values)
-
-    same = like is not None and like.res_names == ordered
-    idle = idle_states
-    if idle is None and same and like.zone_count == zone_count:  # type: ignore[union-attr]
-        idle = like.idle_states  # type: ignore[union-attr]
     return Packed(
         n_res=len(ordered),
-        n_shapes=n_shapes,
+        n_shapes=len(shapes),
         zone_count=zone_count,
         res_names=ordered,
-        res_index=like.res_index if same else {n: i for i, n in enumerate(ordered)},  # type: ignore[union-attr]
-        res_kind=like.res_kind if same else array("q", [resource_kind(r) for r in ordered]),  # type: ignore[union-attr]
-        shape_info=arr(info),
-        zones=arr(zones),
-        node_alloc=arr(node_alloc),
-        unaligned=arr(unaligned),
-        dist=arr(dist or [0]),
-        states=arr(states or [0]),
-        idle_states=idle if idle is not None else array("q", bytes(8 * max(1, zone_count))),
+        res_index={n: i for i, n in enumerate(ordered)},
+        res_kind=array("q", [resource_kind(r) for r in ordered]),
+        shape_info=array("q", info),
+        zones=array("q", zones),
+        node_alloc=array("q", node_alloc),
+        unaligned=array("q", unaligned),
+        dist=array("q", dist or [0]),
+        states=array("q", states or [0]),
+        idle_states=array("q", bytes(8 * max(1, zone_count))),
     )

@@ -99,6 +99,7 @@ usage_events = st.lists(
         st.integers(0, 31),
         st.booleans(),
         st.sampled_from(range(len(PLACEMENTS))),
+        st.integers(0, 4),  # 0: the node goes (its NRT and pod deleted): the last takes its index
     ),
     min_size=1,
     max_size=60,
@@ -113,7 +114,7 @@ usage_events = st.lists(
     policy=st.sampled_from(["single-numa-node", "restricted", "best-effort"]),
 )
 def test_usage_churn_rewritten_in_place_equals_full_build(
-    changes: list[tuple[str, int, int, bool, int]],
+    changes: list[tuple[str, int, int, bool, int, int]],
     probes: list[PodIntent],
     batch: int,
     policy: str,
@@ -142,8 +143,17 @@ def test_usage_churn_rewritten_in_place_equals_full_build(
         put(name, (k, 31 - k), True)
     inventory.flush()
     editor = SnapshotEditor(Snapshot.build(inventory.nodes()), reserve=True)
-    for n, (name, free0, free1, full_memory, placement) in enumerate(changes, 1):
-        if n % 2:
+
+    def drop(name: str) -> None:
+        place(name, 0)
+        key = object_key(nrt(name, []))
+        final.pop(key, None)
+        inventory.delete(key)
+
+    for n, (name, free0, free1, full_memory, placement, gone) in enumerate(changes, 1):
+        if not gone:
+            drop(name)
+        elif n % 2:
             place(name, placement)
         else:
             put(name, (free0, free1), full_memory)
