@@ -14,7 +14,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -73,10 +73,16 @@ class Numagate:
 
 
 def start_numagate(
-    source: list[str], cert_dir: Path, log: Path, timeout: float, workers: int = 1
+    source: list[str],
+    cert_dir: Path,
+    log: Path,
+    timeout: float,
+    workers: int = 1,
+    while_starting: Callable[[int], None] | None = None,
 ) -> Numagate:
     """Start ``numagate serve SOURCE --workers N`` (1 by default) and wait until it is
-    ready (polled every 50 ms, so the readiness figure is that precise)."""
+    ready (polled every 50 ms, so the readiness figure is that precise).
+    ``while_starting(pid)`` is called at each poll (a sampler of the startup)."""
     ca = bench.ensure_certs(cert_dir)
     port = bench.free_port()
     cmd = [str(bench.VENV_BIN / "numagate"), "serve", *source, "--workers", str(workers),
@@ -89,6 +95,8 @@ def start_numagate(
     while time.monotonic() - started < timeout:
         if proc.poll() is not None:
             raise bench.BenchError(f"numagate exited with {proc.returncode}:\n{_tail(log)}")
+        if while_starting is not None:
+            while_starting(proc.pid)
         with contextlib.suppress(OSError, ssl.SSLError, http.client.HTTPException):
             conn = http.client.HTTPSConnection("127.0.0.1", port, context=ctx, timeout=5)
             conn.request("GET", "/readyz")

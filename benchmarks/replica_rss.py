@@ -2,9 +2,10 @@
 --kubeconfig --workers N`` against the test API server (the cluster of benchmarks/churn.py,
 every NRT with free amounts of its own), ready, then ``--seconds`` of NRT churn at
 ``--rate``. The serve process, its workers and the inventory process are summed: RSS,
-and PSS (the pages forked workers share counted once), at ready and at the peak (sampled
-every 0.5 s); at ready and at the end also the resident memory with each page counted once
-(``once_mib``, ``end_once_mib``: what the replica's cgroup is charged; needs root).
+and PSS (the pages forked workers share counted once), at the peak while starting, at
+ready and at the peak under churn (sampled every 0.5 s); at ready and at the end also the
+resident memory with each page counted once (``once_mib``, ``end_once_mib``: what the
+replica's cgroup is charged; needs root).
 
     .venv/bin/python benchmarks/replica_rss.py [--nodes 100000] [--workers 1 2]
         [--rate 1666.67] [--seconds 60]
@@ -35,7 +36,18 @@ def measure(nodes: int, workers: int, rate: float, seconds: float) -> dict[str, 
     fake = churn.fake_cluster(work, nodes, distinct=True)
     try:
         source = ["--kubeconfig", str(fake.write_kubeconfig(work / "kubeconfig"))]
-        ng = parts.start_numagate(source, work / "certs", work / "serve.log", 900, workers)
+        startup = {"rss_mib": 0.0, "pss_mib": 0.0}
+        sampled = [0.0]
+
+        def sample(pid: int) -> None:  # every 0.5 s until ready: the first build's peak
+            if time.monotonic() - sampled[0] >= 0.5:
+                sampled[0] = time.monotonic()
+                now = parts.replica_mib(pid)
+                startup.update({k: max(startup[k], now[k]) for k in startup})
+
+        ng = parts.start_numagate(
+            source, work / "certs", work / "serve.log", 900, workers, while_starting=sample
+        )
         try:
             ready = parts.replica_mib(ng.proc.pid)
             peak = dict(ready)
@@ -55,7 +67,7 @@ def measure(nodes: int, workers: int, rate: float, seconds: float) -> dict[str, 
         fake.stop()
         shutil.rmtree(work, ignore_errors=True)
     return {"nodes": nodes, "workers": workers, "processes": processes, "ready_s": ng.ready_s,
-            "ready": ready, "peak": peak, "end_once_mib": end_once, "churn_events_per_s": rate, "churn_s": seconds}  # fmt: skip
+            "startup_peak": startup, "ready": ready, "peak": peak, "end_once_mib": end_once, "churn_events_per_s": rate, "churn_s": seconds}  # fmt: skip
 
 
 def main() -> int:

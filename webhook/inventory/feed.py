@@ -242,10 +242,14 @@ class Feed:
         self.inventory.share_usage(False)  # from now on, events one by one
         errors = self.inventory.errors()
         message = Whole(snapshot, errors, _events(drained), seconds, self._status())
-        self._send(message, self.fanout.take_joined())
-        self.built = True
+        data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+        # Only the bytes are needed now: the snapshot's own arrays, the lists' pages and the
+        # build's garbage go back to the system before the workers read the Whole, not after
+        # (the replica's startup peak, docs/inventory.md "The startup peak").
         del snapshot, message
-        release_free_heap()  # the lists' pages and the pickled first build are garbage now
+        release_free_heap()
+        self.fanout.send(data, self.fanout.take_joined())
+        self.built = True
 
     def _welcome(self, joined: list[Peer]) -> None:
         """A Whole of the records held now (every queued event sent before it)."""

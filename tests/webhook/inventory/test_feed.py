@@ -38,6 +38,7 @@ from tests.webhook.fake_apiserver import FakeApiServer, running_apiserver
 from tests.webhook.fake_apiserver import node as api_node
 from tests.webhook.fake_apiserver import nrt as api_nrt
 from tests.webhook.fake_apiserver_churn import churning
+from webhook.inventory import feed as feed_module
 from webhook.inventory import owner as owner_module
 from webhook.inventory.fed import FedInventory
 from webhook.inventory.feed import Batch, Fanout, Feed, Whole
@@ -204,6 +205,24 @@ def _free_nrt(name: str, free: str) -> dict[str, Any]:
         zone(i, {"cpu": ("32", "31", free if i == 0 else "31"), "memory": memory}) for i in (0, 1)
     ]
     return nrt(name, zones)
+
+
+def test_the_first_build_returns_its_garbage_before_a_worker_reads_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The heap is trimmed between pickling the Whole and sending it: while the workers
+    read it, the process holds the bytes, not also the snapshot and the lists' garbage
+    (the replica's startup peak)."""
+    calls: list[str] = []
+    monkeypatch.setattr(feed_module, "release_free_heap", lambda: calls.append("trim") or True)
+    feed, _, worker = _feed()
+    sent = worker.send_bytes
+    worker.send_bytes = lambda buf: (calls.append("send"), sent(buf))[1]  # type: ignore[method-assign]
+    _event(feed, _free_nrt("a", "31"))
+    feed.step()
+    assert calls == ["trim", "send"]
+    (whole,) = _messages(worker.sent)
+    assert isinstance(whole, Whole) and [n.name for n in whole.snapshot.nodes] == ["a"]
 
 
 def test_a_change_of_free_amounts_travels_as_free_amounts() -> None:
