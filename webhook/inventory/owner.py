@@ -1,7 +1,8 @@
 """The inventory process (its loop: webhook/inventory/feed.py): its spec, its main, and
-its start and restarts; one per replica, whatever ``--workers`` is. The serve process starts it before it forks the
-workers (or the single worker starts it, with ``--workers 1``), and restarts it when it
-exits; the workers connect to its socket (webhook/inventory/fed.py)."""
+its start and restarts; one per replica, whatever ``--workers`` is. The serve process
+starts it before it forks the workers (or the single worker starts it, with ``--workers
+1``), and restarts it when it exits; the workers connect to its socket
+(webhook/inventory/fed.py)."""
 
 from __future__ import annotations
 
