@@ -137,7 +137,8 @@ def test_a_custom_resource_list_over_the_cap_is_paged_not_read_whole(server, mak
     assert lists[0].query.get("limit") == "1"  # the count: 3 > 2
     assert all("resourceVersion" not in r.query for r in lists)
     assert any("continue" in r.query for r in lists)  # paged
-    assert source.synced
+    # The listener has every object before the reflector marks the list done.
+    wait_for(lambda: source.synced, 5.0, "the paged list to complete", step=0.01)
 
 
 @pytest.mark.slow
@@ -300,7 +301,7 @@ def test_410_relists_and_converges_to_the_truth(server, make_source):
     assert lists[1].query.get("resourceVersion") == "0"
     assert "resourceVersion" not in lists[-1].query
     assert all("resourceVersion" not in r.query for r in server.list_requests(NODES))
-    assert source.synced and connected(source)
+    wait_for(lambda: source.synced and connected(source), 5.0, "synced and watching", step=0.01)
     # And the watch goes on from the new list.
     server.apply(node("n8"))
     wait_for(lambda: ("Node", "n8") in recorder.names(), 5.0, step=0.01)
@@ -389,7 +390,7 @@ def test_crd_removed_while_watched_drops_its_objects(server, make_source):
     server.set_installed(NUMATOPOLOGIES, False)
     wait_for(lambda: ("Numatopology", "n1") not in recorder.names(), 5.0, step=0.01)
     assert ("Node", "n1") in recorder.names()
-    assert source.synced
+    wait_for(lambda: source.synced, 5.0, "synced without the CRD", step=0.01)
 
 
 def test_older_crd_version_is_read_when_newer_is_not_served(tmp_path):
