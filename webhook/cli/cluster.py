@@ -4,7 +4,8 @@ builder in :mod:`webhook.inventory.kube`), ``--context``, ``-n``.
 
 The inventory is read by the live source the server runs (:class:`webhook.inventory.live.
 LiveSource`: the same list code, paging, CRD versions, bound pods) into a ``Collector``,
-stopped as soon as it has listed everything once. On a terminal a progress line says what is being read.
+stopped as soon as it has listed everything once. On a terminal a progress line says what
+is being read.
 """
 
 from __future__ import annotations
