@@ -135,6 +135,34 @@ def replica_mib(pid: int) -> dict[str, float]:
     return {"rss_mib": round(rss / 1024, 1), "pss_mib": round(pss / 1024, 1)}
 
 
+def processes_mib(pid: int) -> dict[str, dict[str, float]]:
+    """RSS and PSS of each process of a replica, by role: ``serve``, ``inventory`` (the
+    spawned inventory process), ``worker-1``... (forked, in pid order), ``tracker``
+    (multiprocessing's resource tracker, where there is one)."""
+    out: dict[str, dict[str, float]] = {}
+    workers = 0
+    for p in sorted(replica(pid)):
+        try:
+            cmd = Path(f"/proc/{p}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if p == pid:
+            role = "serve"
+        elif b"resource_tracker" in cmd:
+            role = "tracker"
+        elif b"spawn_main" in cmd:
+            role = "inventory"
+        else:
+            workers += 1
+            role = f"worker-{workers}"
+        pss = 0
+        with contextlib.suppress(OSError, StopIteration):
+            text = Path(f"/proc/{p}/smaps_rollup").read_text()
+            pss = int(next(li for li in text.splitlines() if li.startswith("Pss:")).split()[1])
+        out[role] = {"rss": round((bench.rss_kib(p) or 0) / 1024, 1), "pss": round(pss / 1024, 1)}
+    return out
+
+
 def resident_once_mib(pid: int) -> float | None:
     """The replica's resident memory with each physical page counted once, as its cgroup
     charges it: the union of its processes' present page frames (/proc/PID/pagemap; the
