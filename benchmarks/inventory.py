@@ -52,7 +52,7 @@ from core.inventory.incremental import IncrementalInventory, parse_object  # noq
 from core.snapshot.delta import SnapshotEditor  # noqa: E402
 from core.snapshot.snapshot import Snapshot  # noqa: E402
 from webhook.inventory.fed import FedInventory  # noqa: E402
-from webhook.inventory.feed import Fanout, Feed  # noqa: E402
+from webhook.inventory.feed import Fanout, Feed, decode  # noqa: E402
 from webhook.inventory.live import NODE_RESOURCE_TOPOLOGIES  # noqa: E402
 from webhook.inventory.loader import parse_objects, read_text  # noqa: E402
 from webhook.inventory.state import InventoryState, build_view  # noqa: E402
@@ -237,7 +237,7 @@ def worker_mode(path: str, rate: float, seconds: float) -> dict[str, Any]:
         state = InventoryState()
         fed = FedInventory(state, loop, "unused")
         t = _cpu()
-        fed.accept(pickle.loads(sent[0]))
+        fed.accept(decode(sent[0]))
         whole_cpu = _cpu() - t
         rss_whole = rss_mib()
         pauses.clear()
@@ -246,7 +246,7 @@ def worker_mode(path: str, rate: float, seconds: float) -> dict[str, Any]:
 
         def replay() -> None:
             for k, message in enumerate(sent[1:], 1):
-                loop.call_at(loop.time() + k * WINDOW, fed.accept, pickle.loads(message))
+                loop.call_at(loop.time() + k * WINDOW, fed.accept, decode(message))
             loop.call_at(loop.time() + len(sent) * WINDOW, done.set)
 
         cpu0 = _cpu()

@@ -27,6 +27,11 @@ from core.snapshot.snapshot import Snapshot, SortMemo, _topology_key
 _RESERVE_SPARE = 2
 
 
+def reserved_shapes(nodes: int) -> int:
+    """The slots an editor with ``reserve`` makes room for, for a snapshot of ``nodes``."""
+    return nodes + nodes // _RESERVE_SPARE + 64
+
+
 class SnapshotEditor:
     """Owns a lineage of snapshots: the current one and the writer-side indexes."""
 
@@ -49,8 +54,7 @@ class SnapshotEditor:
         self.count = [count(b) for b in snap.shape_bits]
         self.store = PackedStore(snap.packed)
         if self._reserve:
-            nodes = len(snap.nodes)
-            self.store.reserve(nodes + nodes // _RESERVE_SPARE + 64)
+            self.store.reserve(reserved_shapes(len(snap.nodes)))
             # Served from now on over the reserved copies, so that ``snap``'s own arrays
             # go with ``snap`` (51 MiB at 100,000 distinct shapes, docs/inventory.md).
             self.snapshot = replace(snap, packed=self.store.packed(), _kernels={})

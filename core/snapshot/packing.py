@@ -9,6 +9,8 @@ from __future__ import annotations
 from array import array
 from collections.abc import Sequence
 from dataclasses import replace
+from pickle import PickleBuffer
+from typing import Any
 
 from core.feasibility.codes import SHAPE_FIELDS
 from core.snapshot.rows import ShapeRows
@@ -180,17 +182,20 @@ class PackedStore:
             self._copy(name, max(size, needs.get(name, 0), 64), used)
         self.renewals += 1
 
+    def room(self, shapes: int) -> dict[str, int]:
+        """Each array's length with room for ``shapes`` slots, each sized as the average
+        shape so far (none when there is no shape to size them by)."""
+        n = self.n_shapes
+        return {k: int(used / n * shapes) + 1 for k, used in self._used().items()} if n else {}
+
     def reserve(self, shapes: int) -> None:
-        """Room for ``shapes`` slots, each sized as the average shape so far: the arrays
-        are copied now instead of x1.5 at a time as churn makes shapes. Each copy is made
-        on the writer's thread: at 100,000 nodes the zones array's took 40-190 ms, the
-        p99 of the first minute of churn (docs/inventory.md)."""
-        if not self.n_shapes:
-            return  # no shape to size them by
-        for name, used in self._used().items():
-            want = int(used / self.n_shapes * shapes) + 1
+        """``room(shapes)``: the arrays are copied now instead of x1.5 at a time as churn
+        makes shapes. Each copy is made on the writer's thread: at 100,000 nodes the zones
+        array's took 40-190 ms, the p99 of the first minute of churn (docs/inventory.md).
+        Arrays that arrived with that room (``pickled_with_room``) are not copied."""
+        for name, want in self.room(shapes).items():
             if want > len(self.arrays[name]):
-                self._copy(name, want, used)
+                self._copy(name, want, self._used()[name])
 
     def _copy(self, name: str, size: int, used: int) -> None:
         """A new array of ``size`` holding the first ``used`` values (earlier snapshots
@@ -205,6 +210,36 @@ class PackedStore:
         """The table as it stands (sharing the arrays; its counts bound what it reads)."""
         self.info_shared = True
         return replace(self.base, n_shapes=self.n_shapes, zone_count=self.zone_count, **self.arrays)
+
+
+def pickled_with_room(packed: Packed, shapes: int) -> tuple[Any, ...]:
+    """``packed``'s pickled form (a ``copyreg`` reduction) whose arrays arrive with the
+    room ``PackedStore.reserve(shapes)`` makes: each one made at that length as it is
+    read, so that the reader never holds the arrays twice (docs/inventory.md, "The
+    replica at ready")."""
+    room = PackedStore(packed).room(shapes)
+    values = {f: getattr(packed, f) for f in Packed.__dataclass_fields__}
+    values.update((k, _Room(values[k], room.get(k, 0))) for k in _FIELDS)
+    return (Packed, tuple(values.values()))
+
+
+class _Room:
+    """An array pickled with the length it is to have (its values, then zeros)."""
+
+    __slots__ = ("length", "values")
+
+    def __init__(self, values: array[int], length: int) -> None:
+        self.values, self.length = values, max(length, len(values))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # The values' buffer goes into the pickle as it is (no copy of it first).
+        return (_grown, (PickleBuffer(self.values), self.length))
+
+
+def _grown(values: bytes | bytearray, length: int) -> array[int]:
+    out = array("q", bytes(8 * length))  # bytes(): zero pages that are not written
+    memoryview(out).cast("B")[: len(values)] = values
+    return out
 
 
 def _dist_end(p: Packed) -> int:

@@ -9,7 +9,6 @@ import asyncio
 import contextlib
 import io
 import os
-import pickle
 import socket
 import struct
 import threading
@@ -24,7 +23,7 @@ from core.model import NodeTopology
 from core.snapshot.delta import SnapshotEditor
 from core.snapshot.snapshot import Snapshot
 from webhook.heap import release_free_heap
-from webhook.inventory.feed import Batch, Status, Whole
+from webhook.inventory.feed import Batch, Status, Whole, decode, load
 from webhook.inventory.state import InventoryState, InventoryView
 from webhook.logs import get_logger
 from webhook.metrics import WebhookMetrics
@@ -77,19 +76,21 @@ def _exactly(fd: int, n: int) -> bytearray:
 
 def read_message(conn: Connection) -> Whole | Batch:
     """The next message of ``conn`` (multiprocessing's framing: a 4-byte length, or -1 and
-    an 8-byte one), unpickled as its bytes arrive: ``conn.recv_bytes`` would hold a Whole's
-    bytes (~100 MiB at 100,000 nodes) beside the objects made from them."""
+    an 8-byte one), unpickled as its bytes arrive (feed.py ``load``): a Whole's pickle is
+    never held whole beside the objects made from it, and the process's send to the next
+    worker waits until this one has nearly read it, so two workers' reads do not overlap
+    (docs/inventory.md, "The replica at ready")."""
     fd = conn.fileno()
     (size,) = struct.unpack("!i", _exactly(fd, 4))
     if size == -1:
         (size,) = struct.unpack("!Q", _exactly(fd, 8))
     if size <= READ_CHUNK:  # a Batch: read whole, as recv_bytes did
-        return pickle.loads(_exactly(fd, size))  # type: ignore[no-any-return]
+        return decode(_exactly(fd, size))
     payload = _Payload(fd, size)
-    message = pickle.load(io.BufferedReader(payload, READ_CHUNK))
+    message = load(io.BufferedReader(payload, READ_CHUNK))
     if payload.left:  # never from feed.py: one pickle per message
         raise OSError("inventory message longer than its pickle")
-    return message  # type: ignore[no-any-return]
+    return message
 
 
 class FedInventory:

@@ -10,11 +10,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import pickle
 import shutil
 import signal
 import time
-import weakref
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from types import SimpleNamespace
@@ -41,7 +39,7 @@ from tests.webhook.fake_apiserver_churn import churning
 from webhook.inventory import feed as feed_module
 from webhook.inventory import owner as owner_module
 from webhook.inventory.fed import FedInventory
-from webhook.inventory.feed import Batch, Fanout, Feed, Whole
+from webhook.inventory.feed import Batch, Fanout, Feed, Whole, decode, encode
 from webhook.inventory.live import (
     BOUND_PODS,
     NODE_RESOURCE_TOPOLOGIES,
@@ -92,7 +90,7 @@ def _feed(**kwargs: Any) -> tuple[Feed, Fanout, _Worker]:
 
 
 def _messages(sent: list[bytes]) -> list[Whole | Batch]:
-    out = [pickle.loads(b) for b in sent]
+    out = [decode(b) for b in sent]
     sent.clear()
     return out
 
@@ -251,16 +249,18 @@ def test_a_change_of_free_amounts_travels_as_free_amounts() -> None:
     assert nodes["a"].zones[0].available["cpu"] == 3000
 
 
-def test_the_worker_serves_a_whole_over_its_reserved_arrays() -> None:
-    """The view served from a Whole reads the editor's reserved copies of the packed
-    arrays; the Whole's own arrays are not kept beside them (docs/inventory.md, "A
-    worker's heap")."""
+def test_a_whole_arrives_with_the_room_the_worker_reserves() -> None:
+    """The Whole's packed arrays are made, as they are read, at the length the worker's
+    editor reserves: the view is served over them as they came, never copied (the worker
+    does not hold them twice; docs/inventory.md, "The replica at ready"). Their values are
+    the process's build, byte for byte, then zeros."""
     feed, _, worker = _feed()
     for name in ("a", "b", "c"):
         _event(feed, _free_nrt(name, str(ord(name) % 20)))
     feed.step()
     (whole,) = _messages(worker.sent)
-    zones = weakref.ref(whole.snapshot.packed.zones)
+    sent = whole.snapshot.packed
+    built = feed._snapshot().packed
     state = InventoryState()
 
     async def run(messages: list[Whole | Batch]) -> FedInventory:
@@ -269,10 +269,13 @@ def test_the_worker_serves_a_whole_over_its_reserved_arrays() -> None:
         return fed
 
     fed = asyncio.run(run([whole]))
-    del whole
     assert state.view is not None and fed.editor is not None
-    assert state.view.snapshot.packed.zones is fed.editor.store.arrays["zones"]
-    assert zones() is None
+    served = state.view.snapshot.packed
+    for name, array in fed.editor.store.arrays.items():
+        assert getattr(served, name) is array is getattr(sent, name), name
+        values = getattr(built, name)
+        assert len(array) > len(values) and array[: len(values)] == values, name
+        assert not any(array[len(values) :]), name
     assert {n.name: n for n in state.view.nodes} == feed.inventory.records
 
 
@@ -292,17 +295,17 @@ async def test_a_delta_for_a_node_the_worker_lacks_makes_it_connect_again() -> N
     fed.start()
     try:
         first = await asyncio.to_thread(listener.accept)
-        first.send_bytes(pickle.dumps(whole))
+        first.send_bytes(encode(whole))
         await _wait(lambda: state.view is not None, 5, "the Whole")
         served = state.view
-        first.send_bytes(pickle.dumps(stray))
+        first.send_bytes(encode(stray))
         second = await asyncio.to_thread(listener.accept)  # it hung up and came back
         assert await asyncio.to_thread(first.poll, 5) and _ended(first)
         assert state.view is served  # the last good view stays
         assert fed.losses == 1 and fed.full_builds == 1
         assert state.metrics is not None
         assert state.metrics.inventory_updates.process_restarts.value() == 1
-        second.send_bytes(pickle.dumps(whole))
+        second.send_bytes(encode(whole))
         await _wait(lambda: fed.full_builds == 2, 5, "the new connection's Whole")
     finally:
         fed.stop()
