@@ -254,6 +254,8 @@ class Feed:
         del snapshot, message
         release_free_heap()
         self.fanout.send(data, self.fanout.take_joined())
+        del data
+        release_free_heap()  # the bytes and the pickling's scraps, once the workers have them
         self.built = True
 
     def _welcome(self, joined: list[Peer]) -> None:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import pickle
 import threading
 import tracemalloc
@@ -10,6 +11,7 @@ from multiprocessing import Pipe
 
 import pytest
 
+from webhook.inventory import fed as fed_module
 from webhook.inventory.fed import READ_CHUNK, read_message
 from webhook.inventory.feed import deflated
 
@@ -74,3 +76,17 @@ def test_a_message_is_not_held_whole_beside_its_objects(compressed: bool) -> Non
     thread.join()
     assert len(got) == 10_000
     assert peak < len(data) + 8 * READ_CHUNK, (peak, len(data))  # buffers of 1 MiB
+
+
+def test_the_heap_is_trimmed_as_soon_as_a_whole_is_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What the unpickler held until its end goes back to the system before the message is
+    handed on (the editor and the install come after), for a message read as it arrives;
+    a small one is not worth a trim (docs/inventory.md, "The replica at ready")."""
+    calls: list[str] = []
+    monkeypatch.setattr(fed_module, "release_free_heap", lambda: calls.append("trim") or True)
+    big = [os.urandom(4096) for _ in range(512)]  # 2 MiB that do not compress
+    thread = _send_in_thread([deflated(big, {}), pickle.dumps(("batch", 1))])
+    conn = thread.receiver  # type: ignore[attr-defined]
+    assert read_message(conn) == big and calls == ["trim"]
+    assert read_message(conn) == ("batch", 1) and calls == ["trim"]
+    thread.join()

@@ -218,7 +218,7 @@ def test_the_first_build_returns_its_garbage_before_a_worker_reads_it(
     worker.send_bytes = lambda buf: (calls.append("send"), sent(buf))[1]  # type: ignore[method-assign]
     _event(feed, _free_nrt("a", "31"))
     feed.step()
-    assert calls == ["trim", "send"]
+    assert calls == ["trim", "send", "trim"]
     (whole,) = _messages(worker.sent)
     assert isinstance(whole, Whole) and [n.name for n in whole.snapshot.nodes] == ["a"]
 
