@@ -294,13 +294,7 @@ class Snapshot:
         return k
 
 
-# The packed arrays first: an unpickler keeps every object it made until its end (its memo:
-# the records' pickled states, ~45 MiB at 100,000 nodes), and the arrays' bytes, read
-# before any of that, are then gone (docs/inventory.md, "The replica at ready").
-_PICKLED_FIELDS = (
-    "packed",
-    *(f for f in Snapshot.__dataclass_fields__ if f not in ("_kernels", "packed")),
-)
+_PICKLED_FIELDS = tuple(f for f in Snapshot.__dataclass_fields__ if f != "_kernels")
 
 
 def rows_of(packed: Packed, s: int) -> ShapeRows:
