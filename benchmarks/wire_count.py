@@ -1,0 +1,223 @@
+"""The request path counted on the wire: CPU instructions per review of the whole server
+process (TLS, aiohttp, the handler), numagate against the bare aiohttp server, under
+valgrind's callgrind, which does not depend on what else the machine runs (issue 27).
+
+    .venv/bin/python benchmarks/wire_count.py [--tree NAME=DIR ...] [--stream replicas]
+        [--requests 300] [--warmup 200] [--nodes 10000] [--workers 2] [--idle 2]
+        [--no-bare] [--top 0]
+
+Each server (every ``--tree``'s ``numagate serve``, then benchmarks/bare_server.py and
+its ``--valid`` form from this checkout) starts under callgrind with instrumentation off,
+``--workers N`` as in production (prometheus-client's multiprocess mode, logging at
+info). A client in this process (not counted) sends ``--warmup`` reviews over one TLS
+keep-alive connection, then instrumentation is switched on in every worker
+(``callgrind_control -i on``), ``--requests`` reviews are sent, the counts are dumped,
+the workers are left idle for ``--idle`` seconds and dumped again. Per review: the
+instructions of all workers over the requests, divided by their number. Valgrind slows
+the workers some 50 times, so their periodic work (the metrics flush, the inventory
+feed, timers) would weigh 50 times more per review than at full speed: the idle dump
+gives its rate per second, and ``per_review`` has that rate times the requests' window
+taken off (``per_review_raw`` keeps it). Efficiency: the bare server's per_review over a
+tree's (1.0: as cheap as read-the-body-and-answer).
+
+Streams: ``replicas`` (gen.py's twelve realistic pods, each request its own uid, as
+benchmarks/wrk/review.lua sends them: the decision cache's raw layer answers them),
+``unique`` (every request a different pod), ``apiserver-replicas`` (a real apiserver's
+replica bodies, each request its own uid, name and token volume).
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE.parent), str(HERE)]
+
+import gen  # noqa: E402
+import server as bench  # noqa: E402
+
+STREAMS = ("replicas", "unique", "apiserver-replicas")
+READY_TIMEOUT = 1800.0  # the inventory build runs under valgrind too (uninstrumented)
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--tree", action="append", default=[], metavar="NAME=DIR",
+                   help="a checkout with its .venv (repeat); default: this one as 'this'")  # fmt: skip
+    p.add_argument("--stream", choices=STREAMS, default="replicas")
+    p.add_argument("--webhook", choices=("mutate", "validate"), default="mutate")
+    p.add_argument("--requests", type=int, default=300, help="reviews counted per server")
+    p.add_argument("--warmup", type=int, default=200, help="reviews sent before counting")
+    p.add_argument("--nodes", type=int, default=10_000)
+    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--idle", type=float, default=2.0, help="seconds counted with no request")
+    p.add_argument("--no-bare", action="store_true", help="count the trees only")
+    p.add_argument("--top", type=int, default=0, help="also print the N costliest functions")
+    p.add_argument("--keep", type=Path, help="keep the callgrind files in this directory")
+    return p.parse_args(argv)
+
+
+def bodies_for(stream: str, webhook: str) -> Callable[[int], bytes]:
+    """The ``k``-th request body of the stream."""
+    if stream == "apiserver-replicas":
+        templates = gen.apiserver_templates(webhook, "replica")
+        return lambda k: gen.vary_template(templates[k % len(templates)], k)
+    bodies = gen.review_bodies(gen.realistic_pods(), prefix="r")
+    unique = stream == "unique"
+    return lambda k: gen.vary(bodies[k % len(bodies)], k, unique=unique)
+
+
+def _control(option: str, pids: Sequence[int]) -> None:
+    for pid in pids:
+        done = subprocess.run(
+            ["callgrind_control", *option.split(), str(pid)], capture_output=True, text=True, check=False
+        )
+        if done.returncode != 0:
+            raise bench.BenchError(f"callgrind_control {option} {pid}: {done.stderr.strip()}")
+
+
+def _send(conn: http.client.HTTPSConnection, path: str, body: bytes, *, echo: bool) -> None:
+    conn.request("POST", path, body=body, headers={"Content-Type": "application/json"})
+    resp = conn.getresponse()
+    raw = resp.read()
+    if resp.status != 200:
+        raise bench.BenchError(f"HTTP {resp.status}: {raw[:300]!r}")
+    if echo and json.loads(raw)["response"]["uid"] != json.loads(body)["request"]["uid"]:
+        raise bench.BenchError("the answer does not echo the request's uid")
+
+
+def _parts(out_dir: Path, pid: int) -> list[int]:
+    """Instructions in each dump of one worker, in dump order."""
+    found = []
+    for path in out_dir.glob(f"cg.{pid}.out.*"):
+        m = re.search(r"\.out\.(\d+)$", path.name)
+        if m is None:
+            continue
+        for line in path.read_text().splitlines():
+            if line.startswith(("summary:", "totals:")):
+                found.append((int(m[1]), int(line.split()[1])))
+                break
+    return [n for _, n in sorted(found)]
+
+
+def count_server(
+    name: str, cmd: list[str], pattern: str, args: argparse.Namespace, ca: Path, out_dir: Path
+) -> dict[str, Any]:
+    """Start ``cmd`` under callgrind, warm it up, count ``args.requests`` reviews."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    port = bench.free_port()
+    log = out_dir / "server.log"
+    valgrind = ["valgrind", "--tool=callgrind", "--instr-atstart=no", "--trace-children=yes",
+                f"--callgrind-out-file={out_dir}/cg.%p.out"]  # fmt: skip
+    env = dict(os.environ, PYTHONHASHSEED="0")
+    with log.open("wb") as sink:
+        proc = subprocess.Popen(
+            [*valgrind, *cmd, "--port", str(port)], stdout=sink, stderr=subprocess.STDOUT, env=env
+        )
+    server = bench.Server(name, proc, port, log)
+    try:
+        bench.wait_ready(server, ca, args.workers, pattern, READY_TIMEOUT)
+        body = bodies_for(args.stream, args.webhook)
+        path = f"/{args.webhook}?timeout=10s"
+        echo = "bare aiohttp" not in name
+        conn = http.client.HTTPSConnection(
+            "127.0.0.1", port, context=bench.client_context(ca), timeout=600
+        )
+        for k in range(args.warmup):
+            _send(conn, path, body(k), echo=echo)
+        varied = [body(args.warmup + k) for k in range(args.requests)]
+        _control("-i on", server.workers)
+        started = time.monotonic()
+        for data in varied:
+            _send(conn, path, data, echo=echo)
+        busy = time.monotonic() - started
+        _control("-d", server.workers)
+        time.sleep(args.idle)
+        _control("-d", server.workers)
+        _control("-i off", server.workers)
+        conn.close()
+    finally:
+        server.stop()
+    busy_n = idle_n = 0
+    for pid in server.workers:
+        parts = _parts(out_dir, pid)
+        if len(parts) < 2:
+            raise bench.BenchError(f"{name}: worker {pid} left {len(parts)} dumps in {out_dir}")
+        busy_n += parts[0]
+        idle_n += parts[1]
+    idle_rate = idle_n / args.idle
+    result = {
+        "per_review": round((busy_n - idle_rate * busy) / args.requests),
+        "per_review_raw": round(busy_n / args.requests),
+        "idle_per_second": round(idle_rate),
+        "window_s": round(busy, 2),
+    }
+    if args.top:
+        busiest = max(server.workers, key=lambda pid: _parts(out_dir, pid)[0])
+        first = min(out_dir.glob(f"cg.{busiest}.out.*"), key=lambda p: int(p.name.rsplit(".", 1)[1]))
+        result["top"] = _top(first, args.top, args.requests)
+    return result
+
+
+def _top(path: Path, n: int, requests: int) -> list[tuple[str, int]]:
+    import server_count
+
+    return server_count.top(path, n, requests)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    trees = [t.split("=", 1) for t in args.tree] or [["this", str(HERE.parent)]]
+    with tempfile.TemporaryDirectory(prefix="wire-count-") as tmp:
+        work = args.keep or Path(tmp)
+        ca = bench.ensure_certs(work / "certs")
+        inventory = gen.write_inventory(work / f"inventory-{args.nodes}.yaml", args.nodes)
+        result: dict[str, Any] = {"stream": args.stream, "webhook": args.webhook,
+                                  "requests": args.requests, "nodes": args.nodes}  # fmt: skip
+        servers = []
+        for name, tree in trees:
+            exe = str(Path(tree) / ".venv" / "bin" / "numagate")
+            cmd = [exe, "serve", "--inventory", str(inventory), "--workers", str(args.workers),
+                   "--cert-dir", str(work / "certs"), "--log-level", "info"]  # fmt: skip
+            servers.append((name, cmd, r"numagate: worker (\d+) serving"))
+        if not args.no_bare:
+            for valid in (False, True):
+                cmd = [sys.executable, str(HERE / "bare_server.py"), "--cert-dir",
+                       str(work / "certs"), "--workers", str(args.workers),
+                       *(["--valid"] if valid else [])]  # fmt: skip
+                label = bench.BARE_VALID if valid else bench.BARE
+                servers.append((label, cmd, r"bare: worker (\d+) serving"))
+        for k, (name, cmd, pattern) in enumerate(servers):
+            print(f"counting {name}...", file=sys.stderr)
+            result[name] = count_server(name, cmd, pattern, args, ca, work / f"server-{k}")
+    bare = result.get(bench.BARE)
+    for name, _ in trees:
+        if bare is not None:
+            result[name]["efficiency"] = round(bare["per_review"] / result[name]["per_review"], 3)
+        valid = result.get(bench.BARE_VALID)
+        if valid is not None:
+            eff = round(valid["per_review"] / result[name]["per_review"], 3)
+            result[name]["efficiency_valid"] = eff
+    print(json.dumps(result))
+    for name, entry in result.items():
+        if isinstance(entry, dict):
+            extra = f", efficiency {entry['efficiency']}" if "efficiency" in entry else ""
+            print(f"{name}: {entry['per_review']:,} instructions per review{extra}", file=sys.stderr)
+            for fn, n in entry.get("top", []):
+                print(f"  {n:>9,}  {fn}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
