@@ -3,22 +3,20 @@ process (TLS, aiohttp, the handler), numagate against the bare aiohttp server, u
 valgrind's callgrind, which does not depend on what else the machine runs (issue 27).
 
     .venv/bin/python benchmarks/wire_count.py [--tree NAME=DIR ...] [--stream replicas]
-        [--requests 300] [--warmup 200] [--nodes 10000] [--workers 2] [--idle 2]
-        [--no-bare] [--top 0]
+        [--requests 1000] [--warmup 200] [--nodes 10000] [--workers 2] [--no-bare] [--top 0]
 
 Each server (every ``--tree``'s ``numagate serve``, then benchmarks/bare_server.py and
 its ``--valid`` form from this checkout) starts under callgrind with instrumentation off,
 ``--workers N`` as in production (prometheus-client's multiprocess mode, logging at
 info). A client in this process (not counted) sends ``--warmup`` reviews over one TLS
 keep-alive connection, then instrumentation is switched on in every worker
-(``callgrind_control -i on``), ``--requests`` reviews are sent, the counts are dumped,
-the workers are left idle for ``--idle`` seconds and dumped again. Per review: the
-instructions of all workers over the requests, divided by their number. Valgrind slows
-the workers some 50 times, so their periodic work (the metrics flush, the inventory
-feed, timers) would weigh 50 times more per review than at full speed: the idle dump
-gives its rate per second, and ``per_review`` has that rate times the requests' window
-taken off (``per_review_raw`` keeps it). Efficiency: the bare server's per_review over a
-tree's (1.0: as cheap as read-the-body-and-answer).
+(``callgrind_control -i on``), ``--requests`` reviews are sent and the counts dumped.
+One worker answers them all; the others only run what a worker runs on its own (timers:
+numagate's metrics refresh every 2 s is ~1.8 M instructions). Valgrind slows the workers
+some 50 times, so that timed work would weigh 50 times more per review than at full
+speed: ``per_review`` takes the quietest worker's count off every worker
+(``per_review_raw`` keeps it; ``periodic_per_second`` is its rate). Efficiency: the bare
+server's per_review over a tree's (1.0: as cheap as read-the-body-and-answer).
 
 Streams: ``replicas`` (gen.py's twelve realistic pods, each request its own uid, as
 benchmarks/wrk/review.lua sends them: the decision cache's raw layer answers them),
@@ -32,7 +30,6 @@ import argparse
 import http.client
 import json
 import os
-import re
 import subprocess
 import sys
 import tempfile
@@ -57,11 +54,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                    help="a checkout with its .venv (repeat); default: this one as 'this'")  # fmt: skip
     p.add_argument("--stream", choices=STREAMS, default="replicas")
     p.add_argument("--webhook", choices=("mutate", "validate"), default="mutate")
-    p.add_argument("--requests", type=int, default=300, help="reviews counted per server")
+    p.add_argument("--requests", type=int, default=1000, help="reviews counted per server")
     p.add_argument("--warmup", type=int, default=200, help="reviews sent before counting")
     p.add_argument("--nodes", type=int, default=10_000)
     p.add_argument("--workers", type=int, default=2)
-    p.add_argument("--idle", type=float, default=2.0, help="seconds counted with no request")
     p.add_argument("--no-bare", action="store_true", help="count the trees only")
     p.add_argument("--top", type=int, default=0, help="also print the N costliest functions")
     p.add_argument("--keep", type=Path, help="keep the callgrind files in this directory")
@@ -81,7 +77,10 @@ def bodies_for(stream: str, webhook: str) -> Callable[[int], bytes]:
 def _control(option: str, pids: Sequence[int]) -> None:
     for pid in pids:
         done = subprocess.run(
-            ["callgrind_control", *option.split(), str(pid)], capture_output=True, text=True, check=False
+            ["callgrind_control", *option.split(), str(pid)],
+            capture_output=True,
+            text=True,
+            check=False,
         )
         if done.returncode != 0:
             raise bench.BenchError(f"callgrind_control {option} {pid}: {done.stderr.strip()}")
@@ -97,18 +96,15 @@ def _send(conn: http.client.HTTPSConnection, path: str, body: bytes, *, echo: bo
         raise bench.BenchError("the answer does not echo the request's uid")
 
 
-def _parts(out_dir: Path, pid: int) -> list[int]:
-    """Instructions in each dump of one worker, in dump order."""
-    found = []
-    for path in out_dir.glob(f"cg.{pid}.out.*"):
-        m = re.search(r"\.out\.(\d+)$", path.name)
-        if m is None:
-            continue
-        for line in path.read_text().splitlines():
-            if line.startswith(("summary:", "totals:")):
-                found.append((int(m[1]), int(line.split()[1])))
-                break
-    return [n for _, n in sorted(found)]
+def _dumped(out_dir: Path, pid: int) -> int:
+    """Instructions of one worker's dump (the counted requests)."""
+    path = out_dir / f"cg.{pid}.out.1"
+    if not path.exists():
+        raise bench.BenchError(f"worker {pid} left no dump in {out_dir}")
+    for line in path.read_text().splitlines():
+        if line.startswith(("summary:", "totals:")):
+            return int(line.split()[1])
+    raise bench.BenchError(f"{path}: no totals")
 
 
 def count_server(
@@ -141,32 +137,26 @@ def count_server(
         started = time.monotonic()
         for data in varied:
             _send(conn, path, data, echo=echo)
-        busy = time.monotonic() - started
-        _control("-d", server.workers)
-        time.sleep(args.idle)
+        window = time.monotonic() - started
         _control("-d", server.workers)
         _control("-i off", server.workers)
         conn.close()
     finally:
         server.stop()
-    busy_n = idle_n = 0
-    for pid in server.workers:
-        parts = _parts(out_dir, pid)
-        if len(parts) < 2:
-            raise bench.BenchError(f"{name}: worker {pid} left {len(parts)} dumps in {out_dir}")
-        busy_n += parts[0]
-        idle_n += parts[1]
-    idle_rate = idle_n / args.idle
+    counts = {pid: _dumped(out_dir, pid) for pid in server.workers}
+    # One keep-alive connection: one worker answers every request, the others only do
+    # what a worker does on its own (timers), which is taken off each worker.
+    quiet = min(counts.values()) if len(counts) > 1 else 0
+    total = sum(counts.values())
     result = {
-        "per_review": round((busy_n - idle_rate * busy) / args.requests),
-        "per_review_raw": round(busy_n / args.requests),
-        "idle_per_second": round(idle_rate),
-        "window_s": round(busy, 2),
+        "per_review": round((total - len(counts) * quiet) / args.requests),
+        "per_review_raw": round(total / args.requests),
+        "periodic_per_second": round(quiet / window),
+        "window_s": round(window, 2),
     }
     if args.top:
-        busiest = max(server.workers, key=lambda pid: _parts(out_dir, pid)[0])
-        first = min(out_dir.glob(f"cg.{busiest}.out.*"), key=lambda p: int(p.name.rsplit(".", 1)[1]))
-        result["top"] = _top(first, args.top, args.requests)
+        busiest = max(counts, key=counts.__getitem__)
+        result["top"] = _top(out_dir / f"cg.{busiest}.out.1", args.top, args.requests)
     return result
 
 
@@ -213,7 +203,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     for name, entry in result.items():
         if isinstance(entry, dict):
             extra = f", efficiency {entry['efficiency']}" if "efficiency" in entry else ""
-            print(f"{name}: {entry['per_review']:,} instructions per review{extra}", file=sys.stderr)
+            print(
+                f"{name}: {entry['per_review']:,} instructions per review{extra}", file=sys.stderr
+            )
             for fn, n in entry.get("top", []):
                 print(f"  {n:>9,}  {fn}", file=sys.stderr)
     return 0
