@@ -130,6 +130,9 @@ RAW_BUDGET_BYTES = 32 * 1024 * 1024
 RAW_PER_SLOT = 4
 
 
+_new_tuple = tuple.__new__
+
+
 class RawKey(NamedTuple):
     slot: tuple[str, int, int]  # (webhook, token start, body length without the token)
     uid: str  # the cut-out token: the request uid once the entry is verified
@@ -156,7 +159,9 @@ def raw_key(raw: bytes, webhook: str) -> RawKey | None:
     if end < 0 or _PLAIN_TOKEN.fullmatch(raw, start, end) is None:
         return None
     slot = (webhook, start, len(raw) - (end - start))
-    return RawKey(slot, raw[start:end].decode("ascii"), raw, end)
+    # tuple.__new__, not RawKey(...): a named tuple's __new__ is a Python function, a
+    # third of this function's instructions (one key per review, issue 27)
+    return _new_tuple(RawKey, (slot, raw[start:end].decode("ascii"), raw, end))
 
 
 def same_body(key: RawKey, head: bytes, tail: bytes) -> bool:
@@ -230,6 +235,7 @@ class DecisionCache:
         self._misses_in_a_row = 0
         self._resting_since = 0  # reviews seen while resting; 0 when awake
         self._raw_unverified = 0  # raw entries made since one was last verified
+        self._checked: tuple[Any, Any] = (None, None)  # (view, config) _generation saw last
 
     @property
     def resting(self) -> bool:
@@ -265,6 +271,9 @@ class DecisionCache:
         # Identity, not equality: a new structure or configuration is a new object, and the
         # cache holds a reference to the old ones, so an id cannot be reused under it. A
         # view without a snapshot (tests) is its own structure.
+        if view is self._checked[0] and config is self._checked[1]:
+            return  # the view and configuration of the last call: nothing to compare
+        self._checked = (view, config)
         snapshot = _snapshot(view)
         structure = view if snapshot is None else snapshot.structure
         if structure is not self._view or config is not self._config:
@@ -290,9 +299,12 @@ class DecisionCache:
     def get_raw(self, key: RawKey, view: Any, config: Any) -> RawEntry | None:
         """The verified entry for this raw body, or None."""
         self._generation(view, config)
+        raw = key.raw
         for known in self._raw.get(key.slot, ()):
-            if known.verified and same_body(key, known.head, known.tail):
-                if not still_valid(known.deps, view):
+            # same_body inlined (a replica's review, issue 27); the slot already gives the
+            # head's and the tail's lengths
+            if known.verified and raw.startswith(known.head) and raw.endswith(known.tail):
+                if known.deps and not still_valid(known.deps, view):
                     self._drop_raw(key.slot, known)
                     return None
                 self.raw_hits += 1
