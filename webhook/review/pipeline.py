@@ -8,7 +8,6 @@ handler (webhook.review.handlers) for the decision, puts it on the wire
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 
 from webhook.config import MAX_TIMEOUT_SECONDS, Config
 from webhook.logs import get_logger, log_fields
@@ -198,9 +197,9 @@ def deadline_for(config: Config, start: float, timeout: float | None) -> float:
     return start + budget - config.timeouts.margin_seconds
 
 
-@dataclass
 class _Seen:
-    """What is known of the review when an exception interrupts it (for the error answer)."""
+    """What is known of the review when an exception interrupts it (for the error answer).
+    A plain class with class-level defaults: made per review, without an ``__init__``."""
 
     uid: str | None = None
     operation: str = "unknown"
