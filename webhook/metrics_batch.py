@@ -105,7 +105,13 @@ class ReviewCounts:
             sums = self._durations[webhook] = [0.0] + [0] * len(self._bounds)
         sums[0] += seconds
         sums[1 + bisect_left(self._bounds, seconds)] += 1
-        self._timer()
+        # _timer inlined: once per review (issue 27)
+        try:
+            loop = _running_loop()
+        except RuntimeError:
+            loop = None
+        if loop is None or loop is not self._timer_loop:
+            self._timer()
 
     def _timer(self) -> None:
         """A flush timer pending on the running loop (or the updates written now). The

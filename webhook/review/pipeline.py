@@ -251,7 +251,8 @@ async def _respond(
     if found in ("hit", "miss"):
         runtime.decisions.looked_up(found == "hit")
     runtime.metrics.reviews.cache(found)
-    _record_violations(uid, outcome, runtime.metrics)
+    if outcome.violations:
+        _record_violations(uid, outcome, runtime.metrics)
     elapsed = runtime.clock() - start
     _log_answer(request, uid, handler.name, outcome, elapsed, cached=found == "hit")
     return result
