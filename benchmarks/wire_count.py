@@ -107,10 +107,32 @@ def _dumped(out_dir: Path, pid: int) -> int:
     raise bench.BenchError(f"{path}: no totals")
 
 
+def figures(counts: dict[int, int], requests: int, window: float) -> dict[str, Any]:
+    """Per review, from each worker's instructions over the counted requests. One
+    keep-alive connection: one worker answers every request, the others only do what a
+    worker does on its own (timers), which is taken off each worker."""
+    quiet = min(counts.values()) if len(counts) > 1 else 0
+    total = sum(counts.values())
+    return {
+        "per_review": round((total - len(counts) * quiet) / requests),
+        "per_review_raw": round(total / requests),
+        "periodic_per_second": round(quiet / window),
+        "window_s": round(window, 2),
+    }
+
+
 def count_server(
-    name: str, cmd: list[str], pattern: str, args: argparse.Namespace, ca: Path, out_dir: Path
+    name: str,
+    cmd: list[str],
+    pattern: str,
+    args: argparse.Namespace,
+    ca: Path,
+    out_dir: Path,
+    *,
+    echo: bool = True,
 ) -> dict[str, Any]:
-    """Start ``cmd`` under callgrind, warm it up, count ``args.requests`` reviews."""
+    """Start ``cmd`` under callgrind, warm it up, count ``args.requests`` reviews (each
+    answered 200; ``echo``: with the request's uid)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     port = bench.free_port()
     log = out_dir / "server.log"
@@ -126,7 +148,6 @@ def count_server(
         bench.wait_ready(server, ca, args.workers, pattern, READY_TIMEOUT)
         body = bodies_for(args.stream, args.webhook)
         path = f"/{args.webhook}?timeout=10s"
-        echo = "bare aiohttp" not in name
         conn = http.client.HTTPSConnection(
             "127.0.0.1", port, context=bench.client_context(ca), timeout=600
         )
@@ -144,16 +165,7 @@ def count_server(
     finally:
         server.stop()
     counts = {pid: _dumped(out_dir, pid) for pid in server.workers}
-    # One keep-alive connection: one worker answers every request, the others only do
-    # what a worker does on its own (timers), which is taken off each worker.
-    quiet = min(counts.values()) if len(counts) > 1 else 0
-    total = sum(counts.values())
-    result = {
-        "per_review": round((total - len(counts) * quiet) / args.requests),
-        "per_review_raw": round(total / args.requests),
-        "periodic_per_second": round(quiet / window),
-        "window_s": round(window, 2),
-    }
+    result = figures(counts, args.requests, window)
     if args.top:
         busiest = max(counts, key=counts.__getitem__)
         result["top"] = _top(out_dir / f"cg.{busiest}.out.1", args.top, args.requests)
@@ -180,17 +192,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             exe = str(Path(tree) / ".venv" / "bin" / "numagate")
             cmd = [exe, "serve", "--inventory", str(inventory), "--workers", str(args.workers),
                    "--cert-dir", str(work / "certs"), "--log-level", "info"]  # fmt: skip
-            servers.append((name, cmd, r"numagate: worker (\d+) serving"))
+            servers.append((name, cmd, r"numagate: worker (\d+) serving", True))
         if not args.no_bare:
             for valid in (False, True):
                 cmd = [sys.executable, str(HERE / "bare_server.py"), "--cert-dir",
                        str(work / "certs"), "--workers", str(args.workers),
                        *(["--valid"] if valid else [])]  # fmt: skip
                 label = bench.BARE_VALID if valid else bench.BARE
-                servers.append((label, cmd, r"bare: worker (\d+) serving"))
-        for k, (name, cmd, pattern) in enumerate(servers):
+                servers.append((label, cmd, r"bare: worker (\d+) serving", valid))
+        for k, (name, cmd, pattern, echo) in enumerate(servers):
             print(f"counting {name}...", file=sys.stderr)
-            result[name] = count_server(name, cmd, pattern, args, ca, work / f"server-{k}")
+            out = work / f"server-{k}"
+            result[name] = count_server(name, cmd, pattern, args, ca, out, echo=echo)
     bare = result.get(bench.BARE)
     for name, _ in trees:
         if bare is not None:
