@@ -89,23 +89,6 @@ def _reject(runtime: Runtime, exc: RequestError, webhook: WebhookName) -> HttpAn
     return reject(exc, webhook=webhook, log=log, metrics=runtime.metrics)
 
 
-# ?timeout= by the raw query string: the apiserver sends the same one on every review, and
-# request.query parses it anew per request (yarl; a few thousand instructions, issue 27)
-_TIMEOUTS: dict[str, float | None] = {}
-_TIMEOUTS_KEPT = 64
-
-
-def _timeout(request: web.Request) -> float | None:
-    raw = request.rel_url.raw_query_string
-    try:
-        return _TIMEOUTS[raw]
-    except KeyError:
-        value = parse_timeout(request.query.get("timeout"))
-        if len(_TIMEOUTS) < _TIMEOUTS_KEPT:
-            _TIMEOUTS[raw] = value
-        return value
-
-
 def _endpoint(
     runtime: Runtime, health: Health, webhook: WebhookName
 ) -> Callable[[web.Request], Awaitable[web.Response]]:
@@ -118,10 +101,9 @@ def _endpoint(
         # drops bytes that arrive after it starts, which would cut a body still in transit).
         health.in_flight += 1
         try:
-            result = await _review(request, runtime, webhook)
+            return _to_response(await _review(request, runtime, webhook), health)
         finally:
             health.in_flight -= 1
-        return _to_response(result, health)
 
     return review
 
@@ -139,7 +121,11 @@ async def _review(request: web.Request, runtime: Runtime, webhook: WebhookName) 
     except web.HTTPRequestEntityTooLarge:
         return _reject(runtime, too_large(None, MAX_BODY), webhook)
     return await answer(
-        raw, webhook=webhook, runtime=runtime, timeout=_timeout(request), start=start
+        raw,
+        webhook=webhook,
+        runtime=runtime,
+        timeout=parse_timeout(request.query.get("timeout")),
+        start=start,
     )
 
 
