@@ -235,7 +235,6 @@ class DecisionCache:
         self._misses_in_a_row = 0
         self._resting_since = 0  # reviews seen while resting; 0 when awake
         self._raw_unverified = 0  # raw entries made since one was last verified
-        self._checked: tuple[Any, Any] = (None, None)  # (view, config) _generation saw last
 
     @property
     def resting(self) -> bool:
@@ -271,10 +270,8 @@ class DecisionCache:
         # Identity, not equality: a new structure or configuration is a new object, and the
         # cache holds a reference to the old ones, so an id cannot be reused under it. A
         # view without a snapshot (tests) is its own structure.
-        if view is self._checked[0] and config is self._checked[1]:
-            return  # the view and configuration of the last call: nothing to compare
-        self._checked = (view, config)
-        snapshot = _snapshot(view)
+        # (no reference to the view itself: an idle worker would keep a replaced one alive)
+        snapshot = getattr(view, "snapshot", None)  # _snapshot inlined: once per review
         structure = view if snapshot is None else snapshot.structure
         if structure is not self._view or config is not self._config:
             self._entries = {}

@@ -38,18 +38,7 @@ class Runtime:
     decisions: DecisionCache = field(default_factory=DecisionCache)
     dra: DraState | None = None  # the DRA inventory (webhook/dra/); None: claims unchecked
 
-    _last_read: InventoryRead = field(
-        default_factory=lambda: InventoryRead(None, False), init=False, repr=False
-    )
-
     def read(self, config: Config) -> InventoryRead:
-        """The inventory a review starting now reads (see :class:`InventoryRead`): the
-        last review's (frozen) InventoryRead when it is the same, one object less to build
-        per review (issue 27)."""
+        """The inventory a review starting now reads (see :class:`InventoryRead`)."""
         view = self.inventory.view
-        stale = self.inventory.is_stale(config.inventory.stale_after_seconds)
-        last = self._last_read
-        if last.view is view and last.stale is stale:
-            return last
-        self._last_read = last = InventoryRead(view, stale)
-        return last
+        return InventoryRead(view, self.inventory.is_stale(config.inventory.stale_after_seconds))
