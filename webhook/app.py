@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from aiohttp import web
@@ -88,40 +89,44 @@ def _reject(runtime: Runtime, exc: RequestError, webhook: WebhookName) -> HttpAn
     return reject(exc, webhook=webhook, log=log, metrics=runtime.metrics)
 
 
-async def _review(request: web.Request, webhook: WebhookName) -> web.Response:
-    # Counted from the moment the headers are in, body included: at shutdown the server
-    # waits for this to drop to zero before closing connections (aiohttp's own shutdown
-    # drops bytes that arrive after it starts, which would cut a body still in transit).
-    health = request.app[HEALTH]
-    health.in_flight += 1
-    try:
-        return _to_response(await _review_inner(request, webhook), health)
-    finally:
-        health.in_flight -= 1
+def _endpoint(
+    runtime: Runtime, health: Health, webhook: WebhookName
+) -> Callable[[web.Request], Awaitable[web.Response]]:
+    """The handler of ``POST /{webhook}``, bound to the runtime and the health it reads
+    (no lookup in the application per request)."""
+
+    async def review(request: web.Request) -> web.Response:
+        # Counted from the moment the headers are in, body included: at shutdown the server
+        # waits for this to drop to zero before closing connections (aiohttp's own shutdown
+        # drops bytes that arrive after it starts, which would cut a body still in transit).
+        health.in_flight += 1
+        try:
+            return _to_response(await _review(request, runtime, webhook), health)
+        finally:
+            health.in_flight -= 1
+
+    return review
 
 
-async def _review_inner(request: web.Request, webhook: WebhookName) -> HttpAnswer:
-    runtime = request.app[RUNTIME]
+async def _review(request: web.Request, runtime: Runtime, webhook: WebhookName) -> HttpAnswer:
     start = runtime.clock()
     if request.content_type != "application/json":
         got = request.headers.get("Content-Type", "(none)")
         return _reject(runtime, unsupported_media_type(got), webhook)
-    if request.content_length is not None and request.content_length > MAX_BODY:
-        return _reject(runtime, too_large(request.content_length, MAX_BODY), webhook)
+    length = request.content_length
+    if length is not None and length > MAX_BODY:
+        return _reject(runtime, too_large(length, MAX_BODY), webhook)
     try:
         raw = await request.read()
     except web.HTTPRequestEntityTooLarge:
         return _reject(runtime, too_large(None, MAX_BODY), webhook)
-    timeout = parse_timeout(request.query.get("timeout"))
-    return await answer(raw, webhook=webhook, runtime=runtime, timeout=timeout, start=start)
-
-
-async def mutate(request: web.Request) -> web.Response:
-    return await _review(request, "mutate")
-
-
-async def validate(request: web.Request) -> web.Response:
-    return await _review(request, "validate")
+    return await answer(
+        raw,
+        webhook=webhook,
+        runtime=runtime,
+        timeout=parse_timeout(request.query.get("timeout")),
+        start=start,
+    )
 
 
 async def healthz(request: web.Request) -> web.Response:
@@ -145,8 +150,8 @@ def make_app(runtime: Runtime, *, health: Health | None = None) -> web.Applicati
     app = web.Application(client_max_size=MAX_BODY)
     app[RUNTIME] = runtime
     app[HEALTH] = health if health is not None else Health(serving=True)
-    app.router.add_post("/mutate", mutate)
-    app.router.add_post("/validate", validate)
+    app.router.add_post("/mutate", _endpoint(runtime, app[HEALTH], "mutate"))
+    app.router.add_post("/validate", _endpoint(runtime, app[HEALTH], "validate"))
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
     app.router.add_get("/metrics", metrics)

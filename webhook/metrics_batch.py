@@ -28,6 +28,8 @@ from typing import Any
 
 from webhook.metric_families import Counter, Gauge, Histogram
 
+_running_loop = asyncio.get_running_loop
+
 # 0.1 s: ten flushes a second at most per worker, each a few label sets (a few dozen
 # value writes), against thousands of reviews a second that no longer write.
 FLUSH_SECONDS = 0.1
@@ -103,22 +105,27 @@ class ReviewCounts:
             sums = self._durations[webhook] = [0.0] + [0] * len(self._bounds)
         sums[0] += seconds
         sums[1 + bisect_left(self._bounds, seconds)] += 1
-        self._timer()
+        # _timer inlined: once per review (issue 27)
+        try:
+            loop = _running_loop()
+        except RuntimeError:
+            loop = None
+        if loop is None or loop is not self._timer_loop:
+            self._timer()
 
     def _timer(self) -> None:
-        """A flush timer pending on a live loop (or the updates written now)."""
-        loop = self._timer_loop
-        if loop is None or loop.is_closed():
-            self._schedule()
-
-    def _schedule(self) -> None:
+        """A flush timer pending on the running loop (or the updates written now). The
+        loop's identity, not ``is_closed()``: a C call against a Python method call on
+        every review (issue 27); a timer left on a loop that no longer runs (a closed
+        one, or another one's in a test) is replaced by one on the running loop."""
         try:
-            loop = asyncio.get_running_loop()
+            loop = _running_loop()
         except RuntimeError:  # no event loop (a synchronous caller): write now
             self.flush()
             return
-        self._timer_loop = loop
-        loop.call_later(FLUSH_SECONDS, self.flush)
+        if loop is not self._timer_loop:
+            self._timer_loop = loop
+            loop.call_later(FLUSH_SECONDS, self.flush)
 
     def flush(self) -> None:
         """Write the pending updates to prometheus-client (in multiprocess mode, the file)."""

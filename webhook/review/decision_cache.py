@@ -130,6 +130,9 @@ RAW_BUDGET_BYTES = 32 * 1024 * 1024
 RAW_PER_SLOT = 4
 
 
+_new_tuple = tuple.__new__
+
+
 class RawKey(NamedTuple):
     slot: tuple[str, int, int]  # (webhook, token start, body length without the token)
     uid: str  # the cut-out token: the request uid once the entry is verified
@@ -156,7 +159,9 @@ def raw_key(raw: bytes, webhook: str) -> RawKey | None:
     if end < 0 or _PLAIN_TOKEN.fullmatch(raw, start, end) is None:
         return None
     slot = (webhook, start, len(raw) - (end - start))
-    return RawKey(slot, raw[start:end].decode("ascii"), raw, end)
+    # tuple.__new__, not RawKey(...): a named tuple's __new__ is a Python function, a
+    # third of this function's instructions (one key per review, issue 27)
+    return _new_tuple(RawKey, (slot, raw[start:end].decode("ascii"), raw, end))
 
 
 def same_body(key: RawKey, head: bytes, tail: bytes) -> bool:
@@ -265,7 +270,8 @@ class DecisionCache:
         # Identity, not equality: a new structure or configuration is a new object, and the
         # cache holds a reference to the old ones, so an id cannot be reused under it. A
         # view without a snapshot (tests) is its own structure.
-        snapshot = _snapshot(view)
+        # (no reference to the view itself: an idle worker would keep a replaced one alive)
+        snapshot = getattr(view, "snapshot", None)  # _snapshot inlined: once per review
         structure = view if snapshot is None else snapshot.structure
         if structure is not self._view or config is not self._config:
             self._entries = {}
@@ -290,9 +296,12 @@ class DecisionCache:
     def get_raw(self, key: RawKey, view: Any, config: Any) -> RawEntry | None:
         """The verified entry for this raw body, or None."""
         self._generation(view, config)
+        raw = key.raw
         for known in self._raw.get(key.slot, ()):
-            if known.verified and same_body(key, known.head, known.tail):
-                if not still_valid(known.deps, view):
+            # same_body inlined (a replica's review, issue 27); the slot already gives the
+            # head's and the tail's lengths
+            if known.verified and raw.startswith(known.head) and raw.endswith(known.tail):
+                if known.deps and not still_valid(known.deps, view):
                     self._drop_raw(key.slot, known)
                     return None
                 self.raw_hits += 1

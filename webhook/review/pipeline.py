@@ -8,7 +8,6 @@ handler (webhook.review.handlers) for the decision, puts it on the wire
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 
 from webhook.config import MAX_TIMEOUT_SECONDS, Config
 from webhook.logs import get_logger, log_fields
@@ -36,19 +35,15 @@ from webhook.review.wire import (
 __all__ = ["HANDLERS", "Runtime", "answer", "deadline_for", "decide_review"]
 
 log = get_logger("admission")
+_new_tuple = tuple.__new__  # a named tuple without its Python __new__ (the hit path)
 
 
-def _record_violations(
-    request: AdmissionRequest, outcome: Outcome, metrics: WebhookMetrics
-) -> None:
+def _record_violations(uid: str, outcome: Outcome, metrics: WebhookMetrics) -> None:
     """Count every failed check; log the dryrun ones (they leave no other trace)."""
     for check, mode, message in outcome.violations:
         metrics.reviews.violation(check, mode)  # batched
         if mode == "dryrun":
-            log.info(
-                "dryrun violation",
-                extra={"uid": request.uid, "check": check, "violation": message},
-            )
+            log.info("dryrun violation", extra={"uid": uid, "check": check, "violation": message})
 
 
 # ----------------------------------------------------------------------------- entry
@@ -71,7 +66,13 @@ async def decide_review(
 
 
 def _log_answer(
-    request: AdmissionRequest, webhook: str, outcome: Outcome, elapsed: float, *, cached: bool
+    request: AdmissionRequest,
+    uid: str,
+    webhook: str,
+    outcome: Outcome,
+    elapsed: float,
+    *,
+    cached: bool,
 ) -> None:
     # Denials, error answers and answers with warnings at info, keyed by uid; routine
     # admissions (allowed, possibly patched, nothing to say) at debug: they are counted
@@ -89,7 +90,7 @@ def _log_answer(
         level,
         "admission",
         {
-            "uid": request.uid,
+            "uid": uid,  # the review's (a raw hit's ``request`` is the first replica's)
             "webhook": webhook,
             "operation": request.operation,
             "kind": request.kind.kind,
@@ -197,9 +198,9 @@ def deadline_for(config: Config, start: float, timeout: float | None) -> float:
     return start + budget - config.timeouts.margin_seconds
 
 
-@dataclass
 class _Seen:
-    """What is known of the review when an exception interrupts it (for the error answer)."""
+    """What is known of the review when an exception interrupts it (for the error answer).
+    A plain class with class-level defaults: made per review, without an ``__init__``."""
 
     uid: str | None = None
     operation: str = "unknown"
@@ -223,14 +224,17 @@ async def _respond(
     raw_k = raw_key(raw, handler.name) if use_cache else None
     known = None if raw_k is None else runtime.decisions.get_raw(raw_k, view, config)
     if raw_k is not None and known is not None:
-        request = known.request._replace(uid=raw_k.uid)
-        seen.uid, seen.operation = request.uid, request.operation
+        # the first replica's envelope: the log reads its fields, with this review's uid
+        request, uid = known.request, raw_k.uid
+        seen.uid, seen.operation = uid, request.operation
         outcome = known.entry.outcome
-        result = HttpAnswer(200, JSON, known.entry.body(request.uid), outcome.allowed, outcome.code)
+        body = known.entry.body(uid)
+        result = _new_tuple(HttpAnswer, (200, JSON, body, outcome.allowed, outcome.code))
         found = "hit"
     else:
         request = parse_review(raw, config.limits.review_values)
-        seen.uid, seen.operation = request.uid, request.operation
+        uid = request.uid
+        seen.uid, seen.operation = uid, request.operation
         deadline = deadline_for(config, start, timeout)
         outcome, result, entry, found = await _decide_parsed(
             request,
@@ -249,9 +253,10 @@ async def _respond(
     if found in ("hit", "miss"):
         runtime.decisions.looked_up(found == "hit")
     runtime.metrics.reviews.cache(found)
-    _record_violations(request, outcome, runtime.metrics)
+    if outcome.violations:
+        _record_violations(uid, outcome, runtime.metrics)
     elapsed = runtime.clock() - start
-    _log_answer(request, handler.name, outcome, elapsed, cached=found == "hit")
+    _log_answer(request, uid, handler.name, outcome, elapsed, cached=found == "hit")
     return result
 
 
