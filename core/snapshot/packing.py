@@ -193,9 +193,10 @@ class PackedStore:
         makes shapes. Each copy is made on the writer's thread: at 100,000 nodes the zones
         array's took 40-190 ms, the p99 of the first minute of churn (docs/inventory.md).
         Arrays that arrived with that room (``pickled_with_room``) are not copied."""
+        used = self._used()
         for name, want in self.room(shapes).items():
             if want > len(self.arrays[name]):
-                self._copy(name, want, self._used()[name])
+                self._copy(name, want, used[name])
 
     def _copy(self, name: str, size: int, used: int) -> None:
         """A new array of ``size`` holding the first ``used`` values (earlier snapshots
