@@ -129,10 +129,16 @@ def replica_mib(pid: int) -> dict[str, float]:
     rss = pss = 0
     for p in replica(pid):
         rss += bench.rss_kib(p) or 0
-        with contextlib.suppress(OSError, StopIteration):
-            text = Path(f"/proc/{p}/smaps_rollup").read_text()
-            pss += int(next(li for li in text.splitlines() if li.startswith("Pss:")).split()[1])
+        pss += pss_kib(p)
     return {"rss_mib": round(rss / 1024, 1), "pss_mib": round(pss / 1024, 1)}
+
+
+def pss_kib(pid: int) -> int:
+    """The process's proportional set size (0 when it is gone)."""
+    with contextlib.suppress(OSError, StopIteration):
+        text = Path(f"/proc/{pid}/smaps_rollup").read_text()
+        return int(next(li for li in text.splitlines() if li.startswith("Pss:")).split()[1])
+    return 0
 
 
 def processes_mib(pid: int) -> dict[str, dict[str, float]]:
@@ -155,11 +161,8 @@ def processes_mib(pid: int) -> dict[str, dict[str, float]]:
         else:
             workers += 1
             role = f"worker-{workers}"
-        pss = 0
-        with contextlib.suppress(OSError, StopIteration):
-            text = Path(f"/proc/{p}/smaps_rollup").read_text()
-            pss = int(next(li for li in text.splitlines() if li.startswith("Pss:")).split()[1])
-        out[role] = {"rss": round((bench.rss_kib(p) or 0) / 1024, 1), "pss": round(pss / 1024, 1)}
+        rss, pss = bench.rss_kib(p) or 0, pss_kib(p)
+        out[role] = {"rss": round(rss / 1024, 1), "pss": round(pss / 1024, 1)}
     return out
 
 
