@@ -7,7 +7,7 @@ chunks it writes, and ``freeze`` shares every other chunk with the old column (a
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from itertools import chain
 from typing import Any, Generic, TypeVar, overload
 
@@ -138,12 +138,26 @@ Usage = tuple[Any, ...]
 
 
 def usage_of(node: NodeTopology) -> Usage:
+    return usage_from([z.available for z in node.zones], node.numa_states)
+
+
+def usage_from(free: Sequence[Mapping[str, int]], states: Sequence[str]) -> Usage:
+    """The usage of a node whose zones have the free amounts ``free`` (one map per zone,
+    in the record's order) and whose NUMA states are ``states``."""
     flat: list[Any] = []
-    for z in node.zones:
-        flat.extend(chain.from_iterable(z.available.items()))
+    for amounts in free:
+        flat.extend(chain.from_iterable(amounts.items()))
         flat.append(None)
-    flat.extend(node.numa_states)
+    flat.extend(states)
     return tuple(flat)
+
+
+def states_of(usage: Usage, zones: int) -> Usage:
+    """The NUMA states of ``usage``, a usage of ``zones`` zones."""
+    k = 0
+    for _ in range(zones):
+        k = usage.index(None, k) + 1
+    return usage[k:]
 
 
 def with_usage(node: NodeTopology, usage: Usage) -> NodeTopology:

@@ -9,12 +9,12 @@ node's index is taken by the last node, so ``nodes`` is in order of arrival, not
 from __future__ import annotations
 
 from array import array
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
 from core.feasibility.bitsets import count
-from core.inventory.usage_only import usage_only
+from core.inventory.usage_only import usage_only, with_available
 from core.model import NodeTopology
 from core.snapshot.columns import usage_of
 from core.snapshot.draft import Draft
@@ -30,6 +30,10 @@ _RESERVE_SPARE = 2
 def reserved_shapes(nodes: int) -> int:
     """The slots an editor with ``reserve`` makes room for, for a snapshot of ``nodes``."""
     return nodes + nodes // _RESERVE_SPARE + 64
+
+
+class UnknownNode(KeyError):
+    """A usage delta for a node the editor does not hold as the delta says."""
 
 
 class SnapshotEditor:
@@ -109,16 +113,47 @@ class SnapshotEditor:
             for name, node in changes.items()
         )
 
-    def apply(self, changes: Mapping[str, NodeTopology | None]) -> Snapshot:
-        """The snapshot with ``changes`` applied (name -> new record, None = removed)."""
-        if not changes:
+    def split_usage(
+        self, deltas: Iterable[tuple[str, Sequence[Mapping[str, int]]]]
+    ) -> tuple[dict[str, NodeTopology | None], dict[str, Sequence[Mapping[str, int]]]]:
+        """Usage deltas (node name, its zones' new free amounts in its record's order) as
+        ``apply`` takes them: as ``usage`` when each map has the keys of the record's
+        (a usage-only change, core/inventory/usage_only.py), else as records.
+        ``UnknownNode`` for a node not held, or held with another zone count."""
+        snap = self.snapshot
+        index, nodes = snap.name_index, snap.nodes
+        records: dict[str, NodeTopology | None] = {}
+        usage: dict[str, Sequence[Mapping[str, int]]] = {}
+        for name, free in deltas:
+            i = index.get(name)
+            zones = () if i is None else nodes.base[i].zones
+            if i is None or len(zones) != len(free):
+                raise UnknownNode(name)
+            if all(z.available.keys() == f.keys() for z, f in zip(zones, free, strict=True)):
+                usage[name] = free
+            else:
+                records[name] = with_available(nodes[i], free)
+        return records, usage
+
+    def apply(
+        self,
+        changes: Mapping[str, NodeTopology | None],
+        usage: Mapping[str, Sequence[Mapping[str, int]]] | None = None,
+    ) -> Snapshot:
+        """The snapshot with ``changes`` applied (name -> new record, None = removed) and
+        ``usage`` (name -> new free amounts per zone, of a node not in ``changes``, as
+        ``split_usage`` gives them): those records stay and only their usage is written
+        (most watch events under churn: the inventory process's compact deltas)."""
+        if not changes and not usage:
             return self.snapshot
         try:
             same = self.usage_only(changes)
             whole = not self.fits(changes) or self._drops_resource(changes, same)
             if whole:
-                return self._rebuild(changes)
+                return self._rebuild({**self._records(usage or {}), **changes})
             draft = Draft(self)
+            for name, free in (usage or {}).items():
+                draft.update_usage(draft.name_index[name], free)
             for name, node in changes.items():
                 i = draft.name_index.get(name)
                 if node is None:
@@ -151,6 +186,13 @@ class SnapshotEditor:
         for r, d in delta.items():
             self.reporting[r] = self.reporting.get(r, 0) + d
         return False
+
+    def _records(
+        self, usage: Mapping[str, Sequence[Mapping[str, int]]]
+    ) -> dict[str, NodeTopology | None]:
+        """``usage`` as records (for a whole build)."""
+        snap = self.snapshot
+        return {n: with_available(snap.nodes[snap.name_index[n]], f) for n, f in usage.items()}
 
     def _rebuild(self, changes: Mapping[str, NodeTopology | None]) -> Snapshot:
         nodes = {n.name: n for n in self.snapshot.nodes}

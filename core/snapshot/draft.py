@@ -7,13 +7,13 @@ from their class's evaluation order; ``finish`` freezes it into a ``Snapshot``."
 from __future__ import annotations
 
 from array import array
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from core.feasibility._kernel_py import SHAPE_FIELDS
 from core.feasibility.bitsets import BitIndex, ValueIndex, expand, with_member, without_member
-from core.model import NodeTopology
-from core.snapshot.columns import Nodes, Usage, usage_of
+from core.model import NodeTopology, NumaZone
+from core.snapshot.columns import Nodes, Usage, states_of, usage_from, usage_of, with_usage
 from core.snapshot.packing import PackedStore
 from core.snapshot.rows import ShapeRows, shape_rows, usage_rows, usage_values
 from core.snapshot.snapshot import (
@@ -22,6 +22,7 @@ from core.snapshot.snapshot import (
     _available_within_allocatable,
     _topology_key,
     rows_of,
+    within_allocatable,
 )
 
 ShapeKey = tuple[Any, Usage]  # (topology key, usage_of)
@@ -90,32 +91,52 @@ class Draft:
 
     def update(self, i: int, node: NodeTopology, *, usage_only: bool = False) -> None:
         """``usage_only``: core/inventory/usage_only.py holds against node i's record."""
+        if usage_only:  # the record stays (its labels too): only its usage is written
+            self._usage(i, [z.available for z in node.zones], node.numa_states)
+            return
         old = self.base[i]
         s = self.shape_of[i]
-        # Once: the topology key is the costliest part of an event, and a usage-only
-        # event (most of them under churn) keeps its node's.
-        tkey = self.ed.topo_keys[self.topo_of[s]] if usage_only else _topology_key(node, self.memo)
-        key = (tkey, usage_of(node))
+        key = (_topology_key(node, self.memo), usage_of(node))
         h = hash(key)
         # Before node i is written: it may be the shape's representative.
         same = self.ed.shape_hash[s] == h and self._key_of(s) == key
-        if usage_only:
-            self.usage[i] = key[1]  # the record stays; only atoms are written
-        else:
-            self.base[i], self.usage[i] = node, None
+        self.base[i], self.usage[i] = node, None
         if old.labels is not node.labels and old.labels != node.labels:
             self._labels(i, old.labels, add=False)
             self._labels(i, node.labels, add=True)
             self.structural = True
         if same:
             return
-        if usage_only and self._move_usage(s, node, h, key):
-            return
         # first, so an unchanged shape is not freed and re-made
         self._place(i, node, key, in_class=self.topo_of[s], skip=s)
         same_class = self.topo_of[self.shape_of[i]] == self.topo_of[s]
         self.structural = self.structural or not same_class
         self._unplace(i, s, keep_topology=same_class)
+
+    def update_usage(self, i: int, free: Sequence[Mapping[str, int]]) -> None:
+        """Node i with the free amounts ``free`` (one map per zone, in its record's order,
+        each with its zone's keys: ``SnapshotEditor.split_usage``), its NUMA states kept.
+        No record is made, compared and flattened again: that was a third of an event's
+        CPU in a worker (docs/inventory.md, round 19)."""
+        base, old = self.base[i], self.usage[i]
+        states = base.numa_states if old is None else states_of(old, len(base.zones))
+        self._usage(i, free, states)
+
+    def _usage(self, i: int, free: Sequence[Mapping[str, int]], states: Sequence[str]) -> None:
+        """Node i with the free amounts ``free`` and the NUMA ``states``, the rest of its
+        record kept: the same topology class, whose key is known (computing it was the
+        costliest part of an event), and usage written as atoms."""
+        base, s = self.base[i], self.shape_of[i]
+        key = (self.ed.topo_keys[self.topo_of[s]], usage_from(free, states))
+        h = hash(key)
+        # Before node i is written: it may be the shape's representative.
+        same = self.ed.shape_hash[s] == h and self._key_of(s) == key
+        self.usage[i] = key[1]
+        if same or self._move_usage(s, h, key, base.zones, free, states):
+            return
+        # first, so an unchanged shape is not freed and re-made
+        self._place(i, with_usage(base, key[1]), key, in_class=self.topo_of[s], skip=s)
+        self._unplace(i, s, keep_topology=True)  # same topology key: same class
 
     def remove(self, i: int) -> None:
         last = len(self.base) - 1
@@ -187,8 +208,17 @@ class Draft:
             self.shape_rep[s] = (b & -b).bit_length() - 1
         self.usage_gen[t] += 1
 
-    def _move_usage(self, s: int, node: NodeTopology, h: int, key: ShapeKey) -> bool:
-        """``node``'s new usage given to its shape s, when s is its alone and no shape has
+    def _move_usage(
+        self,
+        s: int,
+        h: int,
+        key: ShapeKey,
+        zones: Sequence[NumaZone],
+        free: Sequence[Mapping[str, int]],
+        states: Sequence[str],
+    ) -> bool:
+        """A node's new usage (``key``; its ``zones`` with the free amounts ``free`` and
+        the NUMA ``states``) given to its shape s, when s is its alone and no shape has
         that usage already: the rows move to a new zone region (``PackedStore.move_usage``),
         the slot, its bits and its place in the class's evaluation order stay. Under churn
         every node comes to have a shape of its own and nearly every event is this one;
@@ -198,13 +228,13 @@ class Draft:
         if ed.count[s] != 1 or self._find(h, key, skip=s) is not None:
             return False
         t, n = self.topo_of[s], ed.store.arrays["shape_info"][s * SHAPE_FIELDS]
-        available, states = usage_values(node, self.old.packed.res_names, n)
-        ed.store.move_usage(s, available, states)
+        available, codes = usage_values(zones, free, states, self.old.packed.res_names, n)
+        ed.store.move_usage(s, available, codes)
         if ed.shape_index.get(ed.shape_hash[s]) == s:
             del ed.shape_index[ed.shape_hash[s]]
         ed.shape_index.setdefault(h, s)
         ed.shape_hash[s] = h
-        self.topo_monotone[t] = self.topo_monotone[t] and _available_within_allocatable(node)
+        self.topo_monotone[t] = self.topo_monotone[t] and within_allocatable(zones, free)
         self.usage_gen[t] += 1  # cached answers that read class t's usage are void
         self.moved = True
         return True

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from itertools import chain, repeat
 
 from core.feasibility import _kernel_py as ref
-from core.model import NodeTopology
+from core.model import NodeTopology, NumaZone
 
 _IGNORED = frozenset({"ephemeral-storage", "storage", "pods"})
 _STATE_CODES = {"idle": 0, "shared": 1, "single": 2}
@@ -112,7 +112,7 @@ def shape_rows(node: NodeTopology, ordered: Sequence[str]) -> ShapeRows:
         row = list(map(zi.costs.get, ids, repeat(20)))
         row[i] = zi.costs.get(zi.id, 10)  # to itself: 10 unless reported
         dist.extend(row)
-    states = _states(node, n)
+    states = _states(node.numa_states, n)
     node_alloc: list[int] = []
     unaligned: list[int] = []
     authoritative = node_allocatable_known(node)
@@ -134,8 +134,7 @@ def shape_rows(node: NodeTopology, ordered: Sequence[str]) -> ShapeRows:
     return ShapeRows(n, info, zones, dist, states, node_alloc, unaligned)
 
 
-def _states(node: NodeTopology, n: int) -> list[int]:
-    states = node.numa_states
+def _states(states: Sequence[str], n: int) -> list[int]:
     return [_STATE_CODES.get(states[pos] if pos < len(states) else "idle", 0) for pos in range(n)]
 
 
@@ -146,20 +145,29 @@ def usage_rows(node: NodeTopology, ordered: Sequence[str], like: ShapeRows) -> S
     churn most events change usage only (NFD's topology-updater rewrites ``available``)."""
     zones = array("q", like.zones)
     width = len(ordered) * 3
-    available, states = usage_values(node, ordered, like.n)
+    free = [z.available for z in node.zones]
+    available, states = usage_values(node.zones, free, node.numa_states, ordered, like.n)
     for pos, row in enumerate(available):
         zones[pos * width + 2 : (pos + 1) * width : 3] = row
     return ShapeRows(like.n, like.info, zones, like.dist, states, like.node_alloc, like.unaligned)
 
 
 def usage_values(
-    node: NodeTopology, ordered: Sequence[str], n: int
+    zones: Sequence[NumaZone],
+    free: Sequence[Mapping[str, int]],
+    states: Sequence[str],
+    ordered: Sequence[str],
+    n: int,
 ) -> tuple[list[array[int]], array[int]]:
-    """What usage contributes to a shape's rows (``n`` zones): each zone's available
-    amounts, in zone id order, and the NUMA states' codes."""
+    """What usage contributes to a shape's rows (``n`` zones): each zone's free amounts
+    (``free``, aligned with ``zones``), in zone id order, and the NUMA states' codes."""
     rows = []
-    for z in sorted(node.zones, key=lambda z: z.id):
-        available = _zone_row(z.available, ordered)
+    for _, amounts in sorted(zip(zones, free, strict=True), key=_zone_id):
+        available = _zone_row(amounts, ordered)
         available[0] //= 1000
         rows.append(array("q", available))
-    return rows, array("q", _states(node, n))
+    return rows, array("q", _states(states, n))
+
+
+def _zone_id(pair: tuple[NumaZone, Mapping[str, int]]) -> int:
+    return pair[0].id

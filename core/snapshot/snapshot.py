@@ -16,7 +16,7 @@ from typing import Any
 from core.feasibility import _kernel_py as ref
 from core.feasibility.bitsets import BitIndex, ValueIndex, bitset, compact, label_indexes
 from core.feasibility.codes import SHAPE_FIELDS
-from core.model import NodeTopology, PodIntent
+from core.model import NodeTopology, NumaZone, PodIntent
 from core.snapshot.columns import Column, Nodes, usage_of
 from core.snapshot.rows import (
     MAX_REQUEST,
@@ -189,9 +189,18 @@ def _topology_key(node: NodeTopology, memo: SortMemo | None = None) -> tuple[Any
 
 
 def _available_within_allocatable(node: NodeTopology) -> bool:
-    # Then "fits now" implies "fits empty", and a class that never fits empty is never-fits
-    # for every usage without running the kernel per node.
-    return all(v <= z.allocatable.get(k, 0) for z in node.zones for k, v in z.available.items())
+    return within_allocatable(node.zones, [z.available for z in node.zones])
+
+
+def within_allocatable(zones: Sequence[NumaZone], free: Sequence[Mapping[str, int]]) -> bool:
+    """Every free amount (``free``: one map per zone) is within its zone's allocatable.
+    Then "fits now" implies "fits empty", and a class that never fits empty is never-fits
+    for every usage without running the kernel per node."""
+    return all(
+        v <= z.allocatable.get(k, 0)
+        for z, amounts in zip(zones, free, strict=True)
+        for k, v in amounts.items()
+    )
 
 
 @dataclass(frozen=True, slots=True)

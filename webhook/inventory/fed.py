@@ -18,9 +18,7 @@ from collections.abc import Callable, Iterable, Sequence
 from multiprocessing.connection import Client, Connection
 from typing import Any
 
-from core.inventory.incremental import with_available
-from core.model import NodeTopology
-from core.snapshot.delta import SnapshotEditor
+from core.snapshot.delta import SnapshotEditor, UnknownNode
 from core.snapshot.snapshot import Snapshot
 from webhook.heap import release_free_heap
 from webhook.inventory.feed import Batch, Status, Whole, decode, load
@@ -265,17 +263,15 @@ class FedInventory:
         started = time.monotonic()
         editor = self.editor
         assert editor is not None  # a Batch after the Whole (``_receive``)
-        snap = editor.snapshot
-        index, nodes = snap.name_index, snap.nodes
-        changes: dict[str, NodeTopology | None] = {}
-        for name, free in message.usage:
-            i = index.get(name)
-            if i is None or len(free) != len(nodes[i].zones):
-                raise Diverged(name)
-            changes[name] = with_available(nodes[i], free)
-        changes.update(message.records)
+        try:
+            changes, usage = editor.split_usage(message.usage)
+        except UnknownNode as exc:
+            raise Diverged(exc.args[0]) from None
+        for name, record in message.records:  # never both from feed.py; the record wins
+            usage.pop(name, None)
+            changes[name] = record
         if editor.fits(changes):
-            snapshot = editor.apply(changes)
+            snapshot = editor.apply(changes, usage)
             install_update(
                 self.state, snapshot, self._errors, message.events, started, self.metrics
             )
@@ -283,7 +279,7 @@ class FedInventory:
         # A resource new to the packed table: the snapshot is built whole, in a thread;
         # later messages wait for it.
         self._busy = True
-        task = self._loop.create_task(asyncio.to_thread(editor.apply, changes))
+        task = self._loop.create_task(asyncio.to_thread(editor.apply, changes, usage))
         task.add_done_callback(lambda t: self._rebuilt(t, message, started))
 
     def _rebuilt(self, task: asyncio.Future[Snapshot], message: Batch, started: float) -> None:

@@ -17,7 +17,7 @@ from core.inventory.merge import merge
 from core.model import PodIntent
 from core.snapshot.delta import SnapshotEditor
 from core.snapshot.rows import ShapeRows, resource_names, shape_rows, usage_rows
-from core.snapshot.snapshot import Snapshot, rows_of
+from core.snapshot.snapshot import Snapshot, rows_of, within_allocatable
 from core.snapshot.snapshot import (
     _topology_key as topology_key,
 )
@@ -72,7 +72,7 @@ def _assert_same_as_full_build(
     assert sorted(inventory.errors()) == sorted(full.errors)
     snap = editor.snapshot
     expected = Snapshot.build(full.nodes)
-    assert sorted(n.name for n in snap.nodes) == [n.name for n in full.nodes]
+    assert sorted(snap.nodes, key=lambda n: n.name) == list(full.nodes)
     assert {snap.nodes[i].name: i for i in range(len(snap.nodes))} == dict(snap.name_index)
     for intent in [*probes, _cpu_pod(4), _cpu_pod(20)]:
         assert _verdicts(snap, intent) == _verdicts(expected, intent)
@@ -80,6 +80,11 @@ def _assert_same_as_full_build(
         assert got.counts == want.counts
         assert decide(got).allowed == decide(want).allowed
         assert decide(got).warnings == decide(want).warnings
+    # A class is monotone (its nodes skipped once it cannot fit empty) only while no node
+    # of it has more free than allocatable (a patched class may stay not monotone).
+    for i, record in enumerate(snap.nodes):
+        if not within_allocatable(record.zones, [z.available for z in record.zones]):
+            assert not snap.topo_monotone[snap.topo_of[snap.shape_of[i]]], record.name
     # The patched arrays hold exactly what packing each live shape afresh gives (the
     # usage-only rows and reused slots included).
     names = snap.packed.res_names
@@ -95,8 +100,8 @@ PLACEMENTS = (None, {0: {"cpu": "4"}}, {1: {"cpu": "2"}}, {0: {"cpu": "1"}, 1: {
 usage_events = st.lists(
     st.tuples(
         st.sampled_from(NAMES),
-        st.integers(0, 31),
-        st.integers(0, 31),
+        st.integers(0, 33),  # over 31 (the allocatable): a class that is not monotone
+        st.integers(0, 33),
         st.booleans(),
         st.sampled_from(range(len(PLACEMENTS))),
         st.integers(0, 4),  # 0: the node goes (its NRT and pod deleted): the last takes its index
@@ -112,13 +117,17 @@ usage_events = st.lists(
     probes=st.lists(intents(), min_size=1, max_size=3),
     batch=st.integers(1, 6),
     policy=st.sampled_from(["single-numa-node", "restricted", "best-effort"]),
+    deltas=st.booleans(),
 )
 def test_usage_churn_rewritten_in_place_equals_full_build(
     changes: list[tuple[str, int, int, bool, int, int]],
     probes: list[PodIntent],
     batch: int,
     policy: str,
+    deltas: bool,
 ) -> None:
+    """``deltas``: the usage-only changes reach the editor as the inventory process sends
+    them (free amounts, ``split_usage``), not as records."""
     inventory = IncrementalInventory()
     final: dict[ObjectKey, dict[str, Any]] = {}
 
@@ -158,7 +167,16 @@ def test_usage_churn_rewritten_in_place_equals_full_build(
         else:
             put(name, (free0, free1), full_memory)
         if n % batch == 0 or n == len(changes):
-            editor.apply(inventory.flush())
+            flushed = inventory.flush()
+            if not deltas:
+                editor.apply(flushed)
+                continue
+            records, usage = editor.split_usage(
+                (name, tuple(z.available for z in flushed.pop(name).zones))  # type: ignore[union-attr]
+                for name in inventory.usage_flushed
+            )
+            assert not records  # the process's usage-only changes keep the worker's keys
+            editor.apply(flushed, usage)
     _assert_same_as_full_build(inventory, editor, final, probes)
 
 
