@@ -39,7 +39,9 @@ class PackedStore:
         self.arrays = {name: getattr(packed, name) for name in _FIELDS}
         self.pending: dict[int, list[int]] = {}  # zones -> slots freed since the last copy
         self.free: dict[int, list[int]] = {}  # zones -> slots free in these arrays
-        # Zone regions (offsets) of moved usage (move_usage), freed and free likewise.
+        # Zone regions (offsets) of moved usage (move_usage) and of freed slots, freed and
+        # free likewise: slots and regions are reused apart, each after a copy of its own
+        # arrays only (_renew).
         self.regions_pending: dict[int, list[int]] = {}
         self.regions_free: dict[int, list[int]] = {}
         self.info_shared = True  # shape_info is read by a snapshot handed out (packed())
@@ -47,8 +49,11 @@ class PackedStore:
         self.moves = 0  # usage changes moved to a new zone region (move_usage)
 
     def release(self, s: int, n: int) -> None:
-        """Slot s (a shape of n NUMA zones) is free from now on (reusable after a copy)."""
+        """Slot s (a shape of n NUMA zones) and its zone region are free from now on
+        (each reusable after a copy of its arrays)."""
         self.pending.setdefault(n, []).append(s)
+        zoff = self.arrays["shape_info"][s * SHAPE_FIELDS + 1]
+        self.regions_pending.setdefault(n, []).append(zoff)
 
     def add(self, rows: ShapeRows) -> tuple[int, bool]:
         """A slot holding ``rows`` that no snapshot handed out reads; True when it is new
@@ -57,6 +62,9 @@ class PackedStore:
             slots = self.free.get(rows.n)
             if slots:
                 s = slots.pop()
+                # A region of its own: the slot's old one waits for a copy of the zone
+                # arrays (release), which a copy of the slot arrays does not make.
+                self.arrays["shape_info"][s * SHAPE_FIELDS + 1] = self._region(rows.n)
                 self._write(s, rows)
                 return s, False
             if self._room(rows):
@@ -155,31 +163,33 @@ class PackedStore:
         return all(len(self.arrays[k]) >= v for k, v in self._needs(rows.n).items())
 
     def _renew(self, n: int, *, slot: bool) -> None:
-        """Copy the arrays (the snapshots handed out keep the old ones): the slots and
-        zone regions freed so far become writable in the copy. Same length when enough
-        of what is asked for (a slot, or ``n`` zones) is free, else x1.5 (amortized O(1)
-        per value); at least room for it."""
-        for n_, slots in self.pending.items():
-            self.free.setdefault(n_, []).extend(slots)
-        for n_, regions in self.regions_pending.items():
-            self.regions_free.setdefault(n_, []).extend(regions)
-        self.pending, self.regions_pending = {}, {}
+        """Copy the slot arrays (``slot``) or the zone arrays (the snapshots handed out
+        keep the old ones), so that the slots, or the zone regions, freed so far become
+        writable in the copy. Only one group: under usage churn nearly every renewal is
+        of zone regions, and copying all seven arrays for it held the event loop ~250 ms
+        at 100,000 nodes under load (docs/inventory.md, round 19). Same length when
+        enough of what is asked for (a slot, or ``n`` zones) is free, else x1.5
+        (amortized O(1) per value); at least room for it."""
         if slot:
+            for n_, slots in self.pending.items():
+                self.free.setdefault(n_, []).extend(slots)
+            self.pending = {}
             grow = sum(map(len, self.free.values())) * _REUSE_SHARE < self.n_shapes
             short = not self.free.get(n)
         else:
+            for n_, regions in self.regions_pending.items():
+                self.regions_free.setdefault(n_, []).extend(regions)
+            self.regions_pending = {}
             free = sum(k * len(v) for k, v in self.regions_free.items())
             grow = free * _REUSE_SHARE < self.zone_count
             short = not self.regions_free.get(n)
         # Room past the end only when nothing freed fits.
         needs = self._needs(n, slot=slot) if short else {}
-        # Slots and zone regions are sized apart: a renewal for one grows its arrays only.
-        group = _SLOT_ARRAYS if slot else _ZONE_ARRAYS
-        for name, used in self._used().items():
+        used = self._used()
+        for name in _SLOT_ARRAYS if slot else _ZONE_ARRAYS:
             have = len(self.arrays[name])
-            more = name in group and (grow or needs.get(name, 0) > have)
-            size = have * 3 // 2 if more else have
-            self._copy(name, max(size, needs.get(name, 0), 64), used)
+            size = have * 3 // 2 if grow or needs.get(name, 0) > have else have
+            self._copy(name, max(size, needs.get(name, 0), 64), used[name])
         self.renewals += 1
 
     def room(self, shapes: int) -> dict[str, int]:
@@ -201,7 +211,7 @@ class PackedStore:
     def _copy(self, name: str, size: int, used: int) -> None:
         """A new array of ``size`` holding the first ``used`` values (earlier snapshots
         keep the old one): one memcpy of those, then zeros (a zeroed array of ``size``
-        first, then the copy, wrote the used part twice: a third slower)."""
+        first, then the copy, wrote the used part twice)."""
         fresh = self.arrays[name][:used]
         fresh.frombytes(bytes(8 * (size - used)))
         self.arrays[name] = fresh
