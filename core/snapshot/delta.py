@@ -141,18 +141,20 @@ class SnapshotEditor:
         usage: Mapping[str, Sequence[Mapping[str, int]]] | None = None,
     ) -> Snapshot:
         """The snapshot with ``changes`` applied (name -> new record, None = removed) and
-        ``usage`` (name -> new free amounts per zone, of a node not in ``changes``, as
-        ``split_usage`` gives them): those records stay and only their usage is written
-        (most watch events under churn: the inventory process's compact deltas)."""
+        ``usage`` (name -> new free amounts per zone, as ``split_usage`` gives them):
+        those records stay and only their usage is written (most watch events under
+        churn: the inventory process's compact deltas). A node in both: the record wins
+        (applied after)."""
+        usage = usage or {}
         if not changes and not usage:
             return self.snapshot
         try:
             same = self.usage_only(changes)
             whole = not self.fits(changes) or self._drops_resource(changes, same)
             if whole:
-                return self._rebuild({**self._records(usage or {}), **changes})
+                return self._rebuild({**self._records(usage), **changes})
             draft = Draft(self)
-            for name, free in (usage or {}).items():
+            for name, free in usage.items():
                 draft.update_usage(draft.name_index[name], free)
             for name, node in changes.items():
                 i = draft.name_index.get(name)

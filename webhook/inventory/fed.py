@@ -267,9 +267,7 @@ class FedInventory:
             changes, usage = editor.split_usage(message.usage)
         except UnknownNode as exc:
             raise Diverged(exc.args[0]) from None
-        for name, record in message.records:  # never both from feed.py; the record wins
-            usage.pop(name, None)
-            changes[name] = record
+        changes.update(message.records)
         if editor.fits(changes):
             snapshot = editor.apply(changes, usage)
             install_update(
