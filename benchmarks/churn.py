@@ -5,7 +5,7 @@ rewritten at a given rate, as NFD's topology-updater does (each node every 60 s 
 events per second).
 
     .venv/bin/python benchmarks/churn.py [--nodes 10000] [--rates 0,0.5,2,20,170]
-        [--duration 10] [--probes 10] [--outage 40] [--large] [--quick] [--pin]
+        [--duration 10] [--probes 10] [--outage 40] [--large] [--quick] [--pin] [--wire]
 
 Measured: reviews/s and p99 of /validate driven by wrk with every pod different, at each
 NRT churn rate, as ratios to no churn, with /healthz p99 beside it; the time from an NRT
@@ -16,9 +16,10 @@ API outage (connections refused for ``--outage`` seconds; a change written durin
 seconds from the API's return to the watches resumed and to the change visible).
 ``--large`` adds 100,000 nodes at 1,700 events/s and the 100,000-node file (minutes).
 ``--pin`` puts the worker alone on CPU 0 and the harness (test API server, wrk) on the
-other CPUs once it is ready. The watches and the merge run in the inventory process (one
-per replica, a child of the single worker here), whose RSS is reported beside the
-worker's.
+other CPUs once it is ready. ``--wire`` adds each rate's review p99 on the wire, the
+server's side of it without wrk's (benchmarks/wire.py), and its ratio. The watches and
+the merge run in the inventory process (one per replica, a child of the single worker
+here), whose RSS is reported beside the worker's.
 
 Prints a Markdown table and writes benchmarks/results/churn.json and churn.md.
 """
@@ -46,6 +47,7 @@ import churn_parts as parts  # noqa: E402
 import churn_report as report  # noqa: E402
 import gen  # noqa: E402
 import server as bench  # noqa: E402
+import wire  # noqa: E402
 
 from tests.webhook.fake_apiserver import NRTS, FakeApiServer, make_tls  # noqa: E402
 from tests.webhook.fake_apiserver_churn import nrt_available  # noqa: E402
@@ -74,6 +76,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--pin", action="store_true",
                    help="the worker alone on CPU 0, the test API server and wrk on the others "
                         "(from ready on)")  # fmt: skip
+    p.add_argument("--wire", action="store_true",
+                   help="also the reviews' p99 on the wire (tcpdump on lo, as root): the "
+                        "server's side without the client's (benchmarks/wire.py)")  # fmt: skip
     p.add_argument("--timeout", type=float, default=900.0, help="seconds to wait for ready")
     p.add_argument("--out", type=Path, default=bench.RESULTS)
     args = p.parse_args(argv)
@@ -243,7 +248,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         for k, body in enumerate(gen.review_bodies(gen.realistic_pods(12), prefix="c")):
             bodies.append(work / f"review-{k:02d}.json")
             bodies[-1].write_bytes(body)
-        load = parts.Load(wrk, bodies, args.duration, args.connections, args.threads)
+        load = parts.Load(wrk, bodies, args.duration, args.connections, args.threads,
+                          tcpdump=wire.ensure_tcpdump() if args.wire else None, work=work)  # fmt: skip
         # The floor: Python, imports and TLS setup with an inventory of one node.
         result["startup_floor_s"] = ready_from_file(work, 0, args.timeout)["ready_s"]
         result["file"] = {
@@ -266,7 +272,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     try:
         result = run(args)
-    except bench.BenchError as exc:
+    except (bench.BenchError, wire.WireError) as exc:
         print(f"benchmarks/churn.py: {exc}", file=sys.stderr)
         return 1
     text = report.markdown(result)

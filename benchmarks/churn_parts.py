@@ -27,6 +27,7 @@ sys.path[:0] = [str(ROOT), str(HERE)]
 
 import gen  # noqa: E402
 import server as bench  # noqa: E402
+import wire  # noqa: E402
 
 from tests.webhook.fake_apiserver import FakeApiServer  # noqa: E402
 
@@ -361,25 +362,36 @@ class Load:
     connections: int
     threads: int
     extra_env: dict[str, str] = field(default_factory=dict)
+    tcpdump: str | None = None  # --wire: the reviews' latency on the wire beside wrk's
+    work: Path = Path(".")
 
 
 def wrk_pair(ng: Numagate, load: Load) -> tuple[dict[str, Any], dict[str, Any]]:
     """The review load (every pod different) and, beside it, a paced /healthz probe;
-    their results and the worker's CPU per review."""
+    their results and the worker's CPU per review (and with ``load.tcpdump``, the
+    reviews' latency on the wire: benchmarks/wire.py)."""
     review = [load.wrk, f"-t{load.threads}", f"-c{load.connections}", f"-d{load.duration}s",
               "--timeout", "10s", "-s", str(bench.LUA), ng.url, "--", "/validate?timeout=10s",
               *map(str, load.bodies)]  # fmt: skip
     health = [load.wrk, "-t1", "-c1", f"-d{load.duration}s", "--timeout", "10s",
               "-s", str(HEALTHZ_LUA), ng.url]  # fmt: skip
     env = {**os.environ, "NUMAGATE_WRK_UNIQUE": "1", **load.extra_env}
+    capture = None
+    if load.tcpdump is not None:
+        capture = wire.Capture(load.tcpdump, ng.port, load.work / "wire.pcap")
+        capture.start()
     cpu_before = bench.cpu_seconds(ng.worker)
     procs = [
         subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
         for cmd in (review, health)
     ]
     outs = [p.communicate(timeout=load.duration + 120)[0] for p in procs]
-    reviews, healthz = (bench.parse_wrk(out) for out in outs)
     spent = bench.cpu_seconds(ng.worker) - cpu_before
+    reviews, healthz = (bench.parse_wrk(out) for out in outs)
+    if capture is not None:
+        counts = capture.stop()
+        reviews["wire"] = {**wire.review_latency(capture.path, ng.port), "tcpdump": counts}
+        capture.path.unlink()
     reviews["server_cpu_ms_per_review"] = (
         round(spent * 1000 / reviews["requests"], 3) if reviews["requests"] else None
     )

@@ -25,23 +25,35 @@ TARGETS: tuple[tuple[str, str, str, Any], ...] = (
     ("large: RSS per worker, peak (MiB)", "large_rss_mib", "<= 1024", lambda v: v <= 1024),
     ("recovery after the outage: change visible (s)", "recovery_s", "<= 5", lambda v: v <= 5),
     ("/healthz p99 under the highest rate / no churn", "healthz_p99_ratio", "", None),
+    ("p99 on the wire (--wire) under the highest rate / no churn", "wire_p99_ratio", "", None),
 )  # fmt: skip
 
 
-def pair_ratios(base: dict[str, Any], last: dict[str, Any]) -> tuple[float, float, float]:
-    """reviews/s, p99 and /healthz p99 at ``last`` as ratios to ``base`` (no churn)."""
+def _wire_p99(point: dict[str, Any]) -> float | None:
+    return point["reviews"].get("wire", {}).get("p99_ms")
+
+
+def pair_ratios(
+    base: dict[str, Any], last: dict[str, Any]
+) -> tuple[float, float, float, float | None]:
+    """reviews/s, p99, /healthz p99 and (--wire) the p99 on the wire at ``last`` as
+    ratios to ``base`` (no churn)."""
     rps = last["reviews"]["reviews_per_s"] / max(base["reviews"]["reviews_per_s"], 1e-9)
     p99 = last["reviews"]["p99_ms"] / max(base["reviews"]["p99_ms"], 1e-9)
     health = last["healthz"]["p99_ms"] / max(base["healthz"]["p99_ms"], 1e-9)
-    return round(rps, 3), round(p99, 2), round(health, 2)
+    on_wire, wire_base = _wire_p99(last), _wire_p99(base)
+    wire = round(on_wire / max(wire_base, 1e-9), 2) if on_wire and wire_base else None
+    return round(rps, 3), round(p99, 2), round(health, 2), wire
 
 
-def _ratios(run: dict[str, Any]) -> tuple[float, float, float]:
+def _ratios(run: dict[str, Any]) -> tuple[float, float, float, float | None]:
     """The headline ratios: the median of each over the run's pairs (no churn, then the
     highest rate, measured back to back), else of the one sweep."""
     pairs = run.get("pairs") or [pair_ratios(run["points"][0], run["points"][-1])]
-    rps, p99, health = zip(*pairs, strict=True)
-    return statistics.median(rps), statistics.median(p99), statistics.median(health)
+    rps, p99, health, wire = zip(*pairs, strict=True)
+    wired = [w for w in wire if w is not None]
+    return (statistics.median(rps), statistics.median(p99), statistics.median(health),
+            statistics.median(wired) if wired else None)  # fmt: skip
 
 
 def _p99(samples: list[float | None], timeout: float) -> float | str:
@@ -54,11 +66,12 @@ def _p99(samples: list[float | None], timeout: float) -> float | str:
 def figures(result: dict[str, Any]) -> dict[str, float | str | None]:
     api, large = result["api"], result.get("large")
     nodes = str(result["args"]["nodes"])
-    rps, p99, health = _ratios(api)
+    rps, p99, health, wire = _ratios(api)
     out: dict[str, float | str | None] = {
         "rps_ratio": rps,
         "p99_ratio": p99,
         "healthz_p99_ratio": health,
+        "wire_p99_ratio": wire,
         "visible_idle_p99_s": _p99(api["visible_idle_s"], api["probe_timeout_s"]),
         "visible_churn_p99_s": _p99(api["visible_churn_s"], api["probe_timeout_s"]),
         "ready_api_s": api["ready_s"],
@@ -72,7 +85,7 @@ def figures(result: dict[str, Any]) -> dict[str, float | str | None]:
     }
     if large is not None:
         big = str(result["args"]["large_nodes"])
-        out["large_rps_ratio"], out["large_p99_ratio"], _ = _ratios(large)
+        out["large_rps_ratio"], out["large_p99_ratio"], *_ = _ratios(large)
         out["large_ready_file_s"] = result["file"][big]["ready_s"]
         out["large_rss_mib"] = max(large["rss_mib_peak"], result["file"][big]["rss_mib"])
     return out
@@ -92,20 +105,22 @@ def _rate_table(run: dict[str, Any]) -> list[str]:
         f"MiB{helpers}):",
         "",
         "| NRT events/s (observed) | reviews/s | ratio | p99 ms | p99 ratio | /healthz p99 ms "
-        "| worker CPU ms/review | non-2xx + socket errors |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|",
+        "| worker CPU ms/review | non-2xx + socket errors | p99 on the wire ms (ratio) |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for p in run["points"]:
         r, h = p["reviews"], p["healthz"]
         ratio = r["reviews_per_s"] / max(base["reviews"]["reviews_per_s"], 1e-9)
         p99r = r["p99_ms"] / max(base["reviews"]["p99_ms"], 1e-9)
+        on_wire, wire_base = _wire_p99(p), _wire_p99(base)
+        wire = f"{on_wire:.1f} ({on_wire / wire_base:.1f}x)" if on_wire and wire_base else ""
         lines.append(
             f"| {p['rate']:g} ({p['observed_rate']:g}) | {r['reviews_per_s']:.0f} | {ratio:.2f} "
             f"| {r['p99_ms']:.1f} | {p99r:.1f}x | {h['p99_ms']:.1f} "
-            f"| {r['server_cpu_ms_per_review']} | {r['non_2xx'] + r['socket_errors']} |"
+            f"| {r['server_cpu_ms_per_review']} | {r['non_2xx'] + r['socket_errors']} | {wire} |"
         )
     if len(run.get("pairs") or ()) > 1:
-        shown = "; ".join(f"{r:.2f}, {p:.1f}x" for r, p, _ in run["pairs"])
+        shown = "; ".join(f"{r:.2f}, {p:.1f}x" for r, p, *_ in run["pairs"])
         lines += [
             "",
             f"No churn then {run['points'][-1]['rate']:g} events/s, back to back, "

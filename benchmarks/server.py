@@ -79,24 +79,28 @@ class BenchError(Exception):
 
 
 def ensure_wrk() -> str:
-    """wrk from PATH, installing the Debian package if it is missing."""
-    found = shutil.which("wrk")
+    return ensure_tool("wrk")
+
+
+def ensure_tool(name: str) -> str:
+    """``name`` from PATH, installing the Debian package of that name if it is missing."""
+    found = shutil.which(name)
     if found:
         return found
     if shutil.which("apt-get") is None:
-        raise BenchError("wrk is not installed and apt-get is not available: install wrk")
+        raise BenchError(f"{name} is not installed and apt-get is not available: install {name}")
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    install = ["apt-get", "install", "-y", "wrk"]
+    install = ["apt-get", "install", "-y", name]
     done = subprocess.run(install, capture_output=True, text=True, env=env, check=False)
     if done.returncode != 0:  # a fresh machine has no package lists yet
         subprocess.run(["apt-get", "update"], capture_output=True, env=env, check=False)
         done = subprocess.run(install, capture_output=True, text=True, env=env, check=False)
-    found = shutil.which("wrk")
+    found = shutil.which(name)
     if done.returncode == 0 and found:
         return found
     raise BenchError(
-        "wrk is not installed and `apt-get install -y wrk` failed (run as root, or install "
-        f"wrk yourself): {done.stderr.strip()[-300:]}"
+        f"{name} is not installed and `apt-get install -y {name}` failed (run as root, or "
+        f"install {name} yourself): {done.stderr.strip()[-300:]}"
     )
 
 

@@ -1,6 +1,7 @@
 """Smoke test of the churn benchmark (benchmarks/churn.py --quick): the whole chain runs
-(test API server over TLS, numagate serve --kubeconfig, wrk, the probe, the outage) and
-the report has the issue-14 shape. Speed is not checked here: the benchmark prints it."""
+(test API server over TLS, numagate serve --kubeconfig, wrk, the probe, the outage, and as
+root the capture of --wire) and the report has the issue-14 shape. Speed is not checked
+here: the benchmark prints it."""
 
 from __future__ import annotations
 
@@ -22,8 +23,10 @@ def test_quick_churn_benchmark_reports_every_figure(tmp_path: Path) -> None:
     if shutil.which("wrk") is None:
         pytest.skip("wrk is not installed (apt-get install -y wrk)")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    root = os.geteuid() == 0  # --wire captures packets: as root only
     done = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "churn.py"), "--quick", "--pin", "--out", str(tmp_path)],
+        [sys.executable, str(ROOT / "benchmarks" / "churn.py"), "--quick", "--pin", "--out", str(tmp_path),
+         *(["--wire"] if root else [])],
         capture_output=True, text=True, timeout=300, env=env, check=False, cwd=ROOT,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
@@ -35,14 +38,21 @@ def test_quick_churn_benchmark_reports_every_figure(tmp_path: Path) -> None:
         assert p["reviews"]["non_2xx"] == 0 and p["reviews"]["socket_errors"] == 0
         assert p["healthz"]["requests"] > 0
     assert points[1]["observed_rate"] > 0
+    if root:  # the server's side of every review, beside wrk's figure
+        for p in points:
+            on_wire = p["reviews"]["wire"]
+            assert on_wire["exchanges"] >= p["reviews"]["requests"] * 0.9, on_wire
+            assert 0 < on_wire["p50_ms"] <= on_wire["p99_ms"] <= on_wire["max_ms"]
+            assert "\n0 packets dropped by kernel" in "\n" + on_wire["tcpdump"]
+        assert result["figures"]["wire_p99_ratio"] > 0
     assert len(result["api"]["visible_idle_s"]) == len(result["api"]["visible_churn_s"]) == 2
     recovery = result["api"]["recovery"]
     assert recovery["watches_resumed_s"] is not None and recovery["change_visible_s"] > 0
     assert result["file"]["200"]["ready_s"] > 0
     pairs = result["api"]["pairs"]  # the headline ratios are the medians of the pairs
-    assert len(pairs) == 2 and all(r > 0 and p > 0 for r, p, _ in pairs)
+    assert len(pairs) == 2 and all(r > 0 and p > 0 for r, p, *_ in pairs)
     figures = result["figures"]
-    assert min(r for r, _, _ in pairs) <= figures["rps_ratio"] <= max(r for r, _, _ in pairs)
+    assert min(r for r, *_ in pairs) <= figures["rps_ratio"] <= max(r for r, *_ in pairs)
     assert figures["large_rps_ratio"] is None  # --quick never runs the 100k case
     assert all(figures[k] is not None for k in ("rps_ratio", "p99_ratio", "ready_api_s"))
     text = (tmp_path / "churn-quick.md").read_text()
