@@ -380,16 +380,19 @@ def wrk_pair(ng: Numagate, load: Load) -> tuple[dict[str, Any], dict[str, Any]]:
     if load.tcpdump is not None:
         capture = wire.Capture(load.tcpdump, ng.port, load.work / "wire.pcap")
         capture.start()
-    cpu_before = bench.cpu_seconds(ng.worker)
-    procs = [
-        subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-        for cmd in (review, health)
-    ]
-    outs = [p.communicate(timeout=load.duration + 120)[0] for p in procs]
-    spent = bench.cpu_seconds(ng.worker) - cpu_before
+    try:
+        cpu_before = bench.cpu_seconds(ng.worker)
+        procs = [
+            subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             env=env)
+            for cmd in (review, health)
+        ]  # fmt: skip
+        outs = [p.communicate(timeout=load.duration + 120)[0] for p in procs]
+        spent = bench.cpu_seconds(ng.worker) - cpu_before
+    finally:  # tcpdump stops whatever happened to wrk
+        counts = capture.stop() if capture is not None else ""
     reviews, healthz = (bench.parse_wrk(out) for out in outs)
     if capture is not None:
-        counts = capture.stop()
         reviews["wire"] = {**wire.review_latency(capture.path, ng.port), "tcpdump": counts}
         capture.path.unlink()
     reviews["server_cpu_ms_per_review"] = (
