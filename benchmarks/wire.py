@@ -44,7 +44,6 @@ class Capture:
 
     def __init__(self, tcpdump: str, port: int, path: Path) -> None:
         self.path = path
-        self.port = port
         cmd = [tcpdump, "-i", "lo", "-s", "96", "-B", "65536", "-U", "-w", str(path),
                f"tcp port {port}"]  # fmt: skip
         self._proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
