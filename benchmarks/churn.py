@@ -17,7 +17,8 @@ seconds from the API's return to the watches resumed and to the change visible).
 ``--large`` adds 100,000 nodes at 1,700 events/s and the 100,000-node file (minutes).
 ``--pin`` puts the worker alone on CPU 0 and the harness (test API server, wrk) on the
 other CPUs once it is ready. ``--wire`` adds each rate's review p99 on the wire, the
-server's side of it without wrk's (benchmarks/wire.py), and its ratio. The watches and
+server's side of it without wrk's (benchmarks/wire.py), its ratio, the longest exchange,
+and the wire's p99 with wrk's correction for stalls (wire.as_wrk). The watches and
 the merge run in the inventory process (one per replica, a child of the single worker
 here), whose RSS is reported beside the worker's.
 
@@ -78,7 +79,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                         "(from ready on)")  # fmt: skip
     p.add_argument("--wire", action="store_true",
                    help="also the reviews' p99 on the wire (tcpdump on lo, as root): the "
-                        "server's side without the client's (benchmarks/wire.py)")  # fmt: skip
+                        "server's side without the client's, and that p99 with wrk's "
+                        "correction for stalls (benchmarks/wire.py)")  # fmt: skip
     p.add_argument("--timeout", type=float, default=900.0, help="seconds to wait for ready")
     p.add_argument("--out", type=Path, default=bench.RESULTS)
     args = p.parse_args(argv)

@@ -393,7 +393,8 @@ def wrk_pair(ng: Numagate, load: Load) -> tuple[dict[str, Any], dict[str, Any]]:
         counts = capture.stop() if capture is not None else ""
     reviews, healthz = (bench.parse_wrk(out) for out in outs)
     if capture is not None:
-        reviews["wire"] = {**wire.review_latency(capture.path, ng.port), "tcpdump": counts}
+        latency = wire.review_latency(capture.path, ng.port, load.duration, load.connections)
+        reviews["wire"] = {**latency, "tcpdump": counts}
         capture.path.unlink()
     reviews["server_cpu_ms_per_review"] = (
         round(spent * 1000 / reviews["requests"], 3) if reviews["requests"] else None

@@ -44,6 +44,8 @@ def test_quick_churn_benchmark_reports_every_figure(tmp_path: Path) -> None:
             on_wire = p["reviews"]["wire"]
             assert on_wire["exchanges"] >= p["reviews"]["requests"] * 0.9, on_wire
             assert 0 < on_wire["p50_ms"] <= on_wire["p99_ms"] <= on_wire["max_ms"]
+            # wrk's correction adds samples, each shorter than the one it comes from
+            assert 0 < on_wire["p99_as_wrk_ms"] <= on_wire["max_ms"]
             assert "\n0 packets dropped by kernel" in "\n" + on_wire["tcpdump"]
         assert result["figures"]["wire_p99_ratio"] > 0
     assert len(result["api"]["visible_idle_s"]) == len(result["api"]["visible_churn_s"]) == 2
