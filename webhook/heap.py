@@ -4,6 +4,7 @@ free, malloc keeps unless told. Used by the workers and the inventory process.""
 from __future__ import annotations
 
 import ctypes
+import gc
 
 
 def release_free_heap() -> bool:
@@ -12,6 +13,21 @@ def release_free_heap() -> bool:
     and parse garbage that RSS would otherwise keep counting."""
     trim = getattr(ctypes.CDLL(None), "malloc_trim", None)
     return bool(trim(0)) if trim is not None else False
+
+
+def settle_records() -> None:
+    """After a worker applied a Whole: everything alive now, the snapshot's records above
+    all (they live until the next Whole: usage is written beside them), out of the cyclic
+    collector's reach, and the freed pages back to the system. Each full collection walked
+    those records, ~200 ms at 100,000 nodes, twice a minute under churn: the longest
+    stalls of a worker, and what wrk's p99 measured (docs/inventory.md, "The stalls behind
+    wrk's p99"). What the last Whole froze is unfrozen first, so that an object dropped
+    since inside a reference cycle is still collected (reference counting frees the
+    others, frozen or not). Once per Whole, never per batch."""
+    gc.unfreeze()
+    gc.collect()
+    gc.freeze()
+    release_free_heap()
 
 
 # glibc's M_ARENA_MAX (malloc.h). Each thread that allocates under contention gets a

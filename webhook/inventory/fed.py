@@ -20,7 +20,7 @@ from typing import Any
 
 from core.snapshot.delta import SnapshotEditor, UnknownNode
 from core.snapshot.snapshot import Snapshot
-from webhook.heap import release_free_heap
+from webhook.heap import release_free_heap, settle_records
 from webhook.inventory.feed import Batch, Status, Whole, decode, load
 from webhook.inventory.state import InventoryState, InventoryView
 from webhook.logs import get_logger
@@ -227,9 +227,10 @@ class FedInventory:
             try:
                 if isinstance(message, Whole):
                     self._whole(message)
-                    # The Whole's snapshot dies with this callback's handle: its pages
-                    # back to the system after that (docs/inventory.md, "A worker's heap").
-                    self._loop.call_soon(release_free_heap)
+                    # The Whole's snapshot dies with this callback's handle: after that,
+                    # the records out of the collector's reach and the freed pages back to
+                    # the system (docs/inventory.md, "A worker's heap").
+                    self._loop.call_soon(settle_records)
                 else:
                     self._batch(message)
             except Diverged as exc:

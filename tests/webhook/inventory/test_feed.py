@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import os
 import shutil
 import signal
 import time
+import weakref
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from types import SimpleNamespace
@@ -277,6 +279,50 @@ def test_a_whole_arrives_with_the_room_the_worker_reserves() -> None:
         assert len(array) > len(values) and array[: len(values)] == values, name
         assert not any(array[len(values) :]), name
     assert {n.name: n for n in state.view.nodes} == feed.inventory.records
+
+
+class _Cyclic:
+    """An object in a reference cycle: only the cyclic collector frees it."""
+
+    def __init__(self) -> None:
+        self.me = self
+
+
+async def test_a_wholes_records_leave_the_collectors_reach_until_the_next_whole() -> None:
+    """After a Whole the worker freezes what is alive (heap.settle_records): a full
+    collection no longer walks the records, the cause of its longest stalls. A Batch
+    freezes nothing. The next Whole unfreezes first: a cycle dropped since is collected."""
+    feed, _, worker = _feed()
+    for name in ("a", "b"):
+        _event(feed, _free_nrt(name, "31"))
+    feed.step()
+    first = list(worker.sent)
+    (whole,) = _messages(worker.sent)
+    state = InventoryState()
+    fed = _fed(state)
+    held: _Cyclic | None = _Cyclic()
+    gone = weakref.ref(held)
+    try:
+        await _apply(fed, [whole])
+        await asyncio.sleep(0)  # settle_records runs once the Whole's callback is over
+        assert state.view is not None
+        record = state.view.snapshot.nodes.base[0]
+        assert gc.is_tracked(record)
+        assert all(o is not record for o in gc.get_objects())  # in no generation: frozen
+        frozen = gc.get_freeze_count()
+        _event(feed, _free_nrt("a", "3"))
+        feed.step()
+        await _apply(fed, _messages(worker.sent))
+        await asyncio.sleep(0)
+        assert gc.get_freeze_count() <= frozen  # a Batch freezes nothing more
+        del held  # now garbage in a cycle, and frozen: no collection sees it
+        gc.collect()
+        assert gone() is not None
+        await _apply(fed, [decode(b) for b in first])  # a Whole again
+        await asyncio.sleep(0)
+        assert gone() is None
+    finally:
+        gc.unfreeze()
 
 
 async def test_a_delta_for_a_node_the_worker_lacks_makes_it_connect_again() -> None:
