@@ -128,6 +128,33 @@ def test_a_reserved_store_does_not_grow_under_usage_churn() -> None:
     assert _verdicts(snap) == _verdicts(Snapshot.build(inventory.nodes()))
 
 
+def test_a_renewal_copies_into_the_array_it_replaced_once_no_snapshot_holds_it() -> None:
+    # The array a renewal replaced is kept; the next renewal copies into it (pages mapped
+    # already) only when no snapshot holds it: here one snapshot is kept throughout and
+    # the others dropped. The kept one reads what it did; the store did reuse arrays.
+    rng = random.Random(9)
+    inventory = IncrementalInventory()
+    names = [f"n{i}" for i in range(300)]
+    editor = SnapshotEditor(Snapshot.build(()))
+    _churn(editor, inventory, rng, names)
+    editor = SnapshotEditor(editor.snapshot, reserve=True)
+    store = editor.store
+    kept = _churn(editor, inventory, rng, rng.sample(names, 30))
+    listed = [s for shapes in kept.topo_shapes for s in shapes]
+    rows = [_listed(rows_of(kept.packed, s)) for s in listed]
+    verdicts = _verdicts(kept)
+    held = {name: getattr(kept.packed, name) for name in ("zones", "states", "shape_info")}
+    renewals = store.renewals
+    for _ in range(100):
+        snap = _churn(editor, inventory, rng, rng.sample(names, 30))
+        if store.renewals > renewals:  # renewed since: the kept arrays never come back
+            assert all(store.arrays[k] is not a for k, a in held.items())
+    assert store.renewals - renewals > 2 and store.reused > 0
+    assert [_listed(rows_of(kept.packed, s)) for s in listed] == rows
+    assert _verdicts(kept) == verdicts
+    assert _verdicts(snap) == _verdicts(Snapshot.build(inventory.nodes()))
+
+
 def test_the_first_snapshots_arrays_are_freed_with_it() -> None:
     # The editor keeps the resource table of the snapshot it starts from, not its arrays:
     # once ``reserve`` copied them and a batch replaced the snapshot, nothing holds them
