@@ -15,16 +15,23 @@ def release_free_heap() -> bool:
     return bool(trim(0)) if trim is not None else False
 
 
-def settle_records() -> None:
+def settle_records(unfreeze: bool) -> None:
     """After a worker applied a Whole: everything alive now, the snapshot's records above
     all (they live until the next Whole: usage is written beside them), out of the cyclic
     collector's reach, and the freed pages back to the system. Each full collection walked
     those records, ~200 ms at 100,000 nodes, twice a minute under churn: the longest
     stalls of a worker, and what wrk's p99 measured (docs/inventory.md, "The stalls behind
-    wrk's p99"). What the last Whole froze is unfrozen first, so that an object dropped
-    since inside a reference cycle is still collected (reference counting frees the
-    others, frozen or not). Once per Whole, never per batch."""
-    gc.unfreeze()
+    wrk's p99"). Once per Whole, never per batch.
+
+    ``unfreeze`` (every Whole but a worker's first): what the last Whole froze goes back
+    to the collector first, so that an object dropped since inside a reference cycle is
+    still collected (reference counting frees the others, frozen or not). Not at the
+    first: what is frozen then is what the serving process froze before forking the
+    workers (``settle_heap``), and a collection walking it writes to every page the
+    workers share with it (+178 MiB at ready for a replica of 2 workers at 100,000
+    nodes)."""
+    if unfreeze:
+        gc.unfreeze()
     gc.collect()
     gc.freeze()
     release_free_heap()

@@ -223,7 +223,7 @@ class PackedStore:
         reader's hold adds to (a snapshot's table, a kernel's buffer view), is the store's
         own. Its pages are mapped already. A new array's first writes, a page fault per
         4 KiB, held the event loop ~150 ms per renewal at 100,000 nodes under churn, twice
-        a minute, against ~12 ms for the copy alone (docs/inventory.md, "The stalls behind
+        a minute, against ~7 ms for the copy alone (docs/inventory.md, "The stalls behind
         wrk's p99"). So no array a reader can reach is ever written."""
         old, spare = self.arrays[name], self.spare.pop(name, None)
         # 2: ``spare`` here and getrefcount's argument

@@ -230,7 +230,7 @@ class FedInventory:
                     # The Whole's snapshot dies with this callback's handle: after that,
                     # the records out of the collector's reach and the freed pages back to
                     # the system (docs/inventory.md, "A worker's heap").
-                    self._loop.call_soon(settle_records)
+                    self._loop.call_soon(settle_records, self.full_builds > 1)
                 else:
                     self._batch(message)
             except Diverged as exc:

@@ -291,7 +291,9 @@ class _Cyclic:
 async def test_a_wholes_records_leave_the_collectors_reach_until_the_next_whole() -> None:
     """After a Whole the worker freezes what is alive (heap.settle_records): a full
     collection no longer walks the records, the cause of its longest stalls. A Batch
-    freezes nothing. The next Whole unfreezes first: a cycle dropped since is collected."""
+    freezes nothing. The first Whole leaves frozen what was frozen before it (the pages
+    forked workers share); the next one unfreezes first: a cycle dropped since is
+    collected."""
     feed, _, worker = _feed()
     for name in ("a", "b"):
         _event(feed, _free_nrt(name, "31"))
@@ -300,11 +302,16 @@ async def test_a_wholes_records_leave_the_collectors_reach_until_the_next_whole(
     (whole,) = _messages(worker.sent)
     state = InventoryState()
     fed = _fed(state)
+    before: _Cyclic | None = _Cyclic()  # frozen before the first Whole, as settle_heap does
+    before_gone = weakref.ref(before)
+    gc.freeze()
+    del before
     held: _Cyclic | None = _Cyclic()
     gone = weakref.ref(held)
     try:
         await _apply(fed, [whole])
         await asyncio.sleep(0)  # settle_records runs once the Whole's callback is over
+        assert before_gone() is not None  # not unfrozen, so not walked by the collection
         assert state.view is not None
         record = state.view.snapshot.nodes.base[0]
         assert gc.is_tracked(record)
@@ -320,7 +327,7 @@ async def test_a_wholes_records_leave_the_collectors_reach_until_the_next_whole(
         assert gone() is not None
         await _apply(fed, [decode(b) for b in first])  # a Whole again
         await asyncio.sleep(0)
-        assert gone() is None
+        assert gone() is None and before_gone() is None
     finally:
         gc.unfreeze()
 
