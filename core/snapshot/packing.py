@@ -235,7 +235,6 @@ class PackedStore:
         else:
             fresh = old[:used]
             fresh.frombytes(bytes(8 * (size - used)))
-        del spare
         if renewal:
             self.spare[name] = old
         self.arrays[name] = fresh
