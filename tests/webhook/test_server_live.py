@@ -68,8 +68,15 @@ def _descendants(pid: int) -> list[int]:
     out, todo = [], [pid]
     while todo:
         here = todo.pop()
-        for tid in os.listdir(f"/proc/{here}/task"):
-            children = Path(f"/proc/{here}/task/{tid}/children").read_text().split()
+        try:
+            tids = os.listdir(f"/proc/{here}/task")
+        except OSError:
+            continue  # the process has exited
+        for tid in tids:
+            try:
+                children = Path(f"/proc/{here}/task/{tid}/children").read_text().split()
+            except OSError:
+                continue  # a thread (an executor's, say) that exited after the listing
             out.extend(int(c) for c in children)
             todo.extend(int(c) for c in children)
     return out
