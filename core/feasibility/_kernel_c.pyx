@@ -48,7 +48,6 @@ from core.feasibility.codes cimport (
     SF_N,
     SF_PREFER_CLOSEST,
     SF_THREADS,
-    SF_ZONE_OFF,
     SHAPE_FIELDS,
     U_APP,
     U_INIT,
@@ -104,7 +103,7 @@ PXD_CODES = {
     "F_EMPTY": C_F_EMPTY, "F_POD_SCOPE": C_F_POD_SCOPE, "F_EXCLUSIVE": C_F_EXCLUSIVE,
     "F_CPU_ONLY": C_F_CPU_ONLY, "F_KOORD_HINTS": C_F_KOORD_HINTS,
     "F_KOORD_REQUESTS": C_F_KOORD_REQUESTS,
-    "SF_N": SF_N, "SF_ZONE_OFF": SF_ZONE_OFF, "SF_DIST_OFF": SF_DIST_OFF,
+    "SF_N": SF_N, "SF_DIST_OFF": SF_DIST_OFF,
     "SF_MAX_NUMA": SF_MAX_NUMA, "SF_PREFER_CLOSEST": SF_PREFER_CLOSEST,
     "SF_CPU_STATIC": SF_CPU_STATIC, "SF_FULL_PCPUS": SF_FULL_PCPUS, "SF_THREADS": SF_THREADS,
     "SF_MEM_STATIC": SF_MEM_STATIC, "SHAPE_FIELDS": SHAPE_FIELDS,
@@ -163,6 +162,7 @@ cdef struct _KernelResult:  # codes.KernelResult
 
 cdef struct _Packed:  # core.snapshot.snapshot.Packed, as pointers
     const i64* shape_info
+    const i64* zone_off
     const i64* zones
     const i64* node_alloc
     const i64* unaligned
@@ -699,7 +699,8 @@ cdef class Kernel:
             raise InvalidInput("packed snapshot: n_res must be at least 1 (cpu)")
         self.packed = packed
         views = (packed.shape_info, packed.zones, packed.node_alloc, packed.unaligned,
-                 packed.dist, packed.states, packed.idle_states, packed.res_kind)
+                 packed.dist, packed.states, packed.idle_states, packed.res_kind,
+                 packed.zone_off)
         self._views = views
         self.p.shape_info = _ptr(views[0])
         self.p.zones = _ptr(views[1])
@@ -709,6 +710,7 @@ cdef class Kernel:
         self.p.states = _ptr(views[5])
         self.p.idle_states = _ptr(views[6])
         self.p.res_kind = _ptr(views[7])
+        self.p.zone_off = _ptr(views[8])
         self.p.n_res = packed.n_res
         self.p.n_shapes = packed.n_shapes
 
@@ -926,7 +928,7 @@ cdef void _state_init(_State* st, _Packed* p, int shape, int empty, i64* buf) no
     """The reference's ``_State(packed, shape, empty)``, in ``buf``."""
     cdef int base = shape * SHAPE_FIELDS
     cdef int n = <int>p.shape_info[base + SF_N], nres = p.n_res, z, r, k
-    cdef int zoff = <int>p.shape_info[base + SF_ZONE_OFF]
+    cdef int zoff = <int>p.zone_off[shape]
     cdef int col = 1 if empty else 2  # "empty": available := allocatable (docs/contracts.md: Verdicts)
     st.n = n
     st.nres = nres
@@ -1013,7 +1015,7 @@ cdef void koord_filter(_Packed* p, int base, _State* st, _Demand* d, int policy,
     """koord-scheduler's FilterByNUMANode for a pod that binds no CPUs (see the reference)."""
     cdef int nres = p.n_res, pod = d.n_units - 1, cnt = 0, r, mem = 0, known = 1
     cdef const i64* req = d.unit_res + pod * nres
-    cdef int soff = <int>p.shape_info[base + SF_ZONE_OFF]
+    cdef int soff = <int>p.zone_off[base // SHAPE_FIELDS]
     cdef _Merged merged
     if req[0] > 0 and _known(st.cap, st.n, nres, 0):
         cpu_hints(st, (req[0] + 999) // 1000, &sc.lists[cnt])
@@ -1081,7 +1083,7 @@ cdef void _admit_unit(_Packed* p, int base, _State* st, _Demand* d, int u, int p
                       int flags, _Scratch* sc, _KernelResult* o) noexcept nogil:
     cdef const i64* req = d.unit_res + u * p.n_res
     cdef i64 excl = d.unit_cpu[u] if p.shape_info[base + SF_CPU_STATIC] else 0
-    cdef int cnt, i, informative = 0, soff = <int>p.shape_info[base + SF_ZONE_OFF]
+    cdef int cnt, i, informative = 0, soff = <int>p.zone_off[base // SHAPE_FIELDS]
     cdef _Merged merged
     merged.mask = 0
     merged.preferred = 0

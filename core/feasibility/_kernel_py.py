@@ -58,7 +58,6 @@ from core.feasibility.codes import (
     SF_N,
     SF_PREFER_CLOSEST,
     SF_THREADS,
-    SF_ZONE_OFF,
     SHAPE_FIELDS,
     U_INIT,
     KernelResult,
@@ -115,7 +114,7 @@ class _State:
         info = packed.shape_info
         base = shape * SHAPE_FIELDS
         n = info[base + SF_N]
-        zoff = info[base + SF_ZONE_OFF]
+        zoff = packed.zone_off[shape]
         nres = packed.n_res
         zones = packed.zones
         self.n = n
@@ -704,7 +703,7 @@ def koord_filter(
         dist=p.dist[info[base + SF_DIST_OFF] :],
         exclusive=bool(flags & F_EXCLUSIVE),
         states=p.states if not flags & F_EMPTY else p.idle_states,
-        soff=info[base + SF_ZONE_OFF],
+        soff=0 if flags & F_EMPTY else p.zone_off[base // SHAPE_FIELDS],
     )
     if merged.rejected_by_exclusive:
         return _fail(R_EXCLUSIVE, pod, -1, 0, 0)
@@ -770,7 +769,7 @@ def _admit_unit(
             dist=p.dist[info[base + SF_DIST_OFF] :],
             exclusive=bool(flags & F_EXCLUSIVE) and policy >= P_RESTRICTED,
             states=p.states if not flags & F_EMPTY else p.idle_states,
-            soff=info[base + SF_ZONE_OFF],
+            soff=0 if flags & F_EMPTY else p.zone_off[base // SHAPE_FIELDS],
         )
         if merged.rejected_by_exclusive:
             return _fail(R_EXCLUSIVE, u, -1, 0, 0)

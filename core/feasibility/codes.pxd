@@ -25,15 +25,14 @@ cdef enum:
 
 cdef enum:
     SF_N = 0
-    SF_ZONE_OFF = 1
-    SF_DIST_OFF = 2
-    SF_MAX_NUMA = 3
-    SF_PREFER_CLOSEST = 4
-    SF_CPU_STATIC = 5
-    SF_FULL_PCPUS = 6
-    SF_THREADS = 7
-    SF_MEM_STATIC = 8
-    SHAPE_FIELDS = 9
+    SF_DIST_OFF = 1
+    SF_MAX_NUMA = 2
+    SF_PREFER_CLOSEST = 3
+    SF_CPU_STATIC = 4
+    SF_FULL_PCPUS = 5
+    SF_THREADS = 6
+    SF_MEM_STATIC = 7
+    SHAPE_FIELDS = 8
 
 cdef enum:
     U_INIT = 0

@@ -40,17 +40,17 @@ F_KOORD_HINTS: Final = 16
 # (resource_manager.go GetTopologyHints, generateResourceHints).
 F_KOORD_REQUESTS: Final = 32
 
-# Shape fields (stride SHAPE_FIELDS in Packed.shape_info).
+# Shape fields (stride SHAPE_FIELDS in Packed.shape_info). A shape's zone offset is in
+# Packed.zone_off: it is the one field that usage churn rewrites.
 SF_N: Final = 0
-SF_ZONE_OFF: Final = 1
-SF_DIST_OFF: Final = 2
-SF_MAX_NUMA: Final = 3
-SF_PREFER_CLOSEST: Final = 4
-SF_CPU_STATIC: Final = 5
-SF_FULL_PCPUS: Final = 6
-SF_THREADS: Final = 7
-SF_MEM_STATIC: Final = 8
-SHAPE_FIELDS: Final = 9
+SF_DIST_OFF: Final = 1
+SF_MAX_NUMA: Final = 2
+SF_PREFER_CLOSEST: Final = 3
+SF_CPU_STATIC: Final = 4
+SF_FULL_PCPUS: Final = 5
+SF_THREADS: Final = 6
+SF_MEM_STATIC: Final = 7
+SHAPE_FIELDS: Final = 8
 
 # Unit kinds (containers in kubelet order; the pod-level unit is an app).
 U_INIT: Final = 0

@@ -17,9 +17,9 @@ from core.feasibility.codes import SHAPE_FIELDS
 from core.snapshot.rows import ShapeRows
 from core.snapshot.snapshot import Packed
 
-_FIELDS = ("shape_info", "zones", "node_alloc", "unaligned", "dist", "states", "idle_states")
-_SLOT_ARRAYS = frozenset({"shape_info", "node_alloc", "unaligned", "dist"})
-_ZONE_ARRAYS = frozenset({"zones", "states", "idle_states"})
+_FIELDS = ("shape_info", "zone_off", "zones", "node_alloc", "unaligned", "dist", "states")
+_SLOT_ARRAYS = frozenset({"shape_info", "zone_off", "node_alloc", "unaligned", "dist"})
+_ZONE_ARRAYS = frozenset({"zones", "states"})
 # A renewal copies the arrays at the same length when at least this share of the slots
 # is free (their holes take the next shapes), else grows them x1.5.
 _REUSE_SHARE = 4
@@ -45,7 +45,7 @@ class PackedStore:
         # arrays only (_renew).
         self.regions_pending: dict[int, list[int]] = {}
         self.regions_free: dict[int, list[int]] = {}
-        self.info_shared = True  # shape_info is read by a snapshot handed out (packed())
+        self.offsets_shared = True  # zone_off is read by a snapshot handed out (packed())
         self.renewals = 0  # copies of the arrays (growths included)
         self.moves = 0  # usage changes moved to a new zone region (move_usage)
         # Each array the last renewal replaced, kept so that the next renewal can copy
@@ -57,7 +57,7 @@ class PackedStore:
         """Slot s (a shape of n NUMA zones) and its zone region are free from now on
         (each reusable after a copy of its arrays)."""
         self.pending.setdefault(n, []).append(s)
-        zoff = self.arrays["shape_info"][s * SHAPE_FIELDS + 1]
+        zoff = self.arrays["zone_off"][s]
         self.regions_pending.setdefault(n, []).append(zoff)
 
     def add(self, rows: ShapeRows) -> tuple[int, bool]:
@@ -69,7 +69,7 @@ class PackedStore:
                 s = slots.pop()
                 # A region of its own: the slot's old one waits for a copy of the zone
                 # arrays (release), which a copy of the slot arrays does not make.
-                self.arrays["shape_info"][s * SHAPE_FIELDS + 1] = self._region(rows.n)
+                self.arrays["zone_off"][s] = self._region(rows.n)
                 self._write(s, rows)
                 return s, False
             if self._room(rows):
@@ -81,21 +81,21 @@ class PackedStore:
     def move_usage(self, s: int, available: Sequence[array[int]], states: array[int]) -> None:
         """Live slot s with new usage (``rows.usage_values``): its zone rows with the new
         free amounts, and its states, written to a region no snapshot handed out reads;
-        the slot points there in a ``shape_info`` of this batch's own."""
-        info, nres = self.arrays["shape_info"], self.base.n_res
-        base, width = s * SHAPE_FIELDS, nres * 3
-        n, zoff = info[base], info[base + 1]
+        the slot points there in a ``zone_off`` of this batch's own: the one per-shape
+        array copied per batch (when it was in ``shape_info``, that copy, 10 MiB at
+        100,000 shapes, was a fifth of a batch's CPU)."""
+        a, width = self.arrays, self.base.n_res * 3
+        n, zoff = a["shape_info"][s * SHAPE_FIELDS], a["zone_off"][s]
         zones = self.arrays["zones"][zoff * width : (zoff + n) * width]
         for pos, row in enumerate(available):
             zones[pos * width + 2 : (pos + 1) * width : 3] = row
         new = self._region(n)
-        a = self.arrays
         a["zones"][new * width : (new + n) * width] = zones
         a["states"][new : new + n] = states
-        if self.info_shared:  # one copy in one call (no zeroed array first: half the time)
-            a["shape_info"] = array("q", a["shape_info"])
-            self.info_shared = False
-        a["shape_info"][base + 1] = new
+        if self.offsets_shared:  # one copy in one call (no zeroed array first: half the time)
+            a["zone_off"] = array("q", a["zone_off"])
+            self.offsets_shared = False
+        a["zone_off"][s] = new
         self.regions_pending.setdefault(n, []).append(zoff)
         self.moves += 1
 
@@ -106,11 +106,7 @@ class PackedStore:
             if regions:
                 return regions.pop()
             end, a = self.zone_count + n, self.arrays
-            if (
-                len(a["states"]) >= end
-                and len(a["idle_states"]) >= end
-                and (len(a["zones"]) >= end * self.base.n_res * 3)
-            ):
+            if len(a["states"]) >= end and len(a["zones"]) >= end * self.base.n_res * 3:
                 zoff = self.zone_count
                 self.zone_count += n
                 return zoff
@@ -123,8 +119,8 @@ class PackedStore:
         a, nres = self.arrays, self.base.n_res
         info = a["shape_info"]
         base = s * SHAPE_FIELDS
-        zoff, doff = info[base + 1], info[base + 2]
-        info[base + 3 : base + SHAPE_FIELDS] = array("q", rows.info)
+        zoff, doff = a["zone_off"][s], info[base + 1]
+        info[base + 2 : base + SHAPE_FIELDS] = array("q", rows.info)
         a["zones"][zoff * nres * 3 : (zoff + rows.n) * nres * 3] = array("q", rows.zones)
         a["dist"][doff : doff + rows.n * rows.n] = array("q", rows.dist)
         a["states"][zoff : zoff + rows.n] = array("q", rows.states)
@@ -135,7 +131,8 @@ class PackedStore:
         """A new slot past every earlier one, its zones at region ``zoff`` (_region)."""
         s, n = self.n_shapes, rows.n
         base = s * SHAPE_FIELDS
-        self.arrays["shape_info"][base : base + 3] = array("q", (n, zoff, self.dist_len))
+        self.arrays["shape_info"][base : base + 2] = array("q", (n, self.dist_len))
+        self.arrays["zone_off"][s] = zoff
         self.n_shapes += 1
         self.dist_len += n * n
         self._write(s, rows)
@@ -146,22 +143,24 @@ class PackedStore:
         nres = self.base.n_res
         return {
             "shape_info": self.n_shapes * SHAPE_FIELDS,
+            "zone_off": self.n_shapes,
             "zones": self.zone_count * nres * 3,
             "node_alloc": self.n_shapes * nres,
             "unaligned": self.n_shapes * nres,
             "dist": self.dist_len,
             "states": self.zone_count,
-            "idle_states": self.zone_count,
         }
 
     def _needs(self, n: int, *, slot: bool = True) -> dict[str, int]:
         """How long each array must be for one more slot of n zones past the last, or
         (``slot`` False) for n more zones."""
         nres = self.base.n_res
-        more = (SHAPE_FIELDS, 0, nres, nres, n * n, 0, 0)
-        if not slot:
-            more = (0, n * nres * 3, 0, 0, 0, n, n)
-        return {k: v + m for (k, v), m in zip(self._used().items(), more, strict=True)}
+        if slot:
+            more = {"shape_info": SHAPE_FIELDS, "zone_off": 1, "node_alloc": nres,
+                    "unaligned": nres, "dist": n * n}  # fmt: skip
+        else:
+            more = {"zones": n * nres * 3, "states": n}
+        return {k: v + more.get(k, 0) for k, v in self._used().items()}
 
     def _room(self, rows: ShapeRows) -> bool:
         """Room for one more slot (its zones: _region)."""
@@ -238,12 +237,12 @@ class PackedStore:
         if renewal:
             self.spare[name] = old
         self.arrays[name] = fresh
-        if name == "shape_info":
-            self.info_shared = False
+        if name == "zone_off":
+            self.offsets_shared = False
 
     def packed(self) -> Packed:
         """The table as it stands (sharing the arrays; its counts bound what it reads)."""
-        self.info_shared = True
+        self.offsets_shared = True
         return replace(self.base, n_shapes=self.n_shapes, zone_count=self.zone_count, **self.arrays)
 
 
@@ -280,5 +279,5 @@ def _grown(values: bytes | bytearray, length: int) -> array[int]:
 def _dist_end(p: Packed) -> int:
     """Where the last shape's distance matrix ends (shapes are stored in order)."""
     base = (p.n_shapes - 1) * SHAPE_FIELDS
-    n, doff = p.shape_info[base], p.shape_info[base + 2]
+    n, doff = p.shape_info[base], p.shape_info[base + 1]
     return doff + n * n

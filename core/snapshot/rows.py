@@ -61,7 +61,7 @@ class ShapeRows:
     they depend on where the shape is stored)."""
 
     n: int
-    info: Sequence[int]  # SHAPE_FIELDS minus the 3 leading (n, zone offset, dist offset)
+    info: Sequence[int]  # SHAPE_FIELDS minus the 2 leading (n, dist offset)
     zones: Sequence[int]
     dist: Sequence[int]
     states: Sequence[int]

@@ -37,7 +37,8 @@ POLICY_CODES: Mapping[str, int] = {
 
 @dataclass(frozen=True, slots=True)
 class Packed:
-    """What the kernel reads. ``shape_info`` holds SHAPE_FIELDS ints per shape; ``zones``
+    """What the kernel reads. ``shape_info`` holds SHAPE_FIELDS ints per shape, ``zone_off``
+    where its zones start (in ``zones`` by rows of n_res * 3, in ``states``); ``zones``
     three ints (capacity, allocatable, available) per (zone, resource); ``node_alloc`` and
     ``unaligned`` one int per (shape, resource), -1 = unknown allocatable; ``dist`` n*n per
     shape; ``states`` one Koordinator NUMA state per zone (0 idle, 1 shared, 2 single)."""
@@ -49,6 +50,7 @@ class Packed:
     res_index: Mapping[str, int]  # res_names -> position
     res_kind: array[int]
     shape_info: array[int]
+    zone_off: array[int]
     zones: array[int]
     node_alloc: array[int]
     unaligned: array[int]
@@ -310,10 +312,10 @@ def rows_of(packed: Packed, s: int) -> ShapeRows:
     """Shape ``s``'s rows as stored in ``packed`` (the inverse of packing them)."""
     info, nres = packed.shape_info, packed.n_res
     base = s * SHAPE_FIELDS
-    n, zoff, doff = info[base], info[base + 1], info[base + 2]
+    n, doff, zoff = info[base], info[base + 1], packed.zone_off[s]
     return ShapeRows(
         n,
-        info[base + 3 : base + SHAPE_FIELDS],
+        info[base + 2 : base + SHAPE_FIELDS],
         packed.zones[zoff * nres * 3 : (zoff + n) * nres * 3],
         packed.dist[doff : doff + n * n],
         packed.states[zoff : zoff + n],
@@ -325,6 +327,7 @@ def rows_of(packed: Packed, s: int) -> ShapeRows:
 def _pack(shapes: Sequence[NodeTopology]) -> Packed:
     ordered = resource_names(shapes)
     info: list[int] = []
+    zone_off: list[int] = []
     zones: list[int] = []
     node_alloc: list[int] = []
     unaligned: list[int] = []
@@ -333,7 +336,8 @@ def _pack(shapes: Sequence[NodeTopology]) -> Packed:
     zone_count = 0
     for node in shapes:
         rows = shape_rows(node, ordered)
-        info += [rows.n, zone_count, len(dist), *rows.info]
+        info += [rows.n, len(dist), *rows.info]
+        zone_off.append(zone_count)
         zones += rows.zones
         dist += rows.dist
         states += rows.states
@@ -348,10 +352,11 @@ def _pack(shapes: Sequence[NodeTopology]) -> Packed:
         res_index={n: i for i, n in enumerate(ordered)},
         res_kind=array("q", [resource_kind(r) for r in ordered]),
         shape_info=array("q", info),
+        zone_off=array("q", zone_off),
         zones=array("q", zones),
         node_alloc=array("q", node_alloc),
         unaligned=array("q", unaligned),
         dist=array("q", dist or [0]),
         states=array("q", states or [0]),
-        idle_states=array("q", bytes(8 * max(1, zone_count))),
+        idle_states=array("q", bytes(8 * 64)),  # every zone idle (n <= 64: u64 masks)
     )

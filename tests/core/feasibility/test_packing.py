@@ -144,11 +144,13 @@ def test_a_renewal_copies_into_the_array_it_replaced_once_no_snapshot_holds_it()
     rows = [_listed(rows_of(kept.packed, s)) for s in listed]
     verdicts = _verdicts(kept)
     held = {name: getattr(kept.packed, name) for name in ("zones", "states", "shape_info")}
-    renewals = store.renewals
+    renewals, replaced = store.renewals, set()
     for _ in range(100):
         snap = _churn(editor, inventory, rng, rng.sample(names, 30))
-        if store.renewals > renewals:  # renewed since: the kept arrays never come back
-            assert all(store.arrays[k] is not a for k, a in held.items())
+        # once replaced, a kept array never comes back
+        assert not any(store.arrays[k] is held[k] for k in replaced)
+        replaced |= {k for k, a in held.items() if store.arrays[k] is not a}
+    assert replaced == set(held)
     assert store.renewals - renewals > 2 and store.reused > 0
     assert [_listed(rows_of(kept.packed, s)) for s in listed] == rows
     assert _verdicts(kept) == verdicts
