@@ -38,13 +38,15 @@ class PackedStore:
         self.dist_len = packed.n_shapes and _dist_end(packed)
         # The arrays of ``packed`` are shared until the first write needs room.
         self.arrays = {name: getattr(packed, name) for name in _FIELDS}
-        self.pending: dict[int, list[int]] = {}  # zones -> slots freed since the last copy
-        self.free: dict[int, list[int]] = {}  # zones -> slots free in these arrays
+        # Slot and region numbers in arrays, not lists of ints: under churn they are tens
+        # of thousands, and the collector walked the lists (each int a cache miss).
+        self.pending: dict[int, array[int]] = {}  # zones -> slots freed since the last copy
+        self.free: dict[int, array[int]] = {}  # zones -> slots free in these arrays
         # Zone regions (offsets) of moved usage (move_usage) and of freed slots, freed and
         # free likewise: slots and regions are reused apart, each after a copy of its own
         # arrays only (_renew).
-        self.regions_pending: dict[int, list[int]] = {}
-        self.regions_free: dict[int, list[int]] = {}
+        self.regions_pending: dict[int, array[int]] = {}
+        self.regions_free: dict[int, array[int]] = {}
         self.offsets_shared = True  # zone_off is read by a snapshot handed out (packed())
         self.renewals = 0  # copies of the arrays (growths included)
         self.moves = 0  # usage changes moved to a new zone region (move_usage)
@@ -56,9 +58,9 @@ class PackedStore:
     def release(self, s: int, n: int) -> None:
         """Slot s (a shape of n NUMA zones) and its zone region are free from now on
         (each reusable after a copy of its arrays)."""
-        self.pending.setdefault(n, []).append(s)
+        self.pending.setdefault(n, array("q")).append(s)
         zoff = self.arrays["zone_off"][s]
-        self.regions_pending.setdefault(n, []).append(zoff)
+        self.regions_pending.setdefault(n, array("q")).append(zoff)
 
     def add(self, rows: ShapeRows) -> tuple[int, bool]:
         """A slot holding ``rows`` that no snapshot handed out reads; True when it is new
@@ -96,7 +98,7 @@ class PackedStore:
             a["zone_off"] = array("q", a["zone_off"])
             self.offsets_shared = False
         a["zone_off"][s] = new
-        self.regions_pending.setdefault(n, []).append(zoff)
+        self.regions_pending.setdefault(n, array("q")).append(zoff)
         self.moves += 1
 
     def _region(self, n: int) -> int:
@@ -176,13 +178,13 @@ class PackedStore:
         (amortized O(1) per value); at least room for it."""
         if slot:
             for n_, slots in self.pending.items():
-                self.free.setdefault(n_, []).extend(slots)
+                self.free.setdefault(n_, array("q")).extend(slots)
             self.pending = {}
             grow = sum(map(len, self.free.values())) * _REUSE_SHARE < self.n_shapes
             short = not self.free.get(n)
         else:
             for n_, regions in self.regions_pending.items():
-                self.regions_free.setdefault(n_, []).extend(regions)
+                self.regions_free.setdefault(n_, array("q")).extend(regions)
             self.regions_pending = {}
             free = sum(k * len(v) for k, v in self.regions_free.items())
             grow = free * _REUSE_SHARE < self.zone_count
