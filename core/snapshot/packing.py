@@ -208,11 +208,19 @@ class PackedStore:
         """``room(shapes)``: the arrays are copied now instead of x1.5 at a time as churn
         makes shapes. Each copy is made on the writer's thread: at 100,000 nodes the zones
         array's took 40-190 ms, the p99 of the first minute of churn (docs/inventory.md).
-        Arrays that arrived with that room (``pickled_with_room``) are not copied."""
+        Arrays that arrived with that room (``pickled_with_room``) are not copied.
+
+        The zone group's first renewal gets a spare made now, its pages written: under
+        usage churn that renewal comes a minute or so after a Whole, and a new 31 MiB
+        array's page faults held the event loop 160-170 ms at 100,000 nodes under load
+        (docs/inventory.md, round 22). The slot group is renewed only as shapes are
+        made, which usage churn does not do."""
         used = self._used()
         for name, want in self.room(shapes).items():
             if want > len(self.arrays[name]):
                 self._copy(name, want, used[name])
+        for name in _ZONE_ARRAYS:
+            self.spare[name] = array("q", [0]) * len(self.arrays[name])
 
     def _copy(self, name: str, size: int, used: int, *, renewal: bool = False) -> None:
         """A new array of ``size`` holding the first ``used`` values (earlier snapshots

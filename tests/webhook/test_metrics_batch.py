@@ -147,6 +147,31 @@ def test_batched_violations_and_feasibility_render_as_one_by_one() -> None:
     assert got['numagate_feasibility_duration_seconds_bucket{le="0.0001"}'] == 1
 
 
+def test_an_applied_batch_renders_as_its_events_observed_one_by_one() -> None:
+    # received times whose ages land on bucket bounds (0.05, 1.0), between them, past
+    # the last (+Inf), and two resource/type pairs
+    done = 100.0
+    ages = [0.001, 0.05, 0.0500001, 0.3, 1.0, 29.0, 31.0, 0.05]
+    drained = [(done - a, "nrt" if i % 3 else "pods", "MODIFIED") for i, a in enumerate(ages)]
+    direct, batched = WebhookMetrics(multiprocess=False), WebhookMetrics(multiprocess=False)
+    updates = direct.inventory_updates
+    updates.apply.observe(0.002)
+    for item in drained:
+        updates.events.inc(resource=item[1], type=item[2])
+        updates.latency.observe(done - item[0])
+    batched.inventory_updates.record(drained, done, 0.002)
+    names = ("numagate_inventory_update_latency", "numagate_inventory_events")
+    want, got = (
+        {k: v for k, v in parse(m.render().decode()).items() if k.startswith(names)}
+        for m in (direct, batched)
+    )
+    assert want.keys() == got.keys() and len(want) > 10
+    for key, value in want.items():
+        assert math.isclose(got[key], value), key
+    bucket = "numagate_inventory_update_latency_seconds_bucket"
+    assert got[bucket + '{le="0.025"}'] == 1 and got[bucket + '{le="+Inf"}'] == len(ages)
+
+
 def test_violations_are_held_until_the_timer_or_a_read() -> None:
     m = WebhookMetrics(multiprocess=False)
 
