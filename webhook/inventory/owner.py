@@ -272,7 +272,7 @@ def feed_cluster(spec: FeederSpec, listener: Listener, stop: threading.Event | N
 def feeder_main(spec: FeederSpec) -> None:
     """The inventory process: watch, merge, send, until its parent (the serve process or
     the single worker) is gone (the kernel's parent-death signal) or stops it."""
-    from webhook.heap import limit_malloc_arenas
+    from webhook.heap import limit_malloc_arenas, survivors_frozen
     from webhook.logs import setup_logging
 
     die_with_parent()
@@ -280,6 +280,7 @@ def feeder_main(spec: FeederSpec) -> None:
     with contextlib.suppress(OSError):
         os.nice(NICENESS)
     limit_malloc_arenas()  # before the watch threads start, as in the worker
+    survivors_frozen()
     setup_logging(spec.log_level)
     try:
         feed_cluster(spec, listen(spec.address))
