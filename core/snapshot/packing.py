@@ -84,8 +84,8 @@ class PackedStore:
         """Live slot s with new usage (``rows.usage_values``): its zone rows with the new
         free amounts, and its states, written to a region no snapshot handed out reads;
         the slot points there in a ``zone_off`` of this batch's own: the one per-shape
-        array copied per batch (when it was in ``shape_info``, that copy, 10 MiB at
-        100,000 shapes, was a fifth of a batch's CPU)."""
+        array copied per batch (while it was a field of ``shape_info``, that copy, 10 MiB
+        at 100,000 shapes, made a batch 3.8-4.0 ms of CPU against 2.3-2.5 without)."""
         a, width = self.arrays, self.base.n_res * 3
         n, zoff = a["shape_info"][s * SHAPE_FIELDS], a["zone_off"][s]
         zones = self.arrays["zones"][zoff * width : (zoff + n) * width]

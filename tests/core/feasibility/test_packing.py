@@ -128,16 +128,23 @@ def test_a_reserved_store_does_not_grow_under_usage_churn() -> None:
     assert _verdicts(snap) == _verdicts(Snapshot.build(inventory.nodes()))
 
 
+def _reserving_editor(
+    rng: random.Random,
+) -> tuple[SnapshotEditor, IncrementalInventory, list[str]]:
+    """A reserving editor (as a worker's at a Whole) over 300 nodes of random usage."""
+    inventory = IncrementalInventory()
+    names = [f"n{i}" for i in range(300)]
+    editor = SnapshotEditor(Snapshot.build(()))
+    _churn(editor, inventory, rng, names)
+    return SnapshotEditor(editor.snapshot, reserve=True), inventory, names
+
+
 def test_a_renewal_copies_into_the_array_it_replaced_once_no_snapshot_holds_it() -> None:
     # The array a renewal replaced is kept; the next renewal copies into it (pages mapped
     # already) only when no snapshot holds it: here one snapshot is kept throughout and
     # the others dropped. The kept one reads what it did; the store did reuse arrays.
     rng = random.Random(9)
-    inventory = IncrementalInventory()
-    names = [f"n{i}" for i in range(300)]
-    editor = SnapshotEditor(Snapshot.build(()))
-    _churn(editor, inventory, rng, names)
-    editor = SnapshotEditor(editor.snapshot, reserve=True)
+    editor, inventory, names = _reserving_editor(rng)
     store = editor.store
     kept = _churn(editor, inventory, rng, rng.sample(names, 30))
     listed = [s for shapes in kept.topo_shapes for s in shapes]
@@ -161,11 +168,7 @@ def test_the_first_zone_renewal_after_reserve_copies_into_the_spare_reserve_made
     # ``reserve`` makes the zone group's spares (pages written then, not at the renewal);
     # the first renewal of that group copies into them, and the snapshots stay right.
     rng = random.Random(5)
-    inventory = IncrementalInventory()
-    names = [f"n{i}" for i in range(300)]
-    editor = SnapshotEditor(Snapshot.build(()))
-    _churn(editor, inventory, rng, names)
-    editor = SnapshotEditor(editor.snapshot, reserve=True)
+    editor, inventory, names = _reserving_editor(rng)
     store = editor.store
     # ids, not references: a reference held here would keep the store from reusing them
     spares = {k: id(store.spare[k]) for k in ("zones", "states")}
