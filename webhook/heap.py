@@ -43,7 +43,7 @@ def settle_records(unfreeze: bool) -> None:
 FULL_WALK_SECONDS = 600.0
 
 
-def survivors_frozen(clock: Callable[[], float] = time.monotonic) -> Callable[..., None]:
+def survivors_frozen(clock: Callable[[], float] = time.monotonic) -> None:
     """For the inventory process: after each full collection, what survived it is frozen
     (``gc.freeze``), so the next full collection walks only what was made since. The
     process holds every node's record and watch object; each full collection walked
@@ -52,7 +52,7 @@ def survivors_frozen(clock: Callable[[], float] = time.monotonic) -> Callable[..
     batches, each holding their loop 13-20 ms (docs/inventory.md, round 22). Frozen
     objects are still freed by reference counting; a reference cycle among them is
     collected only at the next full walk: every ``FULL_WALK_SECONDS`` a full collection
-    starts with everything unfrozen. Returns the callback it installed."""
+    starts with everything unfrozen."""
     last_walk = [clock()]
 
     def callback(phase: str, info: dict[str, int]) -> None:
@@ -65,7 +65,6 @@ def survivors_frozen(clock: Callable[[], float] = time.monotonic) -> Callable[..
             gc.freeze()
 
     gc.callbacks.append(callback)
-    return callback
 
 
 # glibc's M_ARENA_MAX (malloc.h). Each thread that allocates under contention gets a

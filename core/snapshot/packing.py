@@ -238,7 +238,8 @@ class PackedStore:
         # 2: ``spare`` here and getrefcount's argument
         if spare is not None and len(spare) == size and sys.getrefcount(spare) == 2:
             memoryview(spare)[:used] = memoryview(old)[:used]
-            memoryview(spare)[used:] = array("q", bytes(8 * (size - used)))
+            # zeros from one calloc'd buffer (not written: no array of them made first)
+            memoryview(spare)[used:] = memoryview(bytes(8 * (size - used))).cast("q")
             fresh = spare
             self.reused += 1
         else:
