@@ -131,10 +131,12 @@ def _move_misplaced(
         return
     target = numa.doc if numa.doc is not None else {}
     # A null in numa-topology-spec is no value to koord-scheduler (Go's encoding/json leaves
-    # a string field as it was on null), so it yields to the moved one: were it a clash, a
-    # later step that fills the null (the Volcano mirror) would make the move happen only
-    # on the next normalization, and normalizing would not be idempotent.
-    clashes = [f for f in misplaced if target.get(f) is not None and target[f] != resource.doc[f]]
+    # a string field as it was on null), and an unknown one (reported already) none that
+    # numagate reads (_koord_values), so either yields to the moved one: were it a clash,
+    # a later step that fills it (the Volcano mirror) would make the move happen only on
+    # the next normalization, and normalizing would not be idempotent.
+    known = {d.F_NUMA_POLICY: d.KOORD_POLICIES, d.F_NUMA_EXCLUSIVE: d.KOORD_EXCLUSIVE}
+    clashes = [f for f in misplaced if target.get(f) in known[f] and target[f] != resource.doc[f]]
     if clashes:
         f = clashes[0]
         ctx.add(
