@@ -129,7 +129,7 @@ class SnapshotEditor:
             zones = () if i is None else nodes.base[i].zones
             if i is None or len(zones) != len(free):
                 raise UnknownNode(name)
-            if all(z.available.keys() == f.keys() for z, f in zip(zones, free, strict=True)):
+            if [z.available.keys() for z in zones] == [f.keys() for f in free]:
                 usage[name] = free
             else:
                 records[name] = with_available(nodes[i], free)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import sys
 from array import array
-from collections.abc import Sequence
 from dataclasses import replace
 from pickle import PickleBuffer
 from typing import Any
@@ -80,7 +79,7 @@ class PackedStore:
                 self._renew(rows.n, slot=True)
         raise AssertionError("renewal made no room")  # pragma: no cover
 
-    def move_usage(self, s: int, available: Sequence[array[int]], states: array[int]) -> None:
+    def move_usage(self, s: int, available: array[int], states: array[int]) -> None:
         """Live slot s with new usage (``rows.usage_values``): its zone rows with the new
         free amounts, and its states, written to a region no snapshot handed out reads;
         the slot points there in a ``zone_off`` of this batch's own: the one per-shape
@@ -89,8 +88,7 @@ class PackedStore:
         a, width = self.arrays, self.base.n_res * 3
         n, zoff = a["shape_info"][s * SHAPE_FIELDS], a["zone_off"][s]
         zones = self.arrays["zones"][zoff * width : (zoff + n) * width]
-        for pos, row in enumerate(available):
-            zones[pos * width + 2 : (pos + 1) * width : 3] = row
+        zones[2::3] = available
         new = self._region(n)
         a["zones"][new * width : (new + n) * width] = zones
         a["states"][new : new + n] = states

@@ -135,6 +135,8 @@ def shape_rows(node: NodeTopology, ordered: Sequence[str]) -> ShapeRows:
 
 
 def _states(states: Sequence[str], n: int) -> list[int]:
+    if not states:  # no Koordinator NUMA states reported (most nodes): all idle
+        return [0] * n
     return [_STATE_CODES.get(states[pos] if pos < len(states) else "idle", 0) for pos in range(n)]
 
 
@@ -144,11 +146,8 @@ def usage_rows(node: NodeTopology, ordered: Sequence[str], like: ShapeRows) -> S
     states (_topology_key has everything else), so only those are computed. Under watch
     churn most events change usage only (NFD's topology-updater rewrites ``available``)."""
     zones = array("q", like.zones)
-    width = len(ordered) * 3
     free = [z.available for z in node.zones]
-    available, states = usage_values(node.zones, free, node.numa_states, ordered, like.n)
-    for pos, row in enumerate(available):
-        zones[pos * width + 2 : (pos + 1) * width : 3] = row
+    zones[2::3], states = usage_values(node.zones, free, node.numa_states, ordered, like.n)
     return ShapeRows(like.n, like.info, zones, like.dist, states, like.node_alloc, like.unaligned)
 
 
@@ -158,15 +157,17 @@ def usage_values(
     states: Sequence[str],
     ordered: Sequence[str],
     n: int,
-) -> tuple[list[array[int]], array[int]]:
-    """What usage contributes to a shape's rows (``n`` zones): each zone's free amounts
-    (``free``, aligned with ``zones``), in zone id order, and the NUMA states' codes."""
-    rows = []
+) -> tuple[array[int], array[int]]:
+    """What usage contributes to a shape's rows (``n`` zones): every zone's free amounts
+    (``free``, aligned with ``zones``) in zone id order, one resource after another (the
+    zone rows' available column: ``zones[2::3]`` of the shape's region), and the NUMA
+    states' codes."""
+    flat: list[int] = []
     for _, amounts in sorted(zip(zones, free, strict=True), key=_zone_id):
-        available = _zone_row(amounts, ordered)
-        available[0] //= 1000
-        rows.append(array("q", available))
-    return rows, array("q", _states(states, n))
+        row = _zone_row(amounts, ordered)
+        row[0] //= 1000  # ordered[0] is cpu: whole CPUs, the static policy's unit
+        flat += row
+    return array("q", flat), array("q", _states(states, n))
 
 
 def _zone_id(pair: tuple[NumaZone, Mapping[str, int]]) -> int:

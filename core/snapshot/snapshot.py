@@ -198,11 +198,14 @@ def within_allocatable(zones: Sequence[NumaZone], free: Sequence[Mapping[str, in
     """Every free amount (``free``: one map per zone) is within its zone's allocatable.
     Then "fits now" implies "fits empty", and a class that never fits empty is never-fits
     for every usage without running the kernel per node."""
-    return all(
-        v <= z.allocatable.get(k, 0)
-        for z, amounts in zip(zones, free, strict=True)
-        for k, v in amounts.items()
-    )
+    # Loops, not generators: this runs per usage event (py-spy put the generators at a
+    # seventh of a batch's apply, docs/inventory.md round 23).
+    for z, amounts in zip(zones, free, strict=True):
+        allocatable = z.allocatable
+        for k, v in amounts.items():
+            if v > allocatable.get(k, 0):
+                return False
+    return True
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,7 +14,7 @@ from core.feasibility.verdicts import evaluate
 from core.inventory.build import build_inventory
 from core.inventory.incremental import IncrementalInventory, ObjectKey, parse_object
 from core.inventory.merge import merge
-from core.model import PodIntent
+from core.model import NumaZone, PodIntent
 from core.snapshot.delta import SnapshotEditor
 from core.snapshot.rows import ShapeRows, resource_names, shape_rows, usage_rows
 from core.snapshot.snapshot import Snapshot, rows_of, within_allocatable
@@ -91,6 +91,20 @@ def _assert_same_as_full_build(
     for s in set(snap.shape_of):
         rep = snap.nodes[snap.shape_rep[s]]
         assert _listed(rows_of(snap.packed, s)) == _listed(shape_rows(rep, names))
+
+
+def test_within_allocatable_holds_only_while_every_free_amount_is_within_its_zones():
+    # The reference of the monotone check above: tested on its own, since the check
+    # calls it too (a wrong comparison here would pass both).
+    zones = [
+        NumaZone(0, {}, {"cpu": 8000, "memory": 64}, {}),
+        NumaZone(1, {}, {"cpu": 8000}, {}),
+    ]
+    assert within_allocatable(zones, [{"cpu": 8000, "memory": 64}, {"cpu": 0}])
+    assert within_allocatable(zones, [{}, {"memory": 0}])  # absent: allocatable 0
+    assert not within_allocatable(zones, [{"cpu": 8001}, {}])
+    assert not within_allocatable(zones, [{"cpu": 1}, {"memory": 1}])  # zone 1 has none
+    assert not within_allocatable(zones, [{"memory": 64}, {"cpu": 9000}])
 
 
 # Usage churn as NFD and koordlet write it: a node's NRT again with new free amounts per
