@@ -5,6 +5,7 @@ from functions at scrape time, and the collector that hides a function gauge wit
 
 from __future__ import annotations
 
+import functools
 import math
 import threading
 from collections.abc import Callable, Iterable, Sequence
@@ -156,6 +157,13 @@ class Gauge(Family):
 
 class Histogram(Family):
     """Cumulative buckets, ``_sum`` and ``_count`` per label set."""
+
+    @functools.cached_property
+    def bounds(self) -> list[float]:
+        """The buckets' upper bounds, +Inf last: a value goes in the first bucket whose
+        bound is >= it (prometheus-client's ``observe``), i.e. ``bisect_left(bounds,
+        value)``, which is how callers of ``observe_counts`` count."""
+        return list(self.metric._upper_bounds)
 
     def observe(self, value: float, **labels: str) -> None:
         self._child(labels).observe(value)

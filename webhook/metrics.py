@@ -210,7 +210,6 @@ class InventoryUpdateMetrics:
             "From a watch event received to the inventory that includes it being served.",
             buckets=UPDATE_BUCKETS,
         )
-        self._latency_bounds: list[float] = list(self.latency.metric._upper_bounds)
         self.apply = f.histogram(
             "numagate_inventory_update_apply_seconds",
             "Time one batch of events took to apply on the event loop.",
@@ -256,12 +255,12 @@ class InventoryUpdateMetrics:
         for (resource, kind), n in counts.items():
             self.events.inc(n, resource=resource, type=kind)
         if drained:
-            bounds, total = self._latency_bounds, 0.0
+            bounds, total = self.latency.bounds, 0.0
             buckets = [0] * len(bounds)
             for item in drained:
                 age = done - item[0]
                 total += age
-                buckets[bisect_left(bounds, age)] += 1  # as Histogram.observe places it
+                buckets[bisect_left(bounds, age)] += 1
             self.latency.observe_counts(total, buckets)
 
     def rebuilt(self, seconds: float) -> None:

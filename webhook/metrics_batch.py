@@ -53,10 +53,9 @@ class ReviewCounts:
         self._in_flight_family = in_flight
         self._violations_family = violations
         self._feasibility_family = feasibility
-        # prometheus-client's bucket bounds, +Inf last: an observation goes in the first
-        # bucket whose bound is >= it (Histogram.observe), i.e. bisect_left.
-        self._bounds: list[float] = list(duration.metric._upper_bounds)
-        self._feasibility_bounds: list[float] = list(feasibility.metric._upper_bounds)
+        # Histogram.bounds: each observation is counted at bisect_left of them.
+        self._bounds = duration.bounds
+        self._feasibility_bounds = feasibility.bounds
         self._requests: dict[tuple[str, str, str, str], int] = {}
         self._cache: dict[str, int] = {}
         self._durations: dict[str, list[Any]] = {}  # webhook -> [sum, count per bucket]

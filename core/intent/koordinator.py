@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from core.intent import dialects as d
 from core.intent.annotations import (
@@ -43,12 +44,18 @@ def _koord_values(doc: JsonDoc) -> tuple[str | None, str | None]:
     absent or unknown values (already reported)."""
     if doc.doc is None:
         return None, None
-    policy = doc.doc.get(d.F_NUMA_POLICY)
-    exclusive = doc.doc.get(d.F_NUMA_EXCLUSIVE)
-    return (
-        d.kubelet_from_koord(policy) if policy in d.KOORD_POLICIES else None,
-        exclusive if exclusive in d.KOORD_EXCLUSIVE else None,
-    )
+    policy, exclusive = (_known(doc.doc, f) for f in (d.F_NUMA_POLICY, d.F_NUMA_EXCLUSIVE))
+    return (d.kubelet_from_koord(policy) if policy is not None else None, exclusive)
+
+
+# The values numagate reads in each field of numa-topology-spec; any other is unknown.
+_KNOWN = {d.F_NUMA_POLICY: d.KOORD_POLICIES, d.F_NUMA_EXCLUSIVE: d.KOORD_EXCLUSIVE}
+
+
+def _known(spec: dict[str, Any], field: str) -> str | None:
+    """``spec``'s value of ``field`` when numagate knows it, else None."""
+    value = spec.get(field)
+    return value if value in _KNOWN[field] else None
 
 
 def _bind_field(doc: JsonDoc, name: str, ctx: Ctx) -> str | None:
@@ -132,11 +139,10 @@ def _move_misplaced(
     target = numa.doc if numa.doc is not None else {}
     # A null in numa-topology-spec is no value to koord-scheduler (Go's encoding/json leaves
     # a string field as it was on null), and an unknown one (reported already) none that
-    # numagate reads (_koord_values), so either yields to the moved one: were it a clash,
+    # numagate reads (_known), so either yields to the moved one: were it a clash,
     # a later step that fills it (the Volcano mirror) would make the move happen only on
     # the next normalization, and normalizing would not be idempotent.
-    known = {d.F_NUMA_POLICY: d.KOORD_POLICIES, d.F_NUMA_EXCLUSIVE: d.KOORD_EXCLUSIVE}
-    clashes = [f for f in misplaced if target.get(f) in known[f] and target[f] != resource.doc[f]]
+    clashes = [f for f in misplaced if _known(target, f) not in (None, resource.doc[f])]
     if clashes:
         f = clashes[0]
         ctx.add(
