@@ -256,5 +256,8 @@ def read_response(s: ssl.SSLSocket) -> tuple[int, bytes]:
     data = b""
     while chunk := s.recv(65536):
         data += chunk
+    if not data:
+        # the server closed without answering (a connection that raced a shutdown)
+        raise ConnectionResetError("connection closed before any response")
     head, _, body = data.partition(b"\r\n\r\n")
     return int(head.split()[1]), body
