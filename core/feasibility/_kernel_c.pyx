@@ -41,7 +41,7 @@ from core.feasibility.codes cimport (
     RES_IGNORED as C_RES_IGNORED,
     RES_MEMORY as C_RES_MEMORY,
     SF_CPU_STATIC,
-    SF_DIST_OFF,
+    SF_TOPO_OFF,
     SF_FULL_PCPUS,
     SF_MAX_NUMA,
     SF_MEM_STATIC,
@@ -103,7 +103,7 @@ PXD_CODES = {
     "F_EMPTY": C_F_EMPTY, "F_POD_SCOPE": C_F_POD_SCOPE, "F_EXCLUSIVE": C_F_EXCLUSIVE,
     "F_CPU_ONLY": C_F_CPU_ONLY, "F_KOORD_HINTS": C_F_KOORD_HINTS,
     "F_KOORD_REQUESTS": C_F_KOORD_REQUESTS,
-    "SF_N": SF_N, "SF_DIST_OFF": SF_DIST_OFF,
+    "SF_N": SF_N, "SF_TOPO_OFF": SF_TOPO_OFF,
     "SF_MAX_NUMA": SF_MAX_NUMA, "SF_PREFER_CLOSEST": SF_PREFER_CLOSEST,
     "SF_CPU_STATIC": SF_CPU_STATIC, "SF_FULL_PCPUS": SF_FULL_PCPUS, "SF_THREADS": SF_THREADS,
     "SF_MEM_STATIC": SF_MEM_STATIC, "SHAPE_FIELDS": SHAPE_FIELDS,
@@ -163,10 +163,8 @@ cdef struct _KernelResult:  # codes.KernelResult
 cdef struct _Packed:  # core.snapshot.snapshot.Packed, as pointers
     const i64* shape_info
     const i64* zone_off
-    const i64* zones
-    const i64* node_alloc
-    const i64* unaligned
-    const i64* dist
+    const i64* topology
+    const i64* available
     const i64* states
     const i64* idle_states
     const i64* res_kind
@@ -698,19 +696,16 @@ cdef class Kernel:
         if packed.n_res < 1:
             raise InvalidInput("packed snapshot: n_res must be at least 1 (cpu)")
         self.packed = packed
-        views = (packed.shape_info, packed.zones, packed.node_alloc, packed.unaligned,
-                 packed.dist, packed.states, packed.idle_states, packed.res_kind,
-                 packed.zone_off)
+        views = (packed.shape_info, packed.topology, packed.available, packed.states,
+                 packed.idle_states, packed.res_kind, packed.zone_off)
         self._views = views
         self.p.shape_info = _ptr(views[0])
-        self.p.zones = _ptr(views[1])
-        self.p.node_alloc = _ptr(views[2])
-        self.p.unaligned = _ptr(views[3])
-        self.p.dist = _ptr(views[4])
-        self.p.states = _ptr(views[5])
-        self.p.idle_states = _ptr(views[6])
-        self.p.res_kind = _ptr(views[7])
-        self.p.zone_off = _ptr(views[8])
+        self.p.topology = _ptr(views[1])
+        self.p.available = _ptr(views[2])
+        self.p.states = _ptr(views[3])
+        self.p.idle_states = _ptr(views[4])
+        self.p.res_kind = _ptr(views[5])
+        self.p.zone_off = _ptr(views[6])
         self.p.n_res = packed.n_res
         self.p.n_shapes = packed.n_shapes
 
@@ -924,12 +919,23 @@ cdef void _scratch_free(_Scratch* sc) noexcept nogil:
     c_free(sc.marks)
 
 
+cdef inline const i64* _block(_Packed* p, int base) noexcept nogil:
+    """The topology block of the shape at ``base`` (codes.SF_TOPO_OFF has its layout)."""
+    return p.topology + p.shape_info[base + SF_TOPO_OFF]
+
+
+cdef inline const i64* _dist(_Packed* p, int base) noexcept nogil:
+    cdef int n = <int>p.shape_info[base + SF_N]
+    return _block(p, base) + 2 * p.n_res + 2 * n * p.n_res
+
+
 cdef void _state_init(_State* st, _Packed* p, int shape, int empty, i64* buf) noexcept nogil:
     """The reference's ``_State(packed, shape, empty)``, in ``buf``."""
     cdef int base = shape * SHAPE_FIELDS
     cdef int n = <int>p.shape_info[base + SF_N], nres = p.n_res, z, r, k
     cdef int zoff = <int>p.zone_off[shape]
-    cdef int col = 1 if empty else 2  # "empty": available := allocatable (docs/contracts.md: Verdicts)
+    cdef const i64* block = _block(p, base)
+    cdef const i64* limits = block + 2 * nres  # (capacity, allocatable) per (zone, resource)
     st.n = n
     st.nres = nres
     st.cap = buf
@@ -941,20 +947,22 @@ cdef void _state_init(_State* st, _Packed* p, int shape, int empty, i64* buf) no
     st.assigns = buf + 4 * n * nres + nres + n
     for z in range(n):
         for r in range(nres):
-            k = ((zoff + z) * nres + r) * 3
-            st.cap[z * nres + r] = p.zones[k]
-            st.total[z * nres + r] = p.zones[k + 1]
-            st.free[z * nres + r] = p.zones[k + col]
+            k = z * nres + r
+            st.cap[k] = limits[2 * k]
+            st.total[k] = limits[2 * k + 1]
+            # "empty": available := allocatable (docs/contracts.md: Verdicts)
+            st.free[k] = limits[2 * k + 1] if empty else p.available[zoff * nres + k]
     for r in range(nres):
-        st.unaligned[r] = p.unaligned[shape * nres + r]
+        st.unaligned[r] = block[nres + r]
 
 
 cdef int _node_level_short(_Packed* p, int shape, _Demand* d, _KernelResult* o) noexcept nogil:
     cdef int nres = p.n_res, pod = d.n_units - 1, r
     cdef i64 need, have
+    cdef const i64* node_alloc = _block(p, shape * SHAPE_FIELDS)
     for r in range(nres):
         need = d.unit_res[pod * nres + r]
-        have = p.node_alloc[shape * nres + r]
+        have = node_alloc[r]
         if need > 0 and have >= 0 and need > have and p.res_kind[r] != C_RES_IGNORED:
             _fail(o, R_NODE_SHORT, pod, r, need, have)
             return 1
@@ -1034,7 +1042,7 @@ cdef void koord_filter(_Packed* p, int base, _State* st, _Demand* d, int policy,
         if sc.lists[r].kind == L_HINTS:
             _koord_preferences(&sc.lists[r], policy == P_RESTRICTED)
     merge(sc.lists, cnt, policy, st.n, <int>p.shape_info[base + SF_PREFER_CLOSEST],
-          p.dist + p.shape_info[base + SF_DIST_OFF], flags & C_F_EXCLUSIVE,
+          _dist(p, base), flags & C_F_EXCLUSIVE,
           p.idle_states if flags & C_F_EMPTY else p.states + soff, sc, &merged)
     if merged.rejected_by_exclusive:
         _fail(o, R_EXCLUSIVE, pod, -1, 0, 0)
@@ -1092,7 +1100,7 @@ cdef void _admit_unit(_Packed* p, int base, _State* st, _Demand* d, int u, int p
     cnt = _unit_lists(p, base, st, d, u, req, policy, flags, sc.lists)
     if policy != P_NONE:
         merge(sc.lists, cnt, policy, st.n, <int>p.shape_info[base + SF_PREFER_CLOSEST],
-              p.dist + p.shape_info[base + SF_DIST_OFF],
+              _dist(p, base),
               (flags & C_F_EXCLUSIVE) and policy >= P_RESTRICTED,
               p.idle_states if flags & C_F_EMPTY else p.states + soff, sc, &merged)
         if merged.rejected_by_exclusive:

@@ -51,13 +51,13 @@ from core.feasibility.codes import (
     RES_IGNORED,
     RES_MEMORY,
     SF_CPU_STATIC,
-    SF_DIST_OFF,
     SF_FULL_PCPUS,
     SF_MAX_NUMA,
     SF_MEM_STATIC,
     SF_N,
     SF_PREFER_CLOSEST,
     SF_THREADS,
+    SF_TOPO_OFF,
     SHAPE_FIELDS,
     U_INIT,
     KernelResult,
@@ -104,6 +104,18 @@ class _HintList:
         self.min_width = 0
 
 
+def _block(p: Any, base: int) -> Any:
+    """The topology block of the shape at ``base`` (codes.SF_TOPO_OFF has its layout), to
+    its end: node allocatable, unaligned devices, zone limits, distances."""
+    n, nres, start = p.shape_info[base + SF_N], p.n_res, p.shape_info[base + SF_TOPO_OFF]
+    return p.topology[start : start + 2 * nres + 2 * n * nres + n * n]
+
+
+def _dist(p: Any, base: int) -> Any:
+    n = p.shape_info[base + SF_N]
+    return _block(p, base)[2 * p.n_res + 2 * n * p.n_res :]
+
+
 class _State:
     """Mutable per-call node state: free amounts, reusable init-container amounts per NUMA
     node, unaligned devices, and memory-manager groups (Cells, NumberOfAssignments)."""
@@ -116,19 +128,21 @@ class _State:
         n = info[base + SF_N]
         zoff = packed.zone_off[shape]
         nres = packed.n_res
-        zones = packed.zones
+        block = _block(packed, base)
+        limits = block[2 * nres :]  # (capacity, allocatable) per (zone, resource)
         self.n = n
         self.nres = nres
-        self.cap = [[zones[((zoff + z) * nres + r) * 3] for r in range(nres)] for z in range(n)]
-        self.total = [
-            [zones[((zoff + z) * nres + r) * 3 + 1] for r in range(nres)] for z in range(n)
-        ]
-        col = 1 if empty else 2  # "empty": available := allocatable (docs/contracts.md: Verdicts)
-        self.free = [
-            [zones[((zoff + z) * nres + r) * 3 + col] for r in range(nres)] for z in range(n)
-        ]
+        self.cap = [[limits[(z * nres + r) * 2] for r in range(nres)] for z in range(n)]
+        self.total = [[limits[(z * nres + r) * 2 + 1] for r in range(nres)] for z in range(n)]
+        # "empty": available := allocatable (docs/contracts.md: Verdicts)
+        free = packed.available[zoff * nres : (zoff + n) * nres]
+        self.free = (
+            [row[:] for row in self.total]
+            if empty
+            else [list(free[z * nres : (z + 1) * nres]) for z in range(n)]
+        )
         self.reuse = [[0] * nres for _ in range(n)]
-        self.unaligned = [packed.unaligned[shape * nres + r] for r in range(nres)]
+        self.unaligned = list(block[nres : 2 * nres])
         self.cells = [0] * n
         self.assigns = [0] * n
 
@@ -613,9 +627,10 @@ def _node_level_short(p: Any, shape: int, demand: Any) -> KernelResult | None:
     """Cheap bound: the node's allocatable must hold the pod's requests (kubelet admit)."""
     nres = p.n_res
     pod = demand.n_units - 1
+    node_alloc = _block(p, shape * SHAPE_FIELDS)
     for r in range(nres):
         need = demand.unit_res[pod * nres + r]
-        have = p.node_alloc[shape * nres + r]
+        have = node_alloc[r]
         if need > 0 and have >= 0 and need > have and p.res_kind[r] != RES_IGNORED:
             return _fail(R_NODE_SHORT, pod, r, need, have)
     return None
@@ -700,7 +715,7 @@ def koord_filter(
         policy=policy,
         n=st.n,
         closest=bool(info[base + SF_PREFER_CLOSEST]),
-        dist=p.dist[info[base + SF_DIST_OFF] :],
+        dist=_dist(p, base),
         exclusive=bool(flags & F_EXCLUSIVE),
         states=p.states if not flags & F_EMPTY else p.idle_states,
         soff=0 if flags & F_EMPTY else p.zone_off[base // SHAPE_FIELDS],
@@ -766,7 +781,7 @@ def _admit_unit(
             policy=policy,
             n=n,
             closest=bool(info[base + SF_PREFER_CLOSEST]),
-            dist=p.dist[info[base + SF_DIST_OFF] :],
+            dist=_dist(p, base),
             exclusive=bool(flags & F_EXCLUSIVE) and policy >= P_RESTRICTED,
             states=p.states if not flags & F_EMPTY else p.idle_states,
             soff=0 if flags & F_EMPTY else p.zone_off[base // SHAPE_FIELDS],

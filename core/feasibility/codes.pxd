@@ -25,7 +25,7 @@ cdef enum:
 
 cdef enum:
     SF_N = 0
-    SF_DIST_OFF = 1
+    SF_TOPO_OFF = 1
     SF_MAX_NUMA = 2
     SF_PREFER_CLOSEST = 3
     SF_CPU_STATIC = 4

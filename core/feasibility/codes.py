@@ -43,7 +43,11 @@ F_KOORD_REQUESTS: Final = 32
 # Shape fields (stride SHAPE_FIELDS in Packed.shape_info). A shape's zone offset is in
 # Packed.zone_off: it is the one field that usage churn rewrites.
 SF_N: Final = 0
-SF_DIST_OFF: Final = 1
+# Where the shape's topology block starts in Packed.topology. A block (n zones, n_res
+# resources) holds what only the topology fixes, shared by every shape of a topology
+# class: node allocatable (n_res; -1 unknown), unaligned devices (n_res), then per
+# (zone, resource) capacity and allocatable (n * n_res * 2), then the distances (n * n).
+SF_TOPO_OFF: Final = 1
 SF_MAX_NUMA: Final = 2
 SF_PREFER_CLOSEST: Final = 3
 SF_CPU_STATIC: Final = 4

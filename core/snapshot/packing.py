@@ -14,11 +14,13 @@ from typing import Any
 
 from core.feasibility.codes import SHAPE_FIELDS
 from core.snapshot.rows import ShapeRows
-from core.snapshot.snapshot import Packed
+from core.snapshot.snapshot import Packed, topology_size
 
-_FIELDS = ("shape_info", "zone_off", "zones", "node_alloc", "unaligned", "dist", "states")
-_SLOT_ARRAYS = frozenset({"shape_info", "zone_off", "node_alloc", "unaligned", "dist"})
-_ZONE_ARRAYS = frozenset({"zones", "states"})
+_FIELDS = ("shape_info", "zone_off", "topology", "available", "states")
+# The topology blocks go with the slots: a new block comes only with a new slot (a shape
+# of a new topology class), and blocks are never freed (a Whole starts afresh).
+_SLOT_ARRAYS = frozenset({"shape_info", "zone_off", "topology"})
+_ZONE_ARRAYS = frozenset({"available", "states"})
 # A renewal copies the arrays at the same length when at least this share of the slots
 # is free (their holes take the next shapes), else grows them x1.5.
 _REUSE_SHARE = 4
@@ -34,7 +36,7 @@ class PackedStore:
         self.base = replace(packed, **dict.fromkeys(_FIELDS, array("q")))
         self.n_shapes = packed.n_shapes
         self.zone_count = packed.zone_count
-        self.dist_len = packed.n_shapes and _dist_end(packed)
+        self.topo_len = packed.topo_len
         # The arrays of ``packed`` are shared until the first write needs room.
         self.arrays = {name: getattr(packed, name) for name in _FIELDS}
         # Slot and region numbers in arrays, not lists of ints: under churn they are tens
@@ -74,23 +76,25 @@ class PackedStore:
                 self._write(s, rows)
                 return s, False
             if self._room(rows):
-                return self._append(rows, self._region(rows.n)), True
+                s = self.n_shapes
+                self.n_shapes += 1
+                self.arrays["zone_off"][s] = self._region(rows.n)
+                self._write(s, rows)
+                return s, True
             if attempt == 0:
                 self._renew(rows.n, slot=True)
         raise AssertionError("renewal made no room")  # pragma: no cover
 
     def move_usage(self, s: int, available: array[int], states: array[int]) -> None:
-        """Live slot s with new usage (``rows.usage_values``): its zone rows with the new
-        free amounts, and its states, written to a region no snapshot handed out reads;
-        the slot points there in a ``zone_off`` of this batch's own: the one per-shape
-        array copied per batch (while it was a field of ``shape_info``, that copy, 10 MiB
-        at 100,000 shapes, made a batch 3.8-4.0 ms of CPU against 2.3-2.5 without)."""
-        a, width = self.arrays, self.base.n_res * 3
+        """Live slot s with new usage (``rows.usage_values``): its free amounts and its
+        states written to a region no snapshot handed out reads; the slot points there in
+        a ``zone_off`` of this batch's own: the one per-shape array copied per batch
+        (while it was a field of ``shape_info``, that copy, 10 MiB at 100,000 shapes, made
+        a batch 3.8-4.0 ms of CPU against 2.3-2.5 without)."""
+        a, nres = self.arrays, self.base.n_res
         n, zoff = a["shape_info"][s * SHAPE_FIELDS], a["zone_off"][s]
-        zones = self.arrays["zones"][zoff * width : (zoff + n) * width]
-        zones[2::3] = available
         new = self._region(n)
-        a["zones"][new * width : (new + n) * width] = zones
+        a["available"][new * nres : (new + n) * nres] = available
         a["states"][new : new + n] = states
         if self.offsets_shared:  # one copy in one call (no zeroed array first: half the time)
             a["zone_off"] = array("q", a["zone_off"])
@@ -106,7 +110,7 @@ class PackedStore:
             if regions:
                 return regions.pop()
             end, a = self.zone_count + n, self.arrays
-            if len(a["states"]) >= end and len(a["zones"]) >= end * self.base.n_res * 3:
+            if len(a["states"]) >= end and len(a["available"]) >= end * self.base.n_res:
                 zoff = self.zone_count
                 self.zone_count += n
                 return zoff
@@ -115,51 +119,36 @@ class PackedStore:
         raise AssertionError("renewal made no room")  # pragma: no cover
 
     def _write(self, s: int, rows: ShapeRows) -> None:
-        """Rows of the shape in slot s (free in these arrays, of the same zone count)."""
-        a, nres = self.arrays, self.base.n_res
-        info = a["shape_info"]
-        base = s * SHAPE_FIELDS
-        zoff, doff = a["zone_off"][s], info[base + 1]
-        info[base + 2 : base + SHAPE_FIELDS] = array("q", rows.info)
-        a["zones"][zoff * nres * 3 : (zoff + rows.n) * nres * 3] = array("q", rows.zones)
-        a["dist"][doff : doff + rows.n * rows.n] = array("q", rows.dist)
-        a["states"][zoff : zoff + rows.n] = array("q", rows.states)
-        a["node_alloc"][s * nres : (s + 1) * nres] = array("q", rows.node_alloc)
-        a["unaligned"][s * nres : (s + 1) * nres] = array("q", rows.unaligned)
-
-    def _append(self, rows: ShapeRows, zoff: int) -> int:
-        """A new slot past every earlier one, its zones at region ``zoff`` (_region)."""
-        s, n = self.n_shapes, rows.n
-        base = s * SHAPE_FIELDS
-        self.arrays["shape_info"][base : base + 2] = array("q", (n, self.dist_len))
-        self.arrays["zone_off"][s] = zoff
-        self.n_shapes += 1
-        self.dist_len += n * n
-        self._write(s, rows)
-        return s
+        """Rows of the shape in slot s (free in these arrays, its zone region set), with
+        its topology block written past the last one unless its class has it stored."""
+        a, nres, n = self.arrays, self.base.n_res, rows.n
+        if rows.topo_off < 0:
+            rows.topo_off, self.topo_len = self.topo_len, self.topo_len + len(rows.topology)
+            a["topology"][rows.topo_off : self.topo_len] = array("q", rows.topology)
+        base, zoff = s * SHAPE_FIELDS, a["zone_off"][s]
+        a["shape_info"][base : base + SHAPE_FIELDS] = array("q", (n, rows.topo_off, *rows.info))
+        a["available"][zoff * nres : (zoff + n) * nres] = array("q", rows.available)
+        a["states"][zoff : zoff + n] = array("q", rows.states)
 
     def _used(self) -> dict[str, int]:
         """How much of each array the slots so far use."""
-        nres = self.base.n_res
         return {
             "shape_info": self.n_shapes * SHAPE_FIELDS,
             "zone_off": self.n_shapes,
-            "zones": self.zone_count * nres * 3,
-            "node_alloc": self.n_shapes * nres,
-            "unaligned": self.n_shapes * nres,
-            "dist": self.dist_len,
+            "topology": self.topo_len,
+            "available": self.zone_count * self.base.n_res,
             "states": self.zone_count,
         }
 
     def _needs(self, n: int, *, slot: bool = True) -> dict[str, int]:
-        """How long each array must be for one more slot of n zones past the last, or
-        (``slot`` False) for n more zones."""
+        """How long each array must be for one more slot of n zones past the last (with a
+        topology block of its own), or (``slot`` False) for n more zones."""
         nres = self.base.n_res
         if slot:
-            more = {"shape_info": SHAPE_FIELDS, "zone_off": 1, "node_alloc": nres,
-                    "unaligned": nres, "dist": n * n}  # fmt: skip
+            more = {"shape_info": SHAPE_FIELDS, "zone_off": 1,
+                    "topology": topology_size(n, nres)}  # fmt: skip
         else:
-            more = {"zones": n * nres * 3, "states": n}
+            more = {"available": n * nres, "states": n}
         return {k: v + more.get(k, 0) for k, v in self._used().items()}
 
     def _room(self, rows: ShapeRows) -> bool:
@@ -252,7 +241,13 @@ class PackedStore:
     def packed(self) -> Packed:
         """The table as it stands (sharing the arrays; its counts bound what it reads)."""
         self.offsets_shared = True
-        return replace(self.base, n_shapes=self.n_shapes, zone_count=self.zone_count, **self.arrays)
+        return replace(
+            self.base,
+            n_shapes=self.n_shapes,
+            zone_count=self.zone_count,
+            topo_len=self.topo_len,
+            **self.arrays,
+        )
 
 
 def pickled_with_room(packed: Packed, shapes: int) -> tuple[Any, ...]:
@@ -283,10 +278,3 @@ def _grown(values: bytes | bytearray, length: int) -> array[int]:
     out = array("q", bytes(8 * length))  # bytes(): zero pages that are not written
     memoryview(out).cast("B")[: len(values)] = values
     return out
-
-
-def _dist_end(p: Packed) -> int:
-    """Where the last shape's distance matrix ends (shapes are stored in order)."""
-    base = (p.n_shapes - 1) * SHAPE_FIELDS
-    n, doff = p.shape_info[base], p.shape_info[base + 1]
-    return doff + n * n

@@ -57,16 +57,15 @@ def _zone_row(amounts: Mapping[str, int], ordered: Sequence[str]) -> list[int]:
 
 @dataclass(slots=True)
 class ShapeRows:
-    """One shape's rows of the packed arrays (offsets into ``zones``/``dist`` left out:
-    they depend on where the shape is stored)."""
+    """One shape's rows of the packed arrays (its zone offset left out: it depends on where
+    the shape is stored)."""
 
     n: int
-    info: Sequence[int]  # SHAPE_FIELDS minus the 2 leading (n, dist offset)
-    zones: Sequence[int]
-    dist: Sequence[int]
+    info: Sequence[int]  # SHAPE_FIELDS minus the 2 leading (n, topology offset)
+    topology: Sequence[int]  # its topology block (codes.SF_TOPO_OFF), shared by its class
+    available: Sequence[int]  # free amount per (zone, resource): n * n_res
     states: Sequence[int]
-    node_alloc: Sequence[int]
-    unaligned: Sequence[int]
+    topo_off: int = -1  # where ``topology`` is stored already (-1: nowhere yet)
 
 
 def resource_names(shapes: Sequence[NodeTopology]) -> tuple[str, ...]:
@@ -96,23 +95,19 @@ def shape_rows(node: NodeTopology, ordered: Sequence[str]) -> ShapeRows:
         max(1, node.threads_per_core),
         int(node.memory_manager_policy == "Static" and mem_known),
     ]
-    zones: list[int] = []
+    limits: list[int] = []
     for z in zs:
-        rows = (
-            _zone_row(z.capacity, ordered),
-            _zone_row(z.allocatable, ordered),
-            _zone_row(z.available, ordered),
-        )
+        rows = (_zone_row(z.capacity, ordered), _zone_row(z.allocatable, ordered))
         for row in rows:  # ordered[0] is cpu: whole CPUs, the static policy's unit
             row[0] //= 1000
-        zones.extend(chain.from_iterable(zip(*rows, strict=True)))
+        limits.extend(chain.from_iterable(zip(*rows, strict=True)))
+    available, states = usage_values(zs, [z.available for z in zs], node.numa_states, ordered, n)
     ids = [z.id for z in zs]
     dist: list[int] = []
     for i, zi in enumerate(zs):
         row = list(map(zi.costs.get, ids, repeat(20)))
         row[i] = zi.costs.get(zi.id, 10)  # to itself: 10 unless reported
         dist.extend(row)
-    states = _states(node.numa_states, n)
     node_alloc: list[int] = []
     unaligned: list[int] = []
     authoritative = node_allocatable_known(node)
@@ -131,7 +126,7 @@ def shape_rows(node: NodeTopology, ordered: Sequence[str]) -> ShapeRows:
         else:  # no topology at all: every device of it is unaligned
             fallback = alloc if alloc >= 0 else UNLIMITED
             unaligned.append(min(node.unaligned_devices.get(r, fallback), UNLIMITED))
-    return ShapeRows(n, info, zones, dist, states, node_alloc, unaligned)
+    return ShapeRows(n, info, node_alloc + unaligned + limits + dist, available, states)
 
 
 def _states(states: Sequence[str], n: int) -> list[int]:
@@ -143,12 +138,12 @@ def _states(states: Sequence[str], n: int) -> list[int]:
 def usage_rows(node: NodeTopology, ordered: Sequence[str], like: ShapeRows) -> ShapeRows:
     """``shape_rows(node)`` for a node of the topology class of ``like`` (a shape of that
     class): the class fixes every row but the zones' available amounts and the NUMA
-    states (_topology_key has everything else), so only those are computed. Under watch
-    churn most events change usage only (NFD's topology-updater rewrites ``available``)."""
-    zones = array("q", like.zones)
+    states (_topology_key has everything else), so only those are computed, and the
+    class's topology block is shared. Under watch churn most events change usage only
+    (NFD's topology-updater rewrites ``available``)."""
     free = [z.available for z in node.zones]
-    zones[2::3], states = usage_values(node.zones, free, node.numa_states, ordered, like.n)
-    return ShapeRows(like.n, like.info, zones, like.dist, states, like.node_alloc, like.unaligned)
+    available, states = usage_values(node.zones, free, node.numa_states, ordered, like.n)
+    return ShapeRows(like.n, like.info, like.topology, available, states, like.topo_off)
 
 
 def usage_values(
@@ -159,9 +154,8 @@ def usage_values(
     n: int,
 ) -> tuple[array[int], array[int]]:
     """What usage contributes to a shape's rows (``n`` zones): every zone's free amounts
-    (``free``, aligned with ``zones``) in zone id order, one resource after another (the
-    zone rows' available column: ``zones[2::3]`` of the shape's region), and the NUMA
-    states' codes."""
+    (``free``, aligned with ``zones``) in zone id order, one resource after another (its
+    region of ``Packed.available``), and the NUMA states' codes."""
     flat: list[int] = []
     for _, amounts in sorted(zip(zones, free, strict=True), key=_zone_id):
         row = _zone_row(amounts, ordered)

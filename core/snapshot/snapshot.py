@@ -37,24 +37,24 @@ POLICY_CODES: Mapping[str, int] = {
 
 @dataclass(frozen=True, slots=True)
 class Packed:
-    """What the kernel reads. ``shape_info`` holds SHAPE_FIELDS ints per shape, ``zone_off``
-    where its zones start (in ``zones`` by rows of n_res * 3, in ``states``); ``zones``
-    three ints (capacity, allocatable, available) per (zone, resource); ``node_alloc`` and
-    ``unaligned`` one int per (shape, resource), -1 = unknown allocatable; ``dist`` n*n per
-    shape; ``states`` one Koordinator NUMA state per zone (0 idle, 1 shared, 2 single)."""
+    """What the kernel reads. ``shape_info`` holds SHAPE_FIELDS ints per shape, among them
+    where its topology block starts in ``topology`` (codes.SF_TOPO_OFF: what only the
+    topology fixes, one block per topology class, shared by its shapes); ``zone_off``
+    where its zones start in ``available`` (by rows of n_res: the free amount per
+    resource) and in ``states`` (one Koordinator NUMA state per zone: 0 idle, 1 shared,
+    2 single). Under usage churn only ``available`` and ``states`` gain rows."""
 
     n_res: int
     n_shapes: int
     zone_count: int
+    topo_len: int  # how much of ``topology`` the blocks use
     res_names: tuple[str, ...]
     res_index: Mapping[str, int]  # res_names -> position
     res_kind: array[int]
     shape_info: array[int]
     zone_off: array[int]
-    zones: array[int]
-    node_alloc: array[int]
-    unaligned: array[int]
-    dist: array[int]
+    topology: array[int]
+    available: array[int]
     states: array[int]
     idle_states: array[int]
 
@@ -315,51 +315,55 @@ def rows_of(packed: Packed, s: int) -> ShapeRows:
     """Shape ``s``'s rows as stored in ``packed`` (the inverse of packing them)."""
     info, nres = packed.shape_info, packed.n_res
     base = s * SHAPE_FIELDS
-    n, doff, zoff = info[base], info[base + 1], packed.zone_off[s]
+    n, toff, zoff = info[base], info[base + 1], packed.zone_off[s]
     return ShapeRows(
         n,
         info[base + 2 : base + SHAPE_FIELDS],
-        packed.zones[zoff * nres * 3 : (zoff + n) * nres * 3],
-        packed.dist[doff : doff + n * n],
+        packed.topology[toff : toff + topology_size(n, nres)],
+        packed.available[zoff * nres : (zoff + n) * nres],
         packed.states[zoff : zoff + n],
-        packed.node_alloc[s * nres : (s + 1) * nres],
-        packed.unaligned[s * nres : (s + 1) * nres],
+        toff,
     )
+
+
+def topology_size(n: int, nres: int) -> int:
+    """The length of a topology block of n zones (codes.SF_TOPO_OFF)."""
+    return 2 * nres + 2 * n * nres + n * n
 
 
 def _pack(shapes: Sequence[NodeTopology]) -> Packed:
     ordered = resource_names(shapes)
     info: list[int] = []
     zone_off: list[int] = []
-    zones: list[int] = []
-    node_alloc: list[int] = []
-    unaligned: list[int] = []
-    dist: list[int] = []
+    blocks: dict[tuple[int, ...], int] = {}  # a topology block -> its offset
+    topology: list[int] = []
+    available: list[int] = []
     states: list[int] = []
     zone_count = 0
     for node in shapes:
         rows = shape_rows(node, ordered)
-        info += [rows.n, len(dist), *rows.info]
+        block = tuple(rows.topology)
+        toff = blocks.get(block)
+        if toff is None:  # the first shape of its topology class
+            toff = blocks[block] = len(topology)
+            topology += block
+        info += [rows.n, toff, *rows.info]
         zone_off.append(zone_count)
-        zones += rows.zones
-        dist += rows.dist
+        available += rows.available
         states += rows.states
-        node_alloc += rows.node_alloc
-        unaligned += rows.unaligned
         zone_count += rows.n
     return Packed(
         n_res=len(ordered),
         n_shapes=len(shapes),
         zone_count=zone_count,
+        topo_len=len(topology),
         res_names=ordered,
         res_index={n: i for i, n in enumerate(ordered)},
         res_kind=array("q", [resource_kind(r) for r in ordered]),
         shape_info=array("q", info),
         zone_off=array("q", zone_off),
-        zones=array("q", zones),
-        node_alloc=array("q", node_alloc),
-        unaligned=array("q", unaligned),
-        dist=array("q", dist or [0]),
+        topology=array("q", topology or [0]),
+        available=array("q", available),
         states=array("q", states or [0]),
         idle_states=array("q", bytes(8 * 64)),  # every zone idle (n <= 64: u64 masks)
     )

@@ -16,6 +16,7 @@ from typing import Any
 from hypothesis import strategies as st
 
 from core.model import ContainerDemand, NodeTopology, NodeVerdict, NumaZone, PodIntent
+from core.snapshot.rows import ShapeRows
 from core.snapshot.snapshot import POLICY_CODES, Demand, Snapshot
 
 GI = 2**30
@@ -286,3 +287,8 @@ def topology_nodes(draw: st.DrawFn, name: str) -> NodeTopology:
         unaligned_devices={GPU: draw(st.integers(0, 2))},
         numa_states=tuple(draw(st.sampled_from(["idle", "shared", "single"])) for _ in range(n)),
     )
+
+
+def listed_rows(rows: ShapeRows) -> list[list[int]]:
+    """A shape's packed rows as lists (arrays and lists alike), its storage offset left out."""
+    return [[rows.n], *(list(x) for x in (rows.info, rows.topology, rows.available, rows.states))]

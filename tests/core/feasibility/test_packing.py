@@ -9,12 +9,13 @@ import random
 import weakref
 from typing import Any
 
+from core.feasibility.codes import SF_TOPO_OFF, SHAPE_FIELDS
 from core.feasibility.verdicts import evaluate
 from core.inventory.incremental import IncrementalInventory, parse_object
 from core.model import NodeTopology
 from core.snapshot.delta import SnapshotEditor
-from core.snapshot.snapshot import ShapeRows, Snapshot, rows_of
-from tests.builders.model import container
+from core.snapshot.snapshot import Snapshot, rows_of, topology_size
+from tests.builders.model import container, listed_rows
 from tests.builders.model import intent as pod_intent
 from tests.builders.objects import nrt, zone
 
@@ -42,11 +43,6 @@ def _churn(editor: SnapshotEditor, inventory: IncrementalInventory, rng: random.
     return editor.apply(inventory.flush())
 
 
-def _listed(rows: ShapeRows) -> list[list[int]]:
-    return [[rows.n], *(list(x) for x in (rows.info, rows.zones, rows.dist, rows.states,
-            rows.node_alloc, rows.unaligned))]  # fmt: skip
-
-
 def test_every_earlier_snapshot_stays_as_it_was() -> None:
     """200 batches of usage churn; every snapshot is checked against its own verdicts
     (taken when it was made) after every later batch while it is kept; freed slots are
@@ -72,7 +68,7 @@ def test_a_freed_slot_is_written_only_in_a_later_copy_of_the_arrays() -> None:
     editor = SnapshotEditor(Snapshot.build(()))
     first = _churn(editor, inventory, rng, NAMES)
     listed = [s for shapes in first.topo_shapes for s in shapes]
-    rows = [_listed(rows_of(first.packed, s)) for s in listed]
+    rows = [listed_rows(rows_of(first.packed, s)) for s in listed]
     verdicts = _verdicts(first)
     for _ in range(100):
         _churn(editor, inventory, rng, rng.sample(NAMES, 3))
@@ -80,7 +76,7 @@ def test_a_freed_slot_is_written_only_in_a_later_copy_of_the_arrays() -> None:
     assert store.moves > 0 and store.renewals > 0  # usage moved, freed regions reused
     assert store.free or store.regions_free
     # Every row ``first`` reads is as it was.
-    assert [_listed(rows_of(first.packed, s)) for s in listed] == rows
+    assert [listed_rows(rows_of(first.packed, s)) for s in listed] == rows
     assert _verdicts(first) == verdicts
 
 
@@ -148,9 +144,9 @@ def test_a_renewal_copies_into_the_array_it_replaced_once_no_snapshot_holds_it()
     store = editor.store
     kept = _churn(editor, inventory, rng, rng.sample(names, 30))
     listed = [s for shapes in kept.topo_shapes for s in shapes]
-    rows = [_listed(rows_of(kept.packed, s)) for s in listed]
+    rows = [listed_rows(rows_of(kept.packed, s)) for s in listed]
     verdicts = _verdicts(kept)
-    held = {name: getattr(kept.packed, name) for name in ("zones", "states", "shape_info")}
+    held = {name: getattr(kept.packed, name) for name in ("available", "states", "shape_info")}
     renewals, replaced = store.renewals, set()
     for _ in range(100):
         snap = _churn(editor, inventory, rng, rng.sample(names, 30))
@@ -159,7 +155,7 @@ def test_a_renewal_copies_into_the_array_it_replaced_once_no_snapshot_holds_it()
         replaced |= {k for k, a in held.items() if store.arrays[k] is not a}
     assert replaced == set(held)
     assert store.renewals - renewals > 2 and store.reused > 0
-    assert [_listed(rows_of(kept.packed, s)) for s in listed] == rows
+    assert [listed_rows(rows_of(kept.packed, s)) for s in listed] == rows
     assert _verdicts(kept) == verdicts
     assert _verdicts(snap) == _verdicts(Snapshot.build(inventory.nodes()))
 
@@ -171,12 +167,12 @@ def test_the_first_zone_renewal_after_reserve_copies_into_the_spare_reserve_made
     editor, inventory, names = _reserving_editor(rng)
     store = editor.store
     # ids, not references: a reference held here would keep the store from reusing them
-    spares = {k: id(store.spare[k]) for k in ("zones", "states")}
+    spares = {k: id(store.spare[k]) for k in ("available", "states")}
     assert all(len(store.spare[k]) == len(store.arrays[k]) for k in spares)
-    zones = store.arrays["zones"]
+    zones = store.arrays["available"]
     for _ in range(200):
         snap = _churn(editor, inventory, rng, rng.sample(names, 30))
-        if store.arrays["zones"] is not zones:
+        if store.arrays["available"] is not zones:
             break
     assert all(id(store.arrays[k]) == spares[k] for k in spares) and store.reused == 2
     assert _verdicts(snap) == _verdicts(Snapshot.build(inventory.nodes()))
@@ -191,7 +187,7 @@ def test_the_first_snapshots_arrays_are_freed_with_it() -> None:
     editor = SnapshotEditor(Snapshot.build(()))
     first = _churn(editor, inventory, rng, NAMES)
     editor = SnapshotEditor(first, reserve=True)
-    zones = weakref.ref(first.packed.zones)
+    zones = weakref.ref(first.packed.available)
     del first
     _churn(editor, inventory, rng, NAMES[:3])
     assert zones() is None
@@ -206,11 +202,11 @@ def test_a_reserving_editor_serves_its_copies_at_once() -> None:
     rng = random.Random(8)
     first = _churn(SnapshotEditor(Snapshot.build(())), inventory, rng, NAMES)
     expected = _verdicts(first)
-    zones = weakref.ref(first.packed.zones)
+    zones = weakref.ref(first.packed.available)
     editor = SnapshotEditor(first, reserve=True)
     served = editor.snapshot
-    assert served.packed.zones is editor.store.arrays["zones"]
-    assert len(served.packed.zones) > len(first.packed.zones)  # the reserve
+    assert served.packed.available is editor.store.arrays["available"]
+    assert len(served.packed.available) > len(first.packed.available)  # the reserve
     assert served.structure is first.structure  # only arrays moved: decisions still hold
     del first
     assert zones() is None
@@ -256,3 +252,29 @@ def test_unpickled_records_share_their_policy_strings() -> None:
     assert (x, y) == (a, b)
     assert x.tm_policy is y.tm_policy and x.tm_scope is y.tm_scope
     assert x.cpu_manager_policy is y.cpu_manager_policy
+
+
+def test_the_shapes_of_a_topology_class_share_one_topology_block() -> None:
+    # Only usage differs between a class's shapes: the whole build stores the class's
+    # topology block once, and usage churn through the editor adds none (new shapes point
+    # at the class's block); a node of a new topology adds exactly one.
+    rng = random.Random(6)
+    inventory = IncrementalInventory()
+    first = _churn(SnapshotEditor(Snapshot.build(())), inventory, rng, NAMES)
+    block = topology_size(2, first.packed.n_res)
+    built = Snapshot.build(inventory.nodes())
+    assert built.packed.n_shapes > 1 and built.packed.topo_len == block
+    editor = SnapshotEditor(built)
+    for _ in range(40):
+        snap = _churn(editor, inventory, rng, rng.sample(NAMES, 3))
+    assert snap.packed.topo_len == block
+    offsets = {
+        snap.packed.shape_info[s * SHAPE_FIELDS + SF_TOPO_OFF] for s in range(snap.packed.n_shapes)
+    }
+    assert offsets == {0}
+    wide = nrt("wide", [zone(i, {"cpu": ("64", "63", "9")}) for i in (0, 1)],
+               attributes={"topologyManagerPolicy": "single-numa-node"})  # fmt: skip
+    inventory.set(parse_object(wide, inventory.units))
+    snap = editor.apply(inventory.flush())
+    assert snap.packed.topo_len == 2 * block
+    assert _verdicts(snap) == _verdicts(Snapshot.build(inventory.nodes()))

@@ -16,13 +16,13 @@ from core.inventory.incremental import IncrementalInventory, ObjectKey, parse_ob
 from core.inventory.merge import merge
 from core.model import NumaZone, PodIntent
 from core.snapshot.delta import SnapshotEditor
-from core.snapshot.rows import ShapeRows, resource_names, shape_rows, usage_rows
+from core.snapshot.rows import resource_names, shape_rows, usage_rows
 from core.snapshot.snapshot import Snapshot, rows_of, within_allocatable
 from core.snapshot.snapshot import (
     _topology_key as topology_key,
 )
 from tests.builders.events import NAMES, events, object_key
-from tests.builders.model import container, intents
+from tests.builders.model import container, intents, listed_rows
 from tests.builders.model import intent as pod_intent
 from tests.builders.objects import koord_status, node, nrt, pod, zone
 
@@ -90,7 +90,7 @@ def _assert_same_as_full_build(
     names = snap.packed.res_names
     for s in set(snap.shape_of):
         rep = snap.nodes[snap.shape_rep[s]]
-        assert _listed(rows_of(snap.packed, s)) == _listed(shape_rows(rep, names))
+        assert listed_rows(rows_of(snap.packed, s)) == listed_rows(shape_rows(rep, names))
 
 
 def test_within_allocatable_holds_only_while_every_free_amount_is_within_its_zones():
@@ -194,11 +194,6 @@ def test_usage_churn_rewritten_in_place_equals_full_build(
     _assert_same_as_full_build(inventory, editor, final, probes)
 
 
-def _listed(rows: ShapeRows) -> list[list[int]]:
-    return [[rows.n], *(list(x) for x in (rows.info, rows.zones, rows.dist, rows.states,
-            rows.node_alloc, rows.unaligned))]  # fmt: skip
-
-
 def test_usage_churn_reuses_dead_shapes_and_keeps_every_verdict() -> None:
     """Most watch events change usage only: every one makes a new shape and kills one.
     Dead shapes stay listed in their class until half of it is dead, then their slots
@@ -229,7 +224,7 @@ def test_usage_churn_reuses_dead_shapes_and_keeps_every_verdict() -> None:
                 assert bool(quick.counts["fits"]) == bool(whole.counts["fits"])
             for s in set(snap.shape_of):
                 rep = snap.nodes[snap.shape_rep[s]]
-                assert _listed(rows_of(snap.packed, s)) == _listed(
+                assert listed_rows(rows_of(snap.packed, s)) == listed_rows(
                     shape_rows(rep, snap.packed.res_names)
                 )
     assert editor.rebuilt == 0
@@ -286,8 +281,10 @@ def test_usage_rows_are_the_rows_of_the_record() -> None:
     inventory.flush()
     na, nb = inventory.records["a"], inventory.records["b"]
     names = resource_names([na, nb])
-    assert _listed(usage_rows(nb, names, shape_rows(na, names))) == _listed(shape_rows(nb, names))
-    assert _listed(shape_rows(na, names)) != _listed(shape_rows(nb, names))
+    assert listed_rows(usage_rows(nb, names, shape_rows(na, names))) == listed_rows(
+        shape_rows(nb, names)
+    )
+    assert listed_rows(shape_rows(na, names)) != listed_rows(shape_rows(nb, names))
 
 
 def test_one_event_changes_exactly_that_nodes_verdicts() -> None:
