@@ -62,6 +62,7 @@ from core.feasibility.codes import (
     U_INIT,
     KernelResult,
     ScanResult,
+    topology_size,
 )
 from core.feasibility.codes import U_APP as U_APP  # read by snapshot.py through the reference
 from core.feasibility.codes import U_SIDECAR as U_SIDECAR
@@ -105,15 +106,15 @@ class _HintList:
 
 
 def _block(p: Any, base: int) -> Any:
-    """The topology block of the shape at ``base`` (codes.SF_TOPO_OFF has its layout), to
-    its end: node allocatable, unaligned devices, zone limits, distances."""
-    n, nres, start = p.shape_info[base + SF_N], p.n_res, p.shape_info[base + SF_TOPO_OFF]
-    return p.topology[start : start + 2 * nres + 2 * n * nres + n * n]
+    """The topology block of the shape at ``base`` (codes.SF_TOPO_OFF has its layout):
+    node allocatable, unaligned devices, zone limits, distances."""
+    n, start = p.shape_info[base + SF_N], p.shape_info[base + SF_TOPO_OFF]
+    return p.topology[start : start + topology_size(n, p.n_res)]
 
 
 def _dist(p: Any, base: int) -> Any:
     n = p.shape_info[base + SF_N]
-    return _block(p, base)[2 * p.n_res + 2 * n * p.n_res :]
+    return _block(p, base)[topology_size(n, p.n_res) - n * n :]
 
 
 class _State:

@@ -56,6 +56,12 @@ SF_THREADS: Final = 6
 SF_MEM_STATIC: Final = 7
 SHAPE_FIELDS: Final = 8
 
+
+def topology_size(n: int, n_res: int) -> int:
+    """The length of a topology block of n zones and n_res resources (SF_TOPO_OFF)."""
+    return 2 * n_res + 2 * n * n_res + n * n
+
+
 # Unit kinds (containers in kubelet order; the pod-level unit is an app).
 U_INIT: Final = 0
 U_SIDECAR: Final = 1

@@ -12,9 +12,9 @@ from dataclasses import replace
 from pickle import PickleBuffer
 from typing import Any
 
-from core.feasibility.codes import SHAPE_FIELDS
+from core.feasibility.codes import SHAPE_FIELDS, topology_size
 from core.snapshot.rows import ShapeRows
-from core.snapshot.snapshot import Packed, topology_size
+from core.snapshot.snapshot import Packed
 
 _FIELDS = ("shape_info", "zone_off", "topology", "available", "states")
 # The topology blocks go with the slots: a new block comes only with a new slot (a shape
@@ -68,19 +68,15 @@ class PackedStore:
         (past every earlier slot), False when a freed one was reused."""
         for attempt in (0, 1):
             slots = self.free.get(rows.n)
-            if slots:
-                s = slots.pop()
-                # A region of its own: the slot's old one waits for a copy of the zone
-                # arrays (release), which a copy of the slot arrays does not make.
+            if slots or self._room(rows):
+                s = slots.pop() if slots else self.n_shapes
+                new = s == self.n_shapes
+                self.n_shapes += int(new)
+                # A region of its own (a reused slot's old one waits for a copy of the
+                # zone arrays, release, which a copy of the slot arrays does not make).
                 self.arrays["zone_off"][s] = self._region(rows.n)
                 self._write(s, rows)
-                return s, False
-            if self._room(rows):
-                s = self.n_shapes
-                self.n_shapes += 1
-                self.arrays["zone_off"][s] = self._region(rows.n)
-                self._write(s, rows)
-                return s, True
+                return s, new
             if attempt == 0:
                 self._renew(rows.n, slot=True)
         raise AssertionError("renewal made no room")  # pragma: no cover
@@ -120,7 +116,8 @@ class PackedStore:
 
     def _write(self, s: int, rows: ShapeRows) -> None:
         """Rows of the shape in slot s (free in these arrays, its zone region set), with
-        its topology block written past the last one unless its class has it stored."""
+        its topology block written past the last one unless its class has it stored; the
+        offset is recorded in ``rows``, which later shapes of the class copy (usage_rows)."""
         a, nres, n = self.arrays, self.base.n_res, rows.n
         if rows.topo_off < 0:
             rows.topo_off, self.topo_len = self.topo_len, self.topo_len + len(rows.topology)

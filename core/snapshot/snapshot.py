@@ -15,7 +15,7 @@ from typing import Any
 
 from core.feasibility import _kernel_py as ref
 from core.feasibility.bitsets import BitIndex, ValueIndex, bitset, compact, label_indexes
-from core.feasibility.codes import SHAPE_FIELDS
+from core.feasibility.codes import SHAPE_FIELDS, topology_size
 from core.model import NodeTopology, NumaZone, PodIntent
 from core.snapshot.columns import Column, Nodes, usage_of
 from core.snapshot.rows import (
@@ -324,11 +324,6 @@ def rows_of(packed: Packed, s: int) -> ShapeRows:
         packed.states[zoff : zoff + n],
         toff,
     )
-
-
-def topology_size(n: int, nres: int) -> int:
-    """The length of a topology block of n zones (codes.SF_TOPO_OFF)."""
-    return 2 * nres + 2 * n * nres + n * n
 
 
 def _pack(shapes: Sequence[NodeTopology]) -> Packed:

@@ -9,12 +9,12 @@ import random
 import weakref
 from typing import Any
 
-from core.feasibility.codes import SF_TOPO_OFF, SHAPE_FIELDS
+from core.feasibility.codes import SF_TOPO_OFF, SHAPE_FIELDS, topology_size
 from core.feasibility.verdicts import evaluate
 from core.inventory.incremental import IncrementalInventory, parse_object
 from core.model import NodeTopology
 from core.snapshot.delta import SnapshotEditor
-from core.snapshot.snapshot import Snapshot, rows_of, topology_size
+from core.snapshot.snapshot import Snapshot, rows_of
 from tests.builders.model import container, listed_rows
 from tests.builders.model import intent as pod_intent
 from tests.builders.objects import nrt, zone
